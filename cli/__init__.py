@@ -1,0 +1,1 @@
+"""trainfleet's command line: what is computed and shown (planner, preview, catalog views)."""

@@ -1,0 +1,110 @@
+"""`trainfleet catalog list|show`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cli.app import app
+from cli.catalog import CatalogFilter, region_rows, show_instance
+from cli.output import console, money, print_json, table
+
+catalog_app = typer.Typer(help="Browse the embedded price and hardware catalog.", no_args_is_help=True)
+app.add_typer(catalog_app, name="catalog")
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of a table.")]
+
+
+@catalog_app.command("list")
+def list_command(
+    cloud: Annotated[str | None, typer.Option(help="aws, gcp or azure")] = None,
+    region: Annotated[str | None, typer.Option(help="e.g. us-east-1")] = None,
+    accelerator: Annotated[
+        str | None, typer.Option(help="normalised name, e.g. A100-80GB, H100-80GB")
+    ] = None,
+    min_memory: Annotated[float | None, typer.Option(help="minimum GiB per accelerator")] = None,
+    purchase: Annotated[
+        str | None, typer.Option(help="spot or on-demand: only offers with that price")
+    ] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Instance types per region: accelerators, prices (on-demand; cheapest zone for spot), interruption."""
+    from infra.catalog import default_catalog
+
+    f = CatalogFilter(cloud, region, accelerator, min_memory, purchase)
+    rows = region_rows(default_catalog(), f)
+    if json_out:
+        print_json([r.to_json() for r in rows])
+        return
+    console.print(
+        table(
+            f"{len(rows)} offers (prices USD/hour per node)",
+            [
+                "cloud",
+                "region",
+                "instance type",
+                "accelerators",
+                "on-demand",
+                "spot (cheapest zone)",
+                "interruption",
+            ],
+            [
+                (
+                    r.cloud,
+                    r.region,
+                    r.instance_type,
+                    f"{r.accelerators_per_node} x {r.accelerator or '?'} ({r.accelerator_memory_gib:g} GiB)",
+                    money(r.on_demand_usd_per_hour, 3),
+                    f"{money(r.spot_usd_per_hour, 3)} {r.cheapest_spot_zone}".strip(),
+                    r.interruption,
+                )
+                for r in rows
+            ],
+            justify={"on-demand": "right", "spot (cheapest zone)": "right"},
+        )
+    )
+
+
+@catalog_app.command("show")
+def show_command(
+    instance_type: Annotated[str, typer.Argument(help="e.g. p4de.24xlarge")],
+    region: Annotated[str | None, typer.Option(help="only this region")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """One instance type across regions and zones, with where every price comes from."""
+    from infra.catalog import default_catalog
+
+    info = show_instance(default_catalog(), instance_type, region)
+    if json_out:
+        print_json(info)
+        return
+    peaks = ", ".join(f"{p} {v:g}" for p, v in info["peak_tflops"].items()) or "unknown"
+    net = f"{info['network_gbps']:g} Gbit/s {info['fabric']}".strip() if info["network_gbps"] else "unknown"
+    console.print(
+        f"[bold]{instance_type}[/] ({info['cloud']}): {info['accelerators_per_node']} x {info['accelerator']} "
+        f"{info['accelerator_memory_gib']:g} GiB, {info['vcpus']:g} vCPU, {info['memory_gib']:g} GiB RAM, "
+        f"network {net}; peak TFLOP/s per accelerator: {peaks}"
+    )
+    console.print(
+        table(
+            None,
+            ["region", "zone", "on-demand", "spot", "interruption", "source", "note"],
+            [
+                (
+                    o["region"],
+                    o["zone"],
+                    money(o["on_demand_usd_per_hour"], 4),
+                    money(o["spot_usd_per_hour"], 4),
+                    o["interruption"],
+                    o["source"],
+                    o["note"],
+                )
+                for o in info["offers"]
+            ],  # fmt: skip
+            justify={"on-demand": "right", "spot": "right"},
+        )
+    )
+    for key, src in info["sources"].items():
+        detail = ", ".join(f"{k}: {v}" for k, v in src.items() if k != "what")
+        console.print(f"[dim]{key}[/]: {src.get('what', '')} ({detail})", highlight=False)

@@ -1,0 +1,1 @@
+"""trainfleet's deployable side: stack-config schema, catalog, user-data rendering and the Pulumi program."""

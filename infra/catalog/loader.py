@@ -1,0 +1,170 @@
+"""Load the catalog files into typed offers and index them for the filters the CLI and planner use."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+
+from infra.catalog.model import OFFER_COLUMNS, Accelerator, Offer
+from infra.errors import CatalogError
+
+DATA_DIR = Path(__file__).parent / "data"
+_FIX = "reinstall trainfleet, or rebuild it with `python -m infra.catalog.build`"
+
+
+class Catalog:
+    """Offers and accelerators with lookups by cloud, region and instance type."""
+
+    def __init__(self, offers: Iterable[Offer], accelerators: Iterable[Accelerator], sources: dict):
+        self.all_offers: tuple[Offer, ...] = tuple(offers)
+        self.accelerators: dict[str, Accelerator] = {a.name: a for a in accelerators}
+        self.sources: dict = sources
+        self._by_type: dict[tuple[str, str], list[Offer]] = defaultdict(list)
+        for offer in self.all_offers:
+            self._by_type[(offer.cloud, offer.instance_type)].append(offer)
+
+    def offers(
+        self,
+        cloud: str | None = None,
+        region: str | None = None,
+        instance_type: str | None = None,
+        accelerator: str | None = None,
+        zone: str | None = None,
+    ) -> list[Offer]:
+        """Offers matching every given filter (exact matches)."""
+        pool: Iterable[Offer]
+        if cloud is not None and instance_type is not None:
+            pool = self._by_type.get((cloud, instance_type), [])
+        else:
+            pool = self.all_offers
+        return [
+            o
+            for o in pool
+            if (cloud is None or o.cloud == cloud)
+            and (region is None or o.region == region)
+            and (instance_type is None or o.instance_type == instance_type)
+            and (accelerator is None or o.accelerator == accelerator)
+            and (zone is None or o.zone == zone)
+        ]
+
+    def instance_types(self, cloud: str | None = None) -> list[str]:
+        return sorted({o.instance_type for o in self.all_offers if cloud is None or o.cloud == cloud})
+
+    def accelerator(self, name: str) -> Accelerator | None:
+        return self.accelerators.get(name)
+
+    def region_offer(self, cloud: str, region: str, instance_type: str) -> Offer | None:
+        """One offer standing for the region: its cheapest known spot zone (on-demand is per region)."""
+        offers = self.offers(cloud=cloud, region=region, instance_type=instance_type)
+        if not offers:
+            return None
+        return min(offers, key=lambda o: (o.spot_usd_per_hour is None, o.spot_usd_per_hour or 0.0, o.zone))
+
+
+def _float(text: str, where: str, column: str) -> float | None:
+    if text == "":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise CatalogError(f"{where}: column {column} = {text!r} is not a number; {_FIX}") from None
+
+
+def read_offers(path: Path) -> list[Offer]:
+    """Parse an offers CSV (the embedded one or a refreshed overlay)."""
+    try:
+        with path.open(newline="") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            if header is None or header[: len(OFFER_COLUMNS)] != OFFER_COLUMNS:
+                raise CatalogError(f"catalog file {path}: header is not {','.join(OFFER_COLUMNS)}; {_FIX}")
+            has_as_of = len(header) > len(OFFER_COLUMNS) and header[len(OFFER_COLUMNS)] == "as_of"
+            return [
+                _offer(row, f"catalog file {path} line {n}", has_as_of) for n, row in enumerate(reader, 2)
+            ]
+    except OSError as exc:
+        raise CatalogError(f"catalog file {path} cannot be read ({exc.strerror}); {_FIX}") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise CatalogError(f"catalog file {path} is corrupt ({exc}); {_FIX}") from None
+
+
+def _offer(row: list[str], where: str, has_as_of: bool) -> Offer:
+    width = len(OFFER_COLUMNS) + (1 if has_as_of else 0)
+    if len(row) != width:
+        raise CatalogError(f"{where}: has {len(row)} columns, expected {width}; {_FIX}")
+    v = dict(zip(OFFER_COLUMNS, row, strict=False))
+    if v["cloud"] not in ("aws", "gcp", "azure") or not v["instance_type"] or not v["region"]:
+        raise CatalogError(f"{where}: cloud/region/instance_type missing or unknown; {_FIX}")
+    bucket = _float(v["interruption_bucket"], where, "interruption_bucket")
+    if bucket is not None and bucket not in (0, 1, 2, 3, 4):
+        raise CatalogError(f"{where}: interruption_bucket {bucket:g} is not 0..4; {_FIX}")
+    prices = {c: _float(v[c], where, c) for c in ("on_demand_usd_per_hour", "spot_usd_per_hour")}
+    if any(p is not None and p < 0 for p in prices.values()):
+        raise CatalogError(f"{where}: a price is negative; {_FIX}")
+    return Offer(
+        cloud=v["cloud"],
+        region=v["region"],
+        zone=v["zone"],
+        instance_type=v["instance_type"],
+        accelerator=v["accelerator"],
+        accelerators_per_node=int(_float(v["accelerators_per_node"], where, "accelerators_per_node") or 0),
+        accelerator_memory_gib=_float(v["accelerator_memory_gib"], where, "accelerator_memory_gib") or 0.0,
+        vcpus=_float(v["vcpus"], where, "vcpus") or 0.0,
+        memory_gib=_float(v["memory_gib"], where, "memory_gib") or 0.0,
+        on_demand_usd_per_hour=prices["on_demand_usd_per_hour"],
+        spot_usd_per_hour=prices["spot_usd_per_hour"],
+        interruption_bucket=None if bucket is None else int(bucket),
+        interruption_source=v["interruption_source"],
+        network_gbps=_float(v["network_gbps"], where, "network_gbps"),
+        fabric=v["fabric"],
+        source=v["source"],
+        note=v["note"],
+        as_of=row[len(OFFER_COLUMNS)] if has_as_of else "",
+    )
+
+
+def read_accelerators(path: Path) -> list[Accelerator]:
+    try:
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise CatalogError(f"catalog file {path} cannot be read ({exc}); {_FIX}") from None
+    accelerators = []
+    for n, r in enumerate(rows, 2):
+        where = f"catalog file {path} line {n}"
+        try:
+            peaks = {
+                k.removeprefix("peak_").removesuffix("_tflops"): float(v)
+                for k, v in r.items()
+                if k.startswith("peak_") and k.endswith("_tflops") and v
+            }
+            accelerators.append(
+                Accelerator(r["name"], r["vendor"], float(r["memory_gib"]), peaks, r.get("peak_hardware", ""))
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CatalogError(f"{where}: bad accelerator row ({exc}); {_FIX}") from None
+    return accelerators
+
+
+def load_catalog(data_dir: Path = DATA_DIR, overlays: Iterable[Path] = ()) -> Catalog:
+    """Read the embedded catalog; offers in `overlays` replace the same (cloud, region, zone, type)."""
+    offers = {(o.cloud, o.region, o.zone, o.instance_type): o for o in read_offers(data_dir / "offers.csv")}
+    for overlay in overlays:
+        offers.update({(o.cloud, o.region, o.zone, o.instance_type): o for o in read_offers(overlay)})
+    try:
+        sources = json.loads((data_dir / "sources.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise CatalogError(
+            f"catalog file {data_dir / 'sources.json'} cannot be read ({exc}); {_FIX}"
+        ) from None
+    return Catalog(offers.values(), read_accelerators(data_dir / "accelerators.csv"), sources)
+
+
+@cache
+def default_catalog() -> Catalog:
+    """The catalog every command uses: the embedded snapshot."""
+    return load_catalog()

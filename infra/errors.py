@@ -1,0 +1,32 @@
+"""The one exception type for problems a user can fix (bad config, unknown instance type, ...).
+
+Everything user-facing raises `TrainfleetError` with a single line that names the problem and the fix;
+the CLI catches it at one boundary and prints that line with exit code 2.
+"""
+
+import difflib
+
+
+class TrainfleetError(Exception):
+    """A problem in the user's input, with a one-line message that says how to fix it."""
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(message.split()))  # always one line
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class ConfigError(TrainfleetError):
+    """A stack config value is wrong."""
+
+
+class CatalogError(TrainfleetError):
+    """The catalog is missing, corrupt, or has no such entry."""
+
+
+def did_you_mean(word: str, choices: list[str]) -> str:
+    """' (did you mean X, Y?)' for close matches of a mistyped value, else ''."""
+    close = difflib.get_close_matches(word, choices, n=3, cutoff=0.6)
+    return f" (did you mean {', '.join(close)}?)" if close else ""

@@ -1,0 +1,54 @@
+"""Shared test helpers: run the real `trainfleet` command in a subprocess, load example stacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+STACKS = REPO / "stacks"
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self):
+        return json.loads(self.stdout)
+
+
+def run_trainfleet(*args: str, cwd: Path = REPO, env: dict | None = None, timeout: float = 120) -> Result:
+    """Run `trainfleet ARGS` exactly as a user would (a fresh process, real exit code and streams)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def trainfleet():
+    return run_trainfleet
+
+
+def assert_one_line_error(result: Result, *needles: str) -> None:
+    """A user error: exit 2, exactly one line on stderr, no traceback, naming what is wrong."""
+    assert result.code == 2, (result.code, result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
