@@ -1,0 +1,124 @@
+"""The user-level catalog overlay: refreshed prices that replace the embedded snapshot's rows.
+
+One CSV (the offers columns plus `as_of`) at ~/.config/trainfleet/catalog-overlay.csv, or under
+$TRAINFLEET_HOME. Every write goes to a temp file in the same directory, is fsynced, then renamed
+over the old file with os.replace, so a crash or kill -9 mid-refresh leaves the previous overlay.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import astuple
+from pathlib import Path
+
+from infra.catalog.loader import read_offers
+from infra.catalog.model import OFFER_COLUMNS, Offer
+
+OVERLAY_NAME = "catalog-overlay.csv"
+HEADER = [*OFFER_COLUMNS, "as_of"]
+
+# What each refresh source is; `catalog show` and `catalog status` print these beside the rows.
+REFRESH_SOURCES = {
+    "aws-price-list+spot-history": {
+        "what": "AWS on-demand USD/hour (Price List API, Linux, shared tenancy, no pre-installed software) "
+        "and the latest spot price per AZ from EC2 spot price history",
+        "origin": "trainfleet catalog refresh --cloud aws",
+    },
+    "azure-retail-prices": {
+        "what": "Azure pay-as-you-go and spot USD/hour per region (Retail Prices API, Linux meters)",
+        "origin": "trainfleet catalog refresh --cloud azure",
+    },
+    "gcp-billing-catalog": {
+        "what": "GCP on-demand and spot USD/hour per region: host (vCPU + RAM SKUs) + GPU SKUs, "
+        "Cloud Billing Catalog API",
+        "origin": "trainfleet catalog refresh --cloud gcp",
+    },
+}
+_TMP_PREFIX = f".{OVERLAY_NAME}."
+
+
+def trainfleet_home() -> Path:
+    """$TRAINFLEET_HOME, else ~/.config/trainfleet."""
+    home = os.environ.get("TRAINFLEET_HOME")
+    return Path(home).expanduser() if home else Path.home() / ".config" / "trainfleet"
+
+
+def overlay_path(override: Path | str | None = None) -> Path:
+    return Path(override).expanduser() if override else trainfleet_home() / OVERLAY_NAME
+
+
+def OfferKey(o: Offer) -> tuple[str, str, str, str]:  # noqa: N802 - reads like a type
+    return (o.cloud, o.region, o.zone, o.instance_type)
+
+
+def read_overlay(path: Path) -> list[Offer]:
+    """The overlay's offers; [] when there is none. A corrupt file raises CatalogError."""
+    if not path.exists():
+        return []
+    return read_offers(path)
+
+
+def render(offers: Iterable[Offer]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(HEADER)
+    for o in sorted(offers, key=OfferKey):
+        row = astuple(o)  # field order: OFFER_COLUMNS then as_of
+        writer.writerow(["" if v is None else _fmt(v) for v in row])
+    return buf.getvalue()
+
+
+def _fmt(value) -> str:
+    return repr(value) if isinstance(value, float) else str(value)  # repr: shortest exact round-trip
+
+
+def write_overlay(path: Path, offers: Iterable[Offer]) -> None:
+    """Atomically replace the overlay: temp file in the same directory, fsync, os.replace, fsync dir."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = render(offers)
+    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def merge(previous: Iterable[Offer], fresh: Iterable[Offer]) -> list[Offer]:
+    """Fresh rows replace previous rows with the same (cloud, region, zone, type); the rest stay."""
+    merged = {OfferKey(o): o for o in previous}
+    merged.update({OfferKey(o): o for o in fresh})
+    return list(merged.values())
+
+
+def remove_stale_temp_files(path: Path, older_than_s: float = 3600) -> int:
+    """Temp files a killed refresh left behind (never read by the loader); removed when old."""
+    removed = 0
+    now = time.time()
+    for tmp in path.parent.glob(f"{_TMP_PREFIX}*.tmp"):
+        try:
+            if now - tmp.stat().st_mtime > older_than_s:
+                tmp.unlink()
+                removed += 1
+        except OSError:
+            pass
+    return removed
