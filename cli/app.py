@@ -28,6 +28,7 @@ app = typer.Typer(
 # Each module adds its commands to `app` when imported.
 COMMAND_MODULES = [
     "cli.commands.catalog",
+    "cli.commands.refresh",
 ]
 
 

@@ -154,7 +154,12 @@ def load_catalog(data_dir: Path = DATA_DIR, overlays: Iterable[Path] = ()) -> Ca
     """Read the embedded catalog; offers in `overlays` replace the same (cloud, region, zone, type)."""
     offers = {(o.cloud, o.region, o.zone, o.instance_type): o for o in read_offers(data_dir / "offers.csv")}
     for overlay in overlays:
-        offers.update({(o.cloud, o.region, o.zone, o.instance_type): o for o in read_offers(overlay)})
+        try:
+            overlay_offers = read_offers(overlay)
+        except CatalogError as exc:  # the user's refreshed overlay: name it and its own fix
+            fix = f"run `trainfleet catalog refresh` to rewrite it, or delete {overlay}"
+            raise CatalogError(exc.message.replace(_FIX, fix)) from None
+        offers.update({(o.cloud, o.region, o.zone, o.instance_type): o for o in overlay_offers})
     try:
         sources = json.loads((data_dir / "sources.json").read_text())
     except (OSError, ValueError) as exc:
@@ -166,5 +171,11 @@ def load_catalog(data_dir: Path = DATA_DIR, overlays: Iterable[Path] = ()) -> Ca
 
 @cache
 def default_catalog() -> Catalog:
-    """The catalog every command uses: the embedded snapshot."""
-    return load_catalog()
+    """The catalog every command uses: the embedded snapshot, under the user's refreshed overlay if one exists."""
+    from infra.catalog.refresh.overlay import REFRESH_SOURCES, overlay_path  # late: import cycle
+
+    overlay = overlay_path()
+    catalog = load_catalog(overlays=[overlay] if overlay.is_file() else [])
+    for key, source in REFRESH_SOURCES.items():
+        catalog.sources.setdefault(key, source)
+    return catalog
