@@ -1,0 +1,386 @@
+"""Render the node side of a fleet from `templates/` into cloud-init user-data.
+
+One fleet's nodes boot with a `#cloud-config` document that writes these files and starts two systemd
+units (see templates/README-node.md for the full picture):
+
+    /etc/trainfleet/trainfleet.env      what the scripts need: cloud, bucket, prefix, group, dirs, ...
+    /etc/trainfleet/ds_config.json      DeepSpeed config derived from the stack's `deepspeed:` section
+    /opt/trainfleet/trainfleet_agent.py the on-node agent (restore, watch, peers, scale-to-zero)
+    /opt/trainfleet/trainfleet-boot.sh  restore -> peers -> ds_config -> launch; relaunch on membership change
+    /opt/trainfleet/trainfleet-launch.sh  `deepspeed --hostfile H --no_ssh --node_rank R --master_addr A ...`
+    /opt/trainfleet/train.py            the example trainer (only when launch.script is the default)
+    trainfleet-agent.service / trainfleet-trainer.service
+
+`render_user_data(...)` keeps every part readable (`.parts`), the whole cloud-config (`.document`) and
+gives each provider input exactly what it wants (`.encoded(cloud)`): base64 for an AWS launch template
+(gzip first when the raw document exceeds 16 KB) and Azure custom data, plain text for GCP metadata.
+Nothing secret goes in: nodes reach the bucket and the group API through their instance identity.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import json
+import shlex
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import jinja2
+import yaml
+
+from infra.config import Fleet, StackConfig
+from infra.errors import TrainfleetError
+
+# Provider limits on the value each input accepts.
+AWS_USER_DATA_LIMIT = 16 * 1024  # launch template user_data: 16 KB before base64
+GCP_METADATA_LIMIT = 256 * 1024  # one metadata value
+AZURE_CUSTOM_DATA_LIMIT = 64 * 1024  # custom_data: 64 KB, base64 encoded
+
+GAUDI_ACCELERATORS = frozenset({"Gaudi-HL205"})
+
+# Where things live on a node. The scripts read them from trainfleet.env, so tests can point them elsewhere.
+NODE_HOME = "/opt/trainfleet"
+NODE_ETC = "/etc/trainfleet"
+NODE_STATE = "/var/lib/trainfleet"
+ENV_FILE = f"{NODE_ETC}/trainfleet.env"
+
+EXAMPLE_SCRIPT = "train.py"
+# DeepSpeed on the node: NVIDIA images get upstream DeepSpeed; Gaudi images Habana's fork (same CLI).
+DEEPSPEED_SPEC_NVIDIA = "deepspeed>=0.15"
+DEEPSPEED_SPEC_GAUDI = "git+https://github.com/HabanaAI/DeepSpeed.git@1.18.0"
+
+TEMPLATES_PACKAGE = "templates"
+
+
+@dataclass(frozen=True)
+class NodeFile:
+    """One file cloud-init writes: where, with which mode, from which part."""
+
+    part: str
+    path: str
+    permissions: str
+
+
+@dataclass
+class RenderedUserData:
+    """A fleet's user-data: every part readable, the whole document, and per-provider encodings.
+
+    `assets` (AWS only): bucket key -> text of node files too big for 16 KB of user-data (the agent and
+    the example trainer). The fleet's bucket must hold them before a node boots (the Pulumi component
+    uploads them as objects); the node fetches them with its instance role and checks the sha256 that the
+    user-data pins, so a changed file means a changed launch template.
+    """
+
+    stack: str
+    fleet: str
+    cloud: str
+    parts: dict[str, str]  # filename -> text, each as it lands on the node
+    document: str  # the full #cloud-config document
+    files: list[NodeFile] = field(default_factory=list)  # written by cloud-init from the document
+    assets: dict[str, str] = field(default_factory=dict)  # bucket key -> text, fetched at boot (AWS)
+
+    @property
+    def raw(self) -> bytes:
+        return self.document.encode()
+
+    def gzipped(self) -> bytes:
+        # mtime=0: the same config renders the same bytes, so launch templates do not churn.
+        return gzip.compress(self.raw, compresslevel=9, mtime=0)
+
+    def payload(self, cloud: str | None = None) -> bytes:
+        """The bytes the node receives (before any base64): gzip on AWS when the raw document is too big."""
+        cloud = cloud or self.cloud
+        if cloud == "aws" and len(self.raw) > AWS_USER_DATA_LIMIT:
+            return self.gzipped()
+        if cloud == "azure" and _b64_len(len(self.raw)) > AZURE_CUSTOM_DATA_LIMIT:
+            return self.gzipped()  # cloud-init on Azure unpacks gzip custom data the same way
+        return self.raw
+
+    def encoded(self, cloud: str | None = None) -> str:
+        """Exactly what the provider input takes: AWS user_data and Azure custom_data base64, GCP plain text."""
+        cloud = cloud or self.cloud
+        if cloud == "gcp":
+            return self.document
+        if cloud not in ("aws", "azure"):
+            raise TrainfleetError(f"fleet {self.fleet!r}: unknown cloud {cloud!r}; use aws, gcp or azure")
+        return base64.b64encode(self.payload(cloud)).decode("ascii")
+
+    def sizes(self) -> dict[str, int]:
+        return {
+            "raw": len(self.raw),
+            "gzip": len(self.gzipped()),
+            "payload": len(self.payload()),
+            "encoded": len(self.encoded()),
+        }
+
+
+def _b64_len(n: int) -> int:
+    return 4 * ((n + 2) // 3)
+
+
+def templates_root() -> Path:
+    return Path(str(resources.files(TEMPLATES_PACKAGE)))
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_root())),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["shq"] = lambda value: shlex.quote(str(value))
+    return env
+
+
+def accelerator_of(fleet: Fleet) -> tuple[str, int]:
+    """(accelerator name, accelerators per node) from the catalog; ('', 0) if the catalog does not say."""
+    from infra.catalog import default_catalog
+
+    offers = default_catalog().offers(cloud=fleet.cloud, instance_type=fleet.instance_type)
+    if not offers:
+        return "", 0
+    return offers[0].accelerator, offers[0].accelerators_per_node
+
+
+def is_gaudi(fleet: Fleet) -> bool:
+    return accelerator_of(fleet)[0] in GAUDI_ACCELERATORS
+
+
+def checkpoint_prefix(stack: str, config: StackConfig, fleet: Fleet) -> str:
+    """Where this fleet's checkpoints live in the bucket: `<prefix>/step-<N>/...` and `<prefix>/LATEST`.
+
+    Under the job's prefix from infra/naming.py (the node role is scoped to it), one folder per fleet."""
+    from infra.naming import checkpoint_prefix as job_prefix
+
+    return f"{job_prefix(stack, config).rstrip('/')}/{fleet.name}"
+
+
+def ds_config(config: StackConfig, fleet: Fleet) -> dict:
+    """The DeepSpeed config every node of the fleet launches with, derived from the stack."""
+    ds = config.deepspeed
+    precision = config.job.precision
+    out: dict = {
+        "train_micro_batch_size_per_gpu": ds.micro_batch,
+        "gradient_accumulation_steps": ds.grad_accum,
+        "gradient_clipping": 1.0,
+        "steps_per_print": 100,
+        "wall_clock_breakdown": False,
+    }
+    # fp8 runs its matmuls through Transformer Engine; DeepSpeed itself keeps bf16 master numerics.
+    out["bf16"] = {"enabled": precision in ("bf16", "fp8")}
+    out["fp16"] = {"enabled": precision == "fp16"}
+    if precision == "fp16":
+        out["fp16"].update({"loss_scale": 0, "initial_scale_power": 16, "hysteresis": 2, "min_loss_scale": 1})
+    zero: dict = {"stage": ds.zero_stage}
+    if ds.zero_stage >= 1:
+        zero.update({"overlap_comm": True, "contiguous_gradients": True, "reduce_bucket_size": 5e8})
+    if ds.zero_stage == 3:
+        zero.update({"stage3_gather_16bit_weights_on_model_save": False})
+    nvme_path = f"{NODE_STATE}/nvme-offload"
+    for key, device in (("offload_optimizer", ds.offload_optimizer), ("offload_param", ds.offload_param)):
+        if device == "none":
+            continue
+        zero[key] = {"device": device, "pin_memory": device == "cpu"}
+        if device == "nvme":
+            zero[key]["nvme_path"] = nvme_path
+    out["zero_optimization"] = zero
+    if ds.offload_optimizer != "none" or ds.zero_stage >= 1:
+        out["zero_allow_untested_optimizer"] = True
+    if ds.activation_checkpointing:
+        out["activation_checkpointing"] = {
+            "partition_activations": ds.zero_stage == 3,
+            "contiguous_memory_optimization": False,
+            "cpu_checkpointing": ds.offload_param != "none",
+            "number_checkpoints": None,
+            "synchronize_checkpoint_boundary": False,
+            "profile": False,
+        }
+    return out
+
+
+def _node_context(stack: str, config: StackConfig, fleet: Fleet, bucket: str, group: str) -> dict:
+    accelerator, per_node = accelerator_of(fleet)
+    gaudi = accelerator in GAUDI_ACCELERATORS
+    script = config.launch.script
+    example = script == EXAMPLE_SCRIPT
+    script_path = f"{NODE_HOME}/{script}" if example or not script.startswith("/") else script
+    return {
+        "stack": stack,
+        "job": config.job.name,
+        "fleet": fleet,
+        "cloud": fleet.cloud,
+        "bucket": bucket,
+        "group": group,
+        "prefix": checkpoint_prefix(stack, config, fleet),
+        "accelerator": accelerator or "unknown",
+        "slots": per_node or 1,
+        "gaudi": gaudi,
+        "nodes": fleet.nodes,
+        "interval_minutes": f"{config.checkpoint.interval_minutes:g}",
+        "keep_last": config.checkpoint.keep_last,
+        "master_port": config.launch.master_port,
+        "script_path": script_path,
+        "script_args": config.launch.args,
+        "example": example,
+        "deepspeed_spec": DEEPSPEED_SPEC_GAUDI if gaudi else DEEPSPEED_SPEC_NVIDIA,
+        "home": NODE_HOME,
+        "etc": NODE_ETC,
+        "state": NODE_STATE,
+        "env_file": ENV_FILE,
+    }
+
+
+def _agent_source() -> str:
+    path = templates_root() / "agent" / "trainfleet_agent.py"
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise TrainfleetError(
+            f"the on-node agent {path} is missing; reinstall trainfleet (templates/agent ships with it)"
+        ) from None
+
+
+def render_parts(stack: str, config: StackConfig, fleet: Fleet, *, bucket: str, group: str) -> dict[str, str]:
+    """Every file a node gets, rendered and readable, keyed by file name."""
+    env = _environment()
+    ctx = _node_context(stack, config, fleet, bucket, group)
+    parts = {
+        "trainfleet.env": env.get_template("node/trainfleet.env.j2").render(ctx),
+        "ds_config.json": json.dumps(ds_config(config, fleet), indent=2) + "\n",
+        "trainfleet-boot.sh": env.get_template("node/trainfleet-boot.sh.j2").render(ctx),
+        "trainfleet-launch.sh": env.get_template("node/trainfleet-launch.sh.j2").render(ctx),
+        "trainfleet-agent.service": env.get_template("node/trainfleet-agent.service.j2").render(ctx),
+        "trainfleet-trainer.service": env.get_template("node/trainfleet-trainer.service.j2").render(ctx),
+        "trainfleet_agent.py": _agent_source(),
+    }
+    if ctx["example"]:
+        parts["train.py"] = (templates_root() / "train.py").read_text()
+    return parts
+
+
+def node_files(parts: dict[str, str]) -> list[NodeFile]:
+    where = {
+        "trainfleet.env": (ENV_FILE, "0644"),
+        "ds_config.json": (f"{NODE_ETC}/ds_config.json", "0644"),
+        "trainfleet-boot.sh": (f"{NODE_HOME}/trainfleet-boot.sh", "0755"),
+        "trainfleet-launch.sh": (f"{NODE_HOME}/trainfleet-launch.sh", "0755"),
+        "trainfleet_agent.py": (f"{NODE_HOME}/trainfleet_agent.py", "0755"),
+        "train.py": (f"{NODE_HOME}/train.py", "0644"),
+        "trainfleet-agent.service": ("/etc/systemd/system/trainfleet-agent.service", "0644"),
+        "trainfleet-trainer.service": ("/etc/systemd/system/trainfleet-trainer.service", "0644"),
+    }
+    return [NodeFile(name, *where[name]) for name in parts]
+
+
+def _check_literal_block(name: str, text: str) -> None:
+    # A YAML literal block keeps every character except a leading-space first line and tabs in indent;
+    # the parse-back check in render_user_data catches anything else.
+    if not text.endswith("\n"):
+        raise TrainfleetError(f"template part {name} must end with a newline")
+
+
+# Parts fetched from the bucket on AWS rather than embedded (they alone exceed 16 KB gzipped).
+FETCHED_ON_AWS = ("trainfleet_agent.py", "train.py")
+
+
+def assets_prefix(stack: str, config: StackConfig, fleet: Fleet) -> str:
+    return f"{checkpoint_prefix(stack, config, fleet)}/_node"
+
+
+def asset_key(prefix: str, name: str, text: str) -> str:
+    """Content-addressed, so nodes booting from an older launch template still find their files."""
+    return f"{prefix}/{hashlib.sha256(text.encode()).hexdigest()[:16]}/{name}"
+
+
+def render_user_data(
+    stack: str, config: StackConfig, fleet: Fleet, *, bucket: str, group: str
+) -> RenderedUserData:
+    """Render `fleet`'s cloud-init user-data; raises TrainfleetError naming the fleet if it cannot fit."""
+    parts = render_parts(stack, config, fleet, bucket=bucket, group=group)
+    for name, text in parts.items():
+        _check_literal_block(name, text)
+    all_files = node_files(parts)
+    ctx = _node_context(stack, config, fleet, bucket, group)
+    embedded, fetched, assets = all_files, [], {}
+    if fleet.cloud == "aws":
+        prefix = assets_prefix(stack, config, fleet)
+        fetched = [f for f in all_files if f.part in FETCHED_ON_AWS]
+        embedded = [f for f in all_files if f.part not in FETCHED_ON_AWS]
+        pins = []
+        for f in fetched:
+            key = asset_key(prefix, f.part, parts[f.part])
+            assets[key] = parts[f.part]
+            sha = hashlib.sha256(parts[f.part].encode()).hexdigest()
+            pins.append({"path": f.path, "key": key, "sha256": sha, "mode": f.permissions})
+        fetch = (
+            _environment()
+            .get_template("node/trainfleet-fetch.py.j2")
+            .render(**ctx, assets=pins, assets_prefix=prefix)
+        )
+        parts["trainfleet-fetch.py"] = fetch
+        embedded.append(NodeFile("trainfleet-fetch.py", f"{NODE_HOME}/trainfleet-fetch.py", "0755"))
+    document = (
+        _environment()
+        .get_template(f"cloud-config/{fleet.cloud}.yaml.j2")
+        .render(**ctx, files=[(f, parts[f.part]) for f in embedded], fetch=bool(fetched))
+    )
+    _check_document(document, parts, embedded, fleet)
+    rendered = RenderedUserData(stack, fleet.name, fleet.cloud, parts, document, embedded + fetched, assets)
+    check_limits(rendered)
+    return rendered
+
+
+def _check_document(document: str, parts: dict[str, str], files: list[NodeFile], fleet: Fleet) -> None:
+    """Every embedded file reads back byte for byte: the YAML carries the parts unchanged."""
+    if not document.startswith("#cloud-config\n"):
+        raise TrainfleetError(
+            f"fleet {fleet.name!r}: the cloud-config template must start with #cloud-config"
+        )
+    data = yaml.safe_load(document)
+    written = {entry["path"]: entry["content"] for entry in data.get("write_files", [])}
+    for f in files:
+        if written.get(f.path) != parts[f.part]:
+            raise TrainfleetError(
+                f"fleet {fleet.name!r}: part {f.part} does not survive the cloud-config unchanged"
+            )
+
+
+def check_limits(rendered: RenderedUserData) -> None:
+    cloud, fleet = rendered.cloud, rendered.fleet
+    if cloud == "aws":
+        size, limit, what = len(rendered.payload()), AWS_USER_DATA_LIMIT, "AWS user data (after gzip)"
+    elif cloud == "gcp":
+        size, limit, what = len(rendered.raw), GCP_METADATA_LIMIT, "GCP user-data metadata value"
+    else:
+        size, limit, what = len(rendered.encoded()), AZURE_CUSTOM_DATA_LIMIT, "Azure custom data (base64)"
+    if size > limit:
+        raise TrainfleetError(
+            f"fleet {fleet!r}: {what} is {size} bytes, over the {limit}-byte limit; "
+            f"shorten launch.args or use your own launch.script baked into the image"
+        )
+
+
+def render_fleets(
+    stack: str, config: StackConfig, *, names: dict[str, tuple[str, str]] | None = None
+) -> dict[str, RenderedUserData]:
+    """Every fleet of a stack; `names` maps fleet -> (bucket, group), else review placeholders."""
+    out = {}
+    for fleet in config.fleets:
+        bucket, group = (names or {}).get(fleet.name) or placeholder_names(stack, config, fleet)
+        out[fleet.name] = render_user_data(stack, config, fleet, bucket=bucket, group=group)
+    return out
+
+
+def placeholder_names(stack: str, config: StackConfig, fleet: Fleet) -> tuple[str, str]:
+    """Names for review: the group name is deterministic (infra/naming.py); the bucket's, unless the stack
+    names it, is only known after `pulumi up`, so review output shows an obvious placeholder."""
+    from infra.naming import group_name
+
+    bucket = config.checkpoint.bucket_name or f"REPLACE-ME-bucket-of-{stack}"
+    return bucket, group_name(stack, fleet)

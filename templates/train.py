@@ -1,0 +1,240 @@
+"""trainfleet's example training script: a tiny model trained with DeepSpeed that honours the node protocol.
+
+Launched on every node by trainfleet-launch.sh (`deepspeed ... train.py --deepspeed_config ds_config.json`).
+Replace it with your own script (stack `launch.script`); keep the protocol below and spot capacity
+loses no completed step:
+
+* Checkpoints live in `$TRAINFLEET_CKPT_DIR/step-<N:08d>/`. A checkpoint is written into a temporary
+  folder, renamed to `step-<N>`, and `step-<N>/COMPLETE` is written last; only folders with COMPLETE count.
+* The trainer's pid is in `$TRAINFLEET_RUN_DIR/trainer.pid` (local rank 0 of each node).
+* SIGUSR1, or the file `$TRAINFLEET_RUN_DIR/checkpoint-requested`: checkpoint at the next step boundary and
+  go on (the file is removed once the checkpoint is complete).
+* SIGTERM (or SIGINT): checkpoint at the next step boundary, then exit 0.
+* At start, resume from the newest complete `step-<N>` folder, if any.
+* When training is done: a final checkpoint, then `$TRAINFLEET_RUN_DIR/DONE` holding the final step.
+
+Every rank agrees on "checkpoint now" / "stop now" at each step boundary (one tiny all-reduce), so a signal
+to one process is enough. The data for step s is drawn from a generator seeded by (seed, s, rank): a run that
+is interrupted and resumed ends with the same weights and loss as one that never stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+import deepspeed
+import torch
+import torch.distributed as dist
+from torch import nn
+
+FEATURES = 16
+
+
+class TinyModel(nn.Module):
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(FEATURES, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return nn.functional.mse_loss(self.net(x), y)
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--local_rank", type=int, default=int(os.environ.get("LOCAL_RANK", "0")))
+    p.add_argument("--steps", type=int, default=200, help="optimizer steps to train")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--lr", type=float, default=1e-2)
+    p.add_argument("--step-seconds", type=float, default=0.0, help="pause per step (demos and tests)")
+    p.add_argument(
+        "--checkpoint-every", type=int, default=0, help="also checkpoint every N steps; 0: on request"
+    )
+    p.add_argument("--ckpt-dir", default=os.environ.get("TRAINFLEET_CKPT_DIR", "checkpoints"))
+    p.add_argument("--run-dir", default=os.environ.get("TRAINFLEET_RUN_DIR", "run"))
+    deepspeed.add_config_arguments(p)
+    return p.parse_args()
+
+
+class Requests:
+    """Signal and file requests, folded into flags read at step boundaries."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.checkpoint = False
+        self.stop = False
+        signal.signal(signal.SIGUSR1, self._on_usr1)
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGINT, self._on_term)
+
+    def _on_usr1(self, signum, frame) -> None:
+        self.checkpoint = True
+
+    def _on_term(self, signum, frame) -> None:
+        self.stop = True
+
+    @property
+    def request_file(self) -> Path:
+        return self.run_dir / "checkpoint-requested"
+
+    def agreed(self, device: torch.device) -> tuple[bool, bool]:
+        """(checkpoint, stop) as every rank sees it: any rank's request counts for all."""
+        local = [float(self.checkpoint or self.request_file.exists()), float(self.stop)]
+        flags = torch.tensor(local, device=device)
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        return bool(flags[0].item()), bool(flags[1].item())
+
+
+def step_dirs(ckpt_dir: Path) -> dict[int, Path]:
+    """Complete checkpoints: step -> folder."""
+    out = {}
+    for folder in ckpt_dir.glob("step-*"):
+        try:
+            step = int(folder.name.removeprefix("step-"))
+        except ValueError:
+            continue
+        if (folder / "COMPLETE").is_file():
+            out[step] = folder
+    return out
+
+
+def batch(args, step: int, micro: int, rank: int, micro_batch: int, device) -> tuple[torch.Tensor, ...]:
+    """The same data for (step, micro, rank) in every run: a fixed teacher function plus noise."""
+    g = torch.Generator().manual_seed(hash((args.seed, step, micro, rank)) & 0x7FFFFFFF)
+    x = torch.randn(micro_batch, FEATURES, generator=g)
+    teacher = torch.Generator().manual_seed(args.seed)
+    w = torch.randn(FEATURES, 1, generator=teacher)
+    y = torch.sin(x @ w) + 0.01 * torch.randn(micro_batch, 1, generator=g)
+    return x.to(device), y.to(device)
+
+
+def weights_digest(engine) -> str:
+    h = hashlib.sha256()
+    params = list(engine.module.parameters())
+    stage3 = engine.zero_optimization_stage() == 3
+    with deepspeed.zero.GatheredParameters(params, enabled=stage3):
+        for p in params:
+            h.update(p.detach().float().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def save(engine, ckpt_dir: Path, run_dir: Path, step: int, loss: float, local_rank: int) -> None:
+    """Write step-<N> atomically: temp folder, rename, then COMPLETE last (per node, local rank 0)."""
+    tag = f"step-{step:08d}"
+    final = ckpt_dir / tag
+    tmp_root = ckpt_dir / ".tmp"
+    if local_rank == 0:
+        shutil.rmtree(tmp_root / tag, ignore_errors=True)
+        tmp_root.mkdir(parents=True, exist_ok=True)
+    dist.barrier()
+    if (final / "COMPLETE").exists():
+        return  # already saved at this step (e.g. a request landed on the final step)
+    engine.save_checkpoint(str(tmp_root), tag=tag, client_state={"step": step}, save_latest=False)
+    dist.barrier()
+    if local_rank == 0:
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp_root / tag, final)
+        marker = final / "COMPLETE.tmp"
+        marker.write_text(json.dumps({"step": step, "loss": loss, "time": time.time()}) + "\n")
+        with open(marker, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(marker, final / "COMPLETE")
+        (run_dir / "checkpoint-requested").unlink(missing_ok=True)
+        print(f"trainfleet-train: checkpoint {tag} complete", flush=True)
+    dist.barrier()
+
+
+def resume(engine, ckpt_dir: Path, device) -> int:
+    """Load the newest complete step every rank has; 0 if none."""
+    have = step_dirs(ckpt_dir)
+    newest = torch.tensor([max(have, default=0)], device=device)
+    dist.all_reduce(newest, op=dist.ReduceOp.MIN)
+    step = int(newest.item())
+    if step == 0:
+        return 0
+    if step not in have:
+        raise SystemExit(f"trainfleet-train: step-{step:08d} is not complete on every node")
+    _, client = engine.load_checkpoint(str(ckpt_dir), tag=f"step-{step:08d}")
+    print(f"trainfleet-train: resumed from step-{step:08d}", flush=True)
+    return int(client["step"])
+
+
+def main() -> int:
+    args = parse_args()
+    ckpt_dir, run_dir = Path(args.ckpt_dir), Path(args.run_dir)
+    deepspeed.init_distributed()
+    rank, local_rank = dist.get_rank(), int(os.environ.get("LOCAL_RANK", args.local_rank))
+    world = dist.get_world_size()
+    requests = Requests(run_dir)
+    if local_rank == 0:
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "DONE").unlink(missing_ok=True)
+        (run_dir / "trainer.pid").write_text(f"{os.getpid()}\n")
+
+    torch.manual_seed(args.seed)
+    model = TinyModel(args.hidden)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    engine, _, _, _ = deepspeed.initialize(args=args, model=model, optimizer=optimizer)
+    device = engine.device
+    micro, accum = engine.train_micro_batch_size_per_gpu(), engine.gradient_accumulation_steps()
+    dtype = torch.bfloat16 if engine.bfloat16_enabled() else torch.float16 if engine.fp16_enabled() else None
+
+    step = resume(engine, ckpt_dir, device)
+    loss_value = float("nan")
+    started = time.time()
+    while step < args.steps:
+        total = torch.zeros(1, device=device)
+        for m in range(accum):
+            x, y = batch(args, step, m, rank, micro, device)
+            if dtype is not None:
+                x, y = x.to(dtype), y.to(dtype)
+            loss = engine(x, y)
+            engine.backward(loss)
+            engine.step()
+            total += loss.detach().float()
+        dist.all_reduce(total)
+        loss_value = total.item() / (accum * world)
+        step += 1
+        if rank == 0 and (step % 10 == 0 or step == args.steps):
+            print(f"trainfleet-train: step {step}/{args.steps} loss {loss_value:.6f}", flush=True)
+        if args.step_seconds:
+            time.sleep(args.step_seconds)
+        want_checkpoint, want_stop = requests.agreed(device)
+        periodic = args.checkpoint_every and step % args.checkpoint_every == 0
+        if want_checkpoint or want_stop or periodic:
+            save(engine, ckpt_dir, run_dir, step, loss_value, local_rank)
+            requests.checkpoint = False
+        if want_stop and step < args.steps:
+            print(f"trainfleet-train: stopping at step {step} after its checkpoint", flush=True)
+            dist.barrier()
+            return 0
+
+    save(engine, ckpt_dir, run_dir, step, loss_value, local_rank)
+    digest = weights_digest(engine)
+    if local_rank == 0:
+        result = {
+            "step": step,
+            "loss": loss_value,
+            "weights_sha256": digest,
+            "seconds": time.time() - started,
+        }
+        (run_dir / "final.json").write_text(json.dumps(result) + "\n")
+        done = run_dir / "DONE.tmp"
+        done.write_text(f"{step}\n")
+        os.replace(done, run_dir / "DONE")
+        print(f"trainfleet-train: done at step {step}, loss {loss_value:.6f}", flush=True)
+    dist.barrier()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
