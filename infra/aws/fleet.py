@@ -1,0 +1,233 @@
+"""trainfleet:aws:SpotFleet — an auto scaling group of training nodes bought on the spot market.
+
+Launch template: IMDSv2 required, encrypted gp3 root volume, the node role's instance profile, the
+rendered user-data, no public address, EFA on the primary interface where every allowed type has
+it. Auto scaling group: a mixed-instances policy with the on-demand base/percentage from the config,
+spot allocation price-capacity-optimized, capacity rebalancing, the fallback types as overrides,
+subnets in several zones. Multi-node fleets get a cluster placement group; since a cluster
+placement group lives in one zone, AZ rebalancing is suspended for them (the zones list is where the
+group may start, not where it spreads). The security group admits only its own members, plus SSH
+from the CIDRs the config names (none by default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+# AWS Deep Learning Base AMI with the NVIDIA driver, CUDA, EFA and NCCL (Ubuntu 22.04), by Amazon.
+GPU_AMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
+AMI_OWNERS = ["amazon"]
+SPOT_ALLOCATION_STRATEGY = "price-capacity-optimized"
+SSH_PORT = 22
+
+
+@dataclass
+class SpotFleetArgs:
+    region: str
+    group_name: str
+    vpc_id: pulumi.Input[str]
+    subnet_ids: pulumi.Input[list[str]]
+    instance_type: str
+    nodes: int
+    instance_profile_arn: pulumi.Input[str]
+    user_data: pulumi.Input[str]  # base64, as the launch template wants it
+    tags: dict[str, str]
+    fallback_instance_types: list[str] = field(default_factory=list)
+    on_demand_base: int = 0
+    on_demand_percentage_above_base: int = 0
+    max_price: float | None = None  # USD/hour; None or -1: up to the on-demand price
+    image_id: str | None = None  # an AMI id; None: the newest AMI matching image_name_filter
+    image_name_filter: str = GPU_AMI_NAME
+    root_volume_gb: int = 200
+    ssh_cidrs: list[str] = field(default_factory=list)
+    efa: bool = False
+
+
+class SpotFleet(pulumi.ComponentResource):
+    group_name: pulumi.Output[str]
+    group_arn: pulumi.Output[str]
+    security_group_id: pulumi.Output[str]
+    launch_template_id: pulumi.Output[str]
+    image_id: pulumi.Output[str]
+
+    def __init__(self, name: str, args: SpotFleetArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("trainfleet:aws:SpotFleet", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        region, tags = args.region, dict(args.tags)
+
+        filters = (
+            [aws.ec2.GetAmiFilterArgs(name="image-id", values=[args.image_id])]
+            if args.image_id
+            else [
+                aws.ec2.GetAmiFilterArgs(name="name", values=[args.image_name_filter]),
+                aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"]),
+                aws.ec2.GetAmiFilterArgs(name="state", values=["available"]),
+            ]
+        )
+        ami = aws.ec2.get_ami_output(
+            most_recent=True,
+            owners=None if args.image_id else AMI_OWNERS,
+            filters=filters,
+            region=region,
+            opts=pulumi.InvokeOptions(parent=self),
+        )
+
+        sg = aws.ec2.SecurityGroup(
+            f"{name}-sg",
+            description=f"trainfleet {args.group_name}: members only",
+            vpc_id=args.vpc_id,
+            region=region,
+            tags={**tags, "Name": args.group_name},
+            opts=child,
+        )
+        # NCCL/EFA and torch.distributed need every port between members, both ways; nothing else.
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-from-members",
+            security_group_id=sg.id,
+            referenced_security_group_id=sg.id,
+            ip_protocol="-1",
+            description="all traffic from fleet members",
+            region=region,
+            opts=child,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-to-members",
+            security_group_id=sg.id,
+            referenced_security_group_id=sg.id,
+            ip_protocol="-1",
+            description="all traffic to fleet members (EFA needs it)",
+            region=region,
+            opts=child,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-outbound",
+            security_group_id=sg.id,
+            cidr_ipv4="0.0.0.0/0",
+            ip_protocol="-1",
+            description="outbound: packages, images, object storage",
+            region=region,
+            opts=child,
+        )
+        for i, cidr in enumerate(args.ssh_cidrs):
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-ssh-{i}",
+                security_group_id=sg.id,
+                cidr_ipv4=cidr,
+                ip_protocol="tcp",
+                from_port=SSH_PORT,
+                to_port=SSH_PORT,
+                description=f"SSH from {cidr} (fleet.ssh_cidrs)",
+                region=region,
+                opts=child,
+            )
+
+        placement = None
+        if args.nodes > 1:
+            placement = aws.ec2.PlacementGroup(
+                f"{name}-placement", strategy="cluster", region=region, tags=tags, opts=child
+            )
+
+        tag_specs = [
+            aws.ec2.LaunchTemplateTagSpecificationArgs(
+                resource_type=kind, tags={**tags, "Name": args.group_name}
+            )
+            for kind in ("instance", "volume", "network-interface")
+        ]
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-lt",
+            description=f"trainfleet {args.group_name}",
+            image_id=ami.id,
+            update_default_version=True,
+            ebs_optimized="true",
+            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=args.instance_profile_arn),
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled",
+                http_tokens="required",  # IMDSv2 only
+                http_put_response_hop_limit=2,  # containers on the node reach IMDS too
+                instance_metadata_tags="enabled",
+            ),
+            block_device_mappings=[
+                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                    device_name=ami.root_device_name,
+                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                        volume_size=args.root_volume_gb,
+                        volume_type="gp3",
+                        encrypted="true",
+                        delete_on_termination="true",
+                    ),
+                )
+            ],
+            network_interfaces=[
+                aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                    device_index=0,
+                    network_card_index=0,
+                    interface_type="efa" if args.efa else None,
+                    security_groups=[sg.id],
+                    associate_public_ip_address="false",
+                    delete_on_termination="true",
+                )
+            ],
+            user_data=args.user_data,
+            tag_specifications=tag_specs,
+            region=region,
+            tags=tags,
+            opts=child,
+        )
+
+        purchase = aws.autoscaling.GroupMixedInstancesPolicyInstancesDistributionArgs(
+            on_demand_base_capacity=args.on_demand_base,
+            on_demand_percentage_above_base_capacity=args.on_demand_percentage_above_base,
+            on_demand_allocation_strategy="prioritized",
+            spot_allocation_strategy=SPOT_ALLOCATION_STRATEGY,
+            spot_max_price=None if args.max_price in (None, -1) else f"{args.max_price:.4f}",
+        )
+        overrides = [
+            aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(instance_type=t)
+            for t in [args.instance_type, *args.fallback_instance_types]
+        ]
+        group = aws.autoscaling.Group(
+            f"{name}-asg",
+            name=args.group_name,
+            min_size=0,
+            max_size=args.nodes,
+            desired_capacity=args.nodes,
+            vpc_zone_identifiers=args.subnet_ids,
+            capacity_rebalance=True,
+            mixed_instances_policy=aws.autoscaling.GroupMixedInstancesPolicyArgs(
+                instances_distribution=purchase,
+                launch_template=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateArgs(
+                    launch_template_specification=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgs(
+                        launch_template_id=template.id, version="$Latest"
+                    ),
+                    overrides=overrides,
+                ),
+            ),
+            placement_group=placement.name if placement else None,
+            suspended_processes=["AZRebalance"] if placement else None,
+            health_check_type="EC2",
+            # Spot capacity may take a while; `pulumi up` should not fail waiting for it.
+            wait_for_capacity_timeout="0",
+            tags=[
+                aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
+                for k, v in sorted({**tags, "Name": args.group_name}.items())
+            ],
+            region=region,
+            opts=child,
+        )
+        self.group_name = group.name
+        self.group_arn = group.arn
+        self.security_group_id = sg.id
+        self.launch_template_id = template.id
+        self.image_id = ami.id
+        self.register_outputs(
+            {
+                "group_name": self.group_name,
+                "group_arn": self.group_arn,
+                "security_group_id": self.security_group_id,
+                "launch_template_id": self.launch_template_id,
+                "image_id": self.image_id,
+            }
+        )

@@ -1,0 +1,494 @@
+"""Run the Pulumi program offline under Pulumi's own mock runtime and capture everything it declares.
+
+`run_program(stack, config)` calls `infra.program.declare` inside `pulumi.runtime.set_mocks`, with a
+mock engine that answers like the clouds would (ids, ARNs, names, self links, bucket URLs) and records
+every resource: its type token, logical name, URN, parent URN, inputs and mocked outputs. Used by
+`trainfleet stacks check`, by the tests, and by the offline cost preview (which prices what it finds).
+
+No Pulumi CLI, no credentials and no network are needed; nothing is created anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import settings as pulumi_settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from infra.config import StackConfig
+
+PROJECT = "trainfleet"
+MOCK_AWS_ACCOUNT = "123456789012"
+MOCK_GCP_PROJECT = "trainfleet-mock-project"
+MOCK_GCP_PROJECT_NUMBER = "987654321098"
+MOCK_GCP_BILLING_ACCOUNT = "0A0A0A-1B1B1B-2C2C2C"
+MOCK_AZURE_SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
+MOCK_AZURE_TENANT = "00000000-0000-4000-8000-000000000002"
+
+
+@dataclass
+class DeclaredResource:
+    """One resource the program registered, as the engine saw it."""
+
+    type: str  # type token, e.g. aws:autoscaling/group:Group or trainfleet:aws:SpotFleet
+    name: str  # logical name
+    urn: str
+    parent: str | None  # parent URN (None only for the stack itself)
+    custom: bool  # False for components
+    inputs: dict[str, Any]
+    outputs: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+
+    @property
+    def is_component(self) -> bool:
+        return not self.custom
+
+    @property
+    def cloud(self) -> str:
+        """aws, gcp, azure (azure-native), trainfleet or pulumi."""
+        package = self.type.split(":", 1)[0]
+        return "azure" if package == "azure-native" else package
+
+
+@dataclass
+class Invocation:
+    token: str
+    args: dict[str, Any]
+
+
+@dataclass
+class ProgramRun:
+    """Everything one program run declared, and what it exported."""
+
+    stack: str
+    resources: list[DeclaredResource]
+    exports: dict[str, Any]
+    invocations: list[Invocation]
+
+    def of_type(self, token: str) -> list[DeclaredResource]:
+        return [r for r in self.resources if r.type == token]
+
+    def one(self, token: str, name: str | None = None) -> DeclaredResource:
+        found = [r for r in self.of_type(token) if name is None or r.name == name]
+        if len(found) != 1:
+            raise LookupError(f"expected one {token} {name or ''}, found {len(found)}")
+        return found[0]
+
+    def by_urn(self, urn: str) -> DeclaredResource | None:
+        return next((r for r in self.resources if r.urn == urn), None)
+
+    def children(self, parent: DeclaredResource) -> list[DeclaredResource]:
+        return [r for r in self.resources if r.parent == parent.urn]
+
+    def ancestors(self, resource: DeclaredResource) -> list[DeclaredResource]:
+        chain, current = [], resource
+        while current.parent and (up := self.by_urn(current.parent)) is not None:
+            chain.append(up)
+            current = up
+        return chain
+
+    @property
+    def cloud_resources(self) -> list[DeclaredResource]:
+        """Resources a provider would create (not components, not providers)."""
+        return [r for r in self.resources if r.custom and not r.type.startswith("pulumi:providers:")]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.resources:
+            out[r.type] = out.get(r.type, 0) + 1
+        return dict(sorted(out.items()))
+
+
+def _short_hash(*parts: str, n: int = 8) -> str:
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:n]
+
+
+def _autoname(name: str) -> str:
+    """What Pulumi's auto-naming would produce: the logical name plus a 7-character suffix."""
+    return f"{name}-{_short_hash(name, n=7)}"
+
+
+def _aws_id(prefix: str, name: str) -> str:
+    return f"{prefix}-{_short_hash(prefix, name, n=17)}"
+
+
+_AWS_ID_PREFIX = {
+    "aws:ec2/vpc:Vpc": "vpc",
+    "aws:ec2/subnet:Subnet": "subnet",
+    "aws:ec2/securityGroup:SecurityGroup": "sg",
+    "aws:ec2/launchTemplate:LaunchTemplate": "lt",
+    "aws:ec2/internetGateway:InternetGateway": "igw",
+    "aws:ec2/natGateway:NatGateway": "nat",
+    "aws:ec2/eip:Eip": "eipalloc",
+    "aws:ec2/routeTable:RouteTable": "rtb",
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": "rtbassoc",
+    "aws:ec2/vpcEndpoint:VpcEndpoint": "vpce",
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": "sgr",
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": "sgr",
+}
+
+
+def _aws_outputs(token: str, name: str, inputs: dict) -> tuple[str, dict]:
+    region = inputs.get("region") or "us-east-1"
+    acct = MOCK_AWS_ACCOUNT
+    if token == "aws:s3/bucket:Bucket":
+        bucket = inputs.get("bucket") or _autoname(name)
+        return bucket, {
+            "bucket": bucket,
+            "arn": f"arn:aws:s3:::{bucket}",
+            "bucketDomainName": f"{bucket}.s3.amazonaws.com",
+            "bucketRegionalDomainName": f"{bucket}.s3.{region}.amazonaws.com",
+            "region": region,
+        }
+    if token in ("aws:iam/role:Role", "aws:iam/instanceProfile:InstanceProfile"):
+        rname = inputs.get("name") or _autoname(name)
+        kind = "role" if token.endswith("Role") else "instance-profile"
+        return rname, {
+            "name": rname,
+            "arn": f"arn:aws:iam::{acct}:{kind}/{rname}",
+            "uniqueId": "AROA" + _short_hash(name, n=17).upper(),
+        }
+    if token == "aws:autoscaling/group:Group":
+        gname = inputs.get("name") or _autoname(name)
+        uid = _short_hash(gname, n=8) + "-0000-4000-8000-" + _short_hash(gname, "x", n=12)
+        arn = f"arn:aws:autoscaling:{region}:{acct}:autoScalingGroup:{uid}:autoScalingGroupName/{gname}"
+        return gname, {"name": gname, "arn": arn}
+    if token == "aws:ec2/placementGroup:PlacementGroup":
+        pname = inputs.get("name") or _autoname(name)
+        return pname, {
+            "name": pname,
+            "placementGroupId": _aws_id("pg", name),
+            "arn": f"arn:aws:ec2:{region}:{acct}:placement-group/{pname}",
+        }
+    if token == "aws:budgets/budget:Budget":
+        bname = inputs.get("name") or _autoname(name)
+        return f"{acct}:{bname}", {
+            "name": bname,
+            "accountId": acct,
+            "arn": f"arn:aws:budgets::{acct}:budget/{bname}",
+        }
+    if token == "aws:bcmdata/export:Export":
+        export = dict(inputs.get("export") or {})
+        ename = export.get("name") or _autoname(name)
+        arn = f"arn:aws:bcm-data-exports:us-east-1:{acct}:export/{ename}-{_short_hash(ename, n=8)}"
+        export["exportArn"] = arn
+        return arn, {"export": export}
+    if token == "aws:iam/rolePolicy:RolePolicy":
+        return f"{inputs.get('role', 'role')}:{name}", {"name": inputs.get("name") or name}
+    if token == "aws:ec2/launchTemplate:LaunchTemplate":
+        lt_id = _aws_id("lt", name)
+        return lt_id, {
+            "arn": f"arn:aws:ec2:{region}:{acct}:launch-template/{lt_id}",
+            "latestVersion": 1,
+            "defaultVersion": 1,
+        }
+    prefix = _AWS_ID_PREFIX.get(token)
+    rid = _aws_id(prefix, name) if prefix else f"{name}-{_short_hash(token, name)}"
+    extra: dict[str, Any] = {}
+    if token == "aws:ec2/vpc:Vpc":
+        extra["mainRouteTableId"] = _aws_id("rtb", name + "-main")
+        extra["defaultSecurityGroupId"] = _aws_id("sg", name + "-default")
+    if token == "aws:ec2/securityGroup:SecurityGroup":
+        extra["arn"] = f"arn:aws:ec2:{region}:{acct}:security-group/{rid}"
+    if token == "aws:ec2/subnet:Subnet":
+        extra["arn"] = f"arn:aws:ec2:{region}:{acct}:subnet/{rid}"
+    return rid, extra
+
+
+def _gcp_outputs(token: str, name: str, inputs: dict) -> tuple[str, dict]:
+    project = inputs.get("project") or MOCK_GCP_PROJECT
+    rname = inputs.get("name") or _autoname(name)
+    base = f"https://www.googleapis.com/compute/v1/projects/{project}"
+    region = inputs.get("region") or "us-central1"
+    if token == "gcp:storage/bucket:Bucket":
+        return rname, {
+            "name": rname,
+            "url": f"gs://{rname}",
+            "selfLink": f"https://www.googleapis.com/storage/v1/b/{rname}",
+        }
+    if token == "gcp:serviceaccount/account:Account":
+        email = f"{inputs['accountId']}@{project}.iam.gserviceaccount.com"
+        return f"projects/{project}/serviceAccounts/{email}", {
+            "email": email,
+            "member": f"serviceAccount:{email}",
+            "name": f"projects/{project}/serviceAccounts/{email}",
+            "uniqueId": _short_hash(email, n=21),
+        }
+    if token == "gcp:projects/iAMCustomRole:IAMCustomRole":
+        rid = f"projects/{project}/roles/{inputs['roleId']}"
+        return rid, {"name": rid}
+    if token == "gcp:billing/budget:Budget":
+        bid = f"billingAccounts/{inputs.get('billingAccount', MOCK_GCP_BILLING_ACCOUNT)}/budgets/{_short_hash(name, n=12)}"
+        return bid, {"name": bid}
+    if token == "gcp:monitoring/notificationChannel:NotificationChannel":
+        cid = f"projects/{project}/notificationChannels/{_short_hash(name, n=16)}"
+        return cid, {"name": cid}
+    if token == "gcp:bigquery/dataset:Dataset":
+        return f"projects/{project}/datasets/{inputs['datasetId']}", {
+            "selfLink": f"https://bigquery.googleapis.com/bigquery/v2/projects/{project}/datasets/{inputs['datasetId']}"
+        }
+    if token.startswith("gcp:compute/"):
+        kind = token.rsplit(":", 1)[-1]
+        collection = {
+            "Network": "global/networks",
+            "Firewall": "global/firewalls",
+            "InstanceTemplate": "global/instanceTemplates",
+            "Subnetwork": f"regions/{region}/subnetworks",
+            "Router": f"regions/{region}/routers",
+            "RegionInstanceGroupManager": f"regions/{region}/instanceGroupManagers",
+        }.get(kind, kind.lower() + "s")
+        link = f"{base}/{collection}/{rname}"
+        out = {"name": rname, "selfLink": link}
+        if kind == "InstanceTemplate":
+            out["selfLinkUnique"] = f"{link}?uniqueId={_short_hash(name, n=19)}"
+        if kind == "RegionInstanceGroupManager":
+            out["instanceGroup"] = f"{base}/regions/{region}/instanceGroups/{rname}"
+        return f"projects/{project}/{collection}/{rname}", out
+    return f"{name}-{_short_hash(token, name)}", {"name": rname}
+
+
+_AZ_PROVIDER = {
+    "resources:ResourceGroup": None,
+    "network:VirtualNetwork": "Microsoft.Network/virtualNetworks",
+    "network:Subnet": "subnets",
+    "network:NetworkSecurityGroup": "Microsoft.Network/networkSecurityGroups",
+    "network:NatGateway": "Microsoft.Network/natGateways",
+    "network:PublicIPAddress": "Microsoft.Network/publicIPAddresses",
+    "storage:StorageAccount": "Microsoft.Storage/storageAccounts",
+    "storage:BlobServiceProperties": "blobServices",
+    "storage:BlobContainer": "blobServices/default/containers",
+    "storage:ManagementPolicy": "managementPolicies",
+    "managedidentity:UserAssignedIdentity": "Microsoft.ManagedIdentity/userAssignedIdentities",
+    "compute:VirtualMachineScaleSet": "Microsoft.Compute/virtualMachineScaleSets",
+}
+
+# Inputs that name the resource, per azure-native type (the rest are autonamed with a suffix).
+_AZ_NAME_KEYS = (
+    "resourceGroupName:resources:ResourceGroup",
+    "virtualNetworkName",
+    "subnetName",
+    "networkSecurityGroupName",
+    "natGatewayName",
+    "publicIpAddressName",
+    "accountName:storage:StorageAccount",
+    "containerName",
+    "resourceName",
+    "vmScaleSetName",
+    "budgetName",
+    "exportName",
+    "roleAssignmentName",
+    "roleDefinitionId",
+)
+
+
+def _azure_outputs(token: str, name: str, inputs: dict) -> tuple[str, dict]:
+    kind = token.split(":", 1)[1]
+    sub = f"/subscriptions/{MOCK_AZURE_SUBSCRIPTION}"
+    rg = inputs.get("resourceGroupName") or "rg"
+    rname = None
+    for key in _AZ_NAME_KEYS:
+        prop, _, only = key.partition(":")
+        if (not only or only == kind) and inputs.get(prop):
+            rname = inputs[prop]
+            break
+    if rname is None:
+        rname = (
+            re.sub(r"[^a-z0-9]", "", name.lower())[:16] + _short_hash(name, n=8)
+            if kind == "storage:StorageAccount"
+            else _autoname(name)
+        )
+    if kind == "resources:ResourceGroup":
+        rid = f"{sub}/resourceGroups/{rname}"
+        return rid, {"name": rname}
+    if kind == "authorization:RoleDefinition":
+        rid = f"{sub}/providers/Microsoft.Authorization/roleDefinitions/{_uuid(name)}"
+        return rid, {"name": _uuid(name), "type": "Microsoft.Authorization/roleDefinitions"}
+    if kind == "authorization:RoleAssignment":
+        rid = f"{inputs.get('scope', sub)}/providers/Microsoft.Authorization/roleAssignments/{_uuid(name)}"
+        return rid, {"name": _uuid(name)}
+    if kind == "consumption:Budget":
+        return f"{inputs.get('scope', sub)}/providers/Microsoft.Consumption/budgets/{rname}", {"name": rname}
+    if kind == "costmanagement:Export":
+        return f"{inputs.get('scope', sub)}/providers/Microsoft.CostManagement/exports/{rname}", {
+            "name": rname
+        }
+    path = _AZ_PROVIDER.get(kind, kind.replace(":", "/"))
+    if kind == "network:Subnet":
+        rid = f"{sub}/resourceGroups/{rg}/providers/Microsoft.Network/virtualNetworks/{inputs.get('virtualNetworkName')}/subnets/{rname}"
+    elif kind in ("storage:BlobServiceProperties", "storage:BlobContainer", "storage:ManagementPolicy"):
+        rid = f"{sub}/resourceGroups/{rg}/providers/Microsoft.Storage/storageAccounts/{inputs.get('accountName')}/{path}/{rname}"
+    else:
+        rid = f"{sub}/resourceGroups/{rg}/providers/{path}/{rname}"
+    out: dict[str, Any] = {"name": rname}
+    if kind == "managedidentity:UserAssignedIdentity":
+        out.update(principalId=_uuid(name + "p"), clientId=_uuid(name + "c"), tenantId=MOCK_AZURE_TENANT)
+    if kind == "storage:StorageAccount":
+        out["primaryEndpoints"] = {"blob": f"https://{rname}.blob.core.windows.net/"}
+    return rid, out
+
+
+def _uuid(seed: str) -> str:
+    h = hashlib.sha256(seed.encode()).hexdigest()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-8{h[17:20]}-{h[20:32]}"
+
+
+def _call(token: str, args: dict) -> dict:
+    if token == "aws:index/getCallerIdentity:getCallerIdentity":
+        return {
+            "accountId": MOCK_AWS_ACCOUNT,
+            "arn": f"arn:aws:iam::{MOCK_AWS_ACCOUNT}:user/mock",
+            "userId": "AIDAMOCK",
+            "id": MOCK_AWS_ACCOUNT,
+        }
+    if token == "aws:ec2/getAmi:getAmi":
+        filters = {f["name"]: f["values"] for f in args.get("filters") or []}
+        image = (filters.get("image-id") or [None])[0]
+        pattern = (filters.get("name") or ["mock"])[0]
+        image = image or "ami-" + _short_hash(pattern, args.get("region") or "", n=17)
+        return {
+            "id": image,
+            "imageId": image,
+            "name": pattern.replace("*", "20260101"),
+            "rootDeviceName": "/dev/sda1",
+            "architecture": "x86_64",
+            "ownerId": "898082745236",
+        }
+    if token == "aws:ec2/getSubnets:getSubnets":
+        filters = {f["name"]: f["values"] for f in args.get("filters") or []}
+        zones = filters.get("availability-zone-id") or ["az"]
+        vpc = (filters.get("vpc-id") or ["vpc"])[0]
+        return {"ids": [_aws_id("subnet", vpc + z) for z in zones], "id": args.get("region") or "us-east-1"}
+    if token == "gcp:organizations/getClientConfig:getClientConfig":
+        return {
+            "project": MOCK_GCP_PROJECT,
+            "region": "us-central1",
+            "zone": "",
+            "id": "mock",
+            "accessToken": "",
+        }
+    if token == "gcp:organizations/getProject:getProject":
+        pid = args.get("projectId") or MOCK_GCP_PROJECT
+        return {
+            "projectId": pid,
+            "number": MOCK_GCP_PROJECT_NUMBER,
+            "billingAccount": MOCK_GCP_BILLING_ACCOUNT,
+            "name": pid,
+            "id": f"projects/{pid}",
+        }
+    if token == "azure-native:authorization:getClientConfig":
+        return {
+            "subscriptionId": MOCK_AZURE_SUBSCRIPTION,
+            "tenantId": MOCK_AZURE_TENANT,
+            "clientId": _uuid("client"),
+            "objectId": _uuid("object"),
+        }
+    raise NotImplementedError(
+        f"the mock runtime has no answer for invoke {token}; add one in infra/mock_runtime.py"
+    )
+
+
+class CloudMocks(pulumi.runtime.Mocks):
+    """Answers resource registrations and invokes the way the clouds would, deterministically."""
+
+    def __init__(self) -> None:
+        self.invocations: list[Invocation] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        token, name, inputs = args.typ, args.name, dict(args.inputs)
+        if token.startswith("pulumi:providers:"):
+            return f"{name}-provider-id", inputs
+        package = token.split(":", 1)[0]
+        if package == "aws":
+            rid, extra = _aws_outputs(token, name, inputs)
+        elif package == "gcp":
+            rid, extra = _gcp_outputs(token, name, inputs)
+        elif package == "azure-native":
+            rid, extra = _azure_outputs(token, name, inputs)
+        else:
+            rid, extra = f"{name}-id", {}
+        return rid, {**inputs, **extra}
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        self.invocations.append(Invocation(args.token, dict(args.args)))
+        return _call(args.token, dict(args.args))
+
+
+class _CapturingMonitor(pulumi_mocks.MockMonitor):
+    """The stock mock monitor, also keeping each registration's parent, inputs and kind."""
+
+    def __init__(self, mocks: CloudMocks) -> None:
+        super().__init__(mocks)
+        self.captured: list[DeclaredResource] = []
+
+    def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack":
+            self.captured.append(DeclaredResource(request.type, request.name, response.urn, None, False, {}))
+            return response
+        inputs = pulumi.runtime.rpc.deserialize_properties(request.object)
+        registered = self.resources.get(response.urn)
+        self.captured.append(
+            DeclaredResource(
+                type=request.type,
+                name=request.name,
+                urn=response.urn,
+                parent=request.parent or None,
+                custom=bool(request.custom),
+                inputs=_plain(inputs),
+                outputs=_plain(registered.state) if registered else {},
+                id=registered.id if registered else None,
+            )
+        )
+        return response
+
+
+def _plain(value: Any) -> Any:
+    """Deserialised property values as plain Python (secrets unwrapped, resource refs as URNs)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, pulumi.Resource):
+        return getattr(value, "_urn_value", None) or repr(value)
+    return value
+
+
+def run_program(
+    stack: str,
+    config: StackConfig,
+    *,
+    declare: Callable[[str, StackConfig], dict] | None = None,
+) -> ProgramRun:
+    """Run the program for one stack under the mock runtime; return what it declared and exported.
+
+    Raises what the program raises (a ConfigError for a config the clouds would reject).
+    """
+    if declare is None:
+        from infra.program import declare as declare_program
+
+        declare = declare_program
+    mocks = CloudMocks()
+    monitor = _CapturingMonitor(mocks)
+    pulumi_settings.ROOT.set(None)  # a fresh root stack per run, named after this stack
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    pulumi_settings.SETTINGS.rpc_manager.clear()
+    pulumi_settings.SETTINGS.outputs.clear()
+    exports: dict[str, Any] = {}
+
+    def body() -> None:
+        declared = declare(stack, config)
+        resolved = _sync_await(pulumi.Output.from_input(declared).future())
+        exports.update(resolved or {})
+
+    try:
+        _sync_await(run_pulumi_func(body))
+    finally:
+        pulumi_settings.ROOT.set(None)
+    return ProgramRun(stack, list(monitor.captured), _plain(exports), list(mocks.invocations))

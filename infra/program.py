@@ -1,0 +1,279 @@
+"""The Pulumi program, as a function: `declare(stack, config)` builds every component and returns the exports.
+
+`infra/__main__.py` calls it under the real engine (`pulumi up`); `infra.mock_runtime.run_program`
+calls it under Pulumi's mock runtime (`trainfleet stacks check`, the tests, the offline preview). It
+reads nothing but its arguments and the embedded catalog: no Pulumi config, no environment, no CLI.
+
+Per fleet: network, checkpoint bucket, node identity, and the group itself (ASG / MIG / VMSS).
+Per cloud used by the stack: one budget (when the config has one) and one billing export (when on).
+Cloud SDKs are imported only for the clouds a stack uses (pulumi-azure-native is slow to import).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pulumi
+
+from infra import naming
+from infra.catalog import default_catalog
+from infra.config import Fleet, StackConfig
+from infra.errors import ConfigError
+
+GCP_BILLING_EXPORT_NOTE = (
+    "Cloud Billing export to BigQuery cannot be switched on by API: in the console open Billing > "
+    "Billing export > BigQuery export and choose dataset {dataset} in project {project} "
+    "(detailed usage cost)"
+)
+
+
+# ---------------------------------------------------------------- catalog facts the program needs
+
+
+def fleet_zones(fleet: Fleet) -> list[str]:
+    """The configured zones, else every zone where the catalog has the instance type in the region."""
+    if fleet.zones:
+        return list(fleet.zones)
+    offers = default_catalog().offers(
+        cloud=fleet.cloud, region=fleet.region, instance_type=fleet.instance_type
+    )
+    return sorted({o.zone for o in offers if o.zone})
+
+
+def fleet_types(fleet: Fleet) -> list[str]:
+    return [fleet.instance_type, *fleet.fallback_instance_types]
+
+
+def offers_efa(fleet: Fleet) -> bool:
+    """EFA only where every type the group may launch has it, and only when nodes talk to each other."""
+    catalog = default_catalog()
+    if fleet.cloud != "aws" or fleet.nodes < 2:
+        return False
+    for instance_type in fleet_types(fleet):
+        offers = catalog.offers(cloud="aws", region=fleet.region, instance_type=instance_type)
+        if not offers or any(o.fabric != "efa" for o in offers):
+            return False
+    return True
+
+
+def is_gaudi(fleet: Fleet) -> bool:
+    offers = default_catalog().offers(cloud=fleet.cloud, instance_type=fleet.instance_type)
+    return any(o.accelerator.lower().startswith("gaudi") for o in offers)
+
+
+def fleet_price(fleet: Fleet) -> dict[str, Any]:
+    """The fleet's hourly price at catalog prices: on-demand nodes at on-demand, spot nodes at the
+    cheapest spot price among its zones. None where the catalog has no price (never a silent 0)."""
+    offers = default_catalog().offers(
+        cloud=fleet.cloud, region=fleet.region, instance_type=fleet.instance_type
+    )
+    zones = set(fleet_zones(fleet))
+    zonal = [o for o in offers if not o.zone or not zones or o.zone in zones]
+    on_demand = next((o.on_demand_usd_per_hour for o in zonal if o.on_demand_usd_per_hour is not None), None)
+    spot_offers = sorted(
+        (o for o in zonal if o.spot_usd_per_hour is not None), key=lambda o: o.spot_usd_per_hour
+    )
+    spot = spot_offers[0].spot_usd_per_hour if spot_offers else None
+    parts = []
+    if fleet.on_demand_nodes:
+        parts.append(None if on_demand is None else on_demand * fleet.on_demand_nodes)
+    if fleet.spot_nodes:
+        parts.append(None if spot is None else spot * fleet.spot_nodes)
+    total = None if any(p is None for p in parts) else round(sum(parts), 4)
+    source = spot_offers[0] if spot_offers else (zonal[0] if zonal else None)
+    return {
+        "usd_per_hour": total,
+        "nodes": fleet.nodes,
+        "spot_nodes": fleet.spot_nodes,
+        "on_demand_nodes": fleet.on_demand_nodes,
+        "on_demand_usd_per_node_hour": on_demand,
+        "spot_usd_per_node_hour": spot,
+        "spot_zone": spot_offers[0].zone if spot_offers else None,
+        "source": source.source if source else None,
+        "as_of": (source.as_of or None) if source else None,
+    }
+
+
+# ---------------------------------------------------------------- user-data
+
+
+def _user_data(
+    stack: str, config: StackConfig, fleet: Fleet, group: str, bucket: pulumi.Output[str]
+) -> pulumi.Output[str]:
+    """The cloud-init payload for the fleet, encoded as its cloud's provider input wants it."""
+
+    def render(bucket_name: str) -> str:
+        text = f"#cloud-config\n# trainfleet {stack}/{fleet.name}: group {group}, bucket {bucket_name}\n"
+        return text if fleet.cloud == "gcp" else base64.b64encode(text.encode()).decode()
+
+    return bucket.apply(render)
+
+
+# ---------------------------------------------------------------- per cloud
+
+
+def _check_bucket_name(config: StackConfig) -> str | None:
+    name = config.checkpoint.bucket_name
+    if name is not None and len(config.fleets) > 1:
+        raise ConfigError(
+            f"trainfleet:checkpoint.bucket_name names one bucket, but the stack has {len(config.fleets)} "
+            "fleets and each gets its own bucket; remove bucket_name to let each be named"
+        )
+    return name
+
+
+def _aws_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
+    from infra.aws.bucket import CheckpointBucket, CheckpointBucketArgs
+    from infra.aws.fleet import SpotFleet, SpotFleetArgs
+    from infra.aws.gaudi import GaudiGroup, GaudiGroupArgs
+    from infra.aws.iam import NodeRole, NodeRoleArgs
+    from infra.aws.network import Network, NetworkArgs
+
+    tags = config.resource_tags(stack, fleet)
+    group = naming.group_name(stack, fleet)
+    prefix = naming.checkpoint_prefix(stack, config)
+    zones = fleet_zones(fleet)
+    net = fleet.network
+    network = Network(
+        f"{fleet.name}-net",
+        NetworkArgs(
+            region=fleet.region,
+            zones=zones,
+            tags=tags,
+            vpc_id=net.name if net else None,
+            subnet_ids=list(net.subnets) if net else [],
+        ),
+    )
+    bucket = CheckpointBucket(
+        f"{fleet.name}-ckpt",
+        CheckpointBucketArgs(
+            region=fleet.region,
+            retention_days=config.checkpoint.retention_days,
+            tags=tags,
+            bucket_name=_check_bucket_name(config),
+        ),
+    )
+    role = NodeRole(
+        f"{fleet.name}-node",
+        NodeRoleArgs(region=fleet.region, bucket_arn=bucket.arn, prefix=prefix, group_name=group, tags=tags),
+    )
+    gaudi = is_gaudi(fleet)
+    fleet_args = dict(
+        region=fleet.region,
+        group_name=group,
+        vpc_id=network.vpc_id,
+        subnet_ids=network.subnet_ids,
+        instance_type=fleet.instance_type,
+        fallback_instance_types=list(fleet.fallback_instance_types),
+        nodes=fleet.nodes,
+        on_demand_base=fleet.on_demand_nodes if fleet.purchase == "on-demand" else fleet.on_demand_base,
+        on_demand_percentage_above_base=100
+        if fleet.purchase == "on-demand"
+        else fleet.on_demand_percentage_above_base,
+        max_price=fleet.max_price,
+        image_id=fleet.image,
+        root_volume_gb=fleet.root_volume_gb,
+        ssh_cidrs=list(fleet.ssh_cidrs),
+        efa=offers_efa(fleet),
+        instance_profile_arn=role.instance_profile_arn,
+        user_data=_user_data(stack, config, fleet, group, bucket.bucket_name),
+        tags=tags,
+    )
+    if gaudi:
+        component = GaudiGroup(fleet.name, GaudiGroupArgs(**fleet_args))
+    else:
+        component = SpotFleet(fleet.name, SpotFleetArgs(**fleet_args))
+    return {
+        "group": component.group_name,
+        "group_arn": component.group_arn,
+        "image": component.image_id,
+        "bucket": bucket.bucket_name,
+        "checkpoint_url": bucket.url.apply(lambda u: f"{u}/{prefix}"),
+        "role": role.role_arn,
+        "vpc": network.vpc_id,
+        "efa": fleet_args["efa"],
+        "kind": "gaudi" if gaudi else "gpu",
+    }
+
+
+def _aws_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) -> None:
+    aws_fleets = [f for f in config.fleets if f.cloud == "aws"]
+    if config.budget is not None:
+        from infra.aws.budget import Budget, BudgetArgs
+
+        budget = Budget(
+            "aws-budget",
+            BudgetArgs(
+                name=f"trainfleet-{naming.stack_slug(stack)}",
+                stack=stack,
+                limit_usd=config.budget.monthly_limit_usd,
+                thresholds_percent=list(config.budget.alert_thresholds_percent),
+                recipients=list(config.budget.recipients),
+            ),
+        )
+        exports["budgets"]["aws"] = budget.budget_names
+    if config.billing_export.enabled:
+        from infra.aws.billing_export import BillingExport, BillingExportArgs
+
+        export = BillingExport(
+            "aws-billing",
+            BillingExportArgs(
+                export_name=naming.billing_export_name(stack),
+                region=aws_fleets[0].region,
+                tags=config.resource_tags(stack),
+            ),
+        )
+        exports["billing_exports"]["aws"] = {
+            "kind": "CUR 2.0 data export",
+            "bucket": export.bucket_name,
+            "export_arn": export.export_arn,
+        }
+
+
+def _gcp_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
+    raise ConfigError("gcp fleets are not supported yet")
+
+
+def _gcp_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) -> None:
+    pass
+
+
+def _azure_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
+    raise ConfigError("azure fleets are not supported yet")
+
+
+def _azure_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) -> None:
+    pass
+
+
+_FLEET = {"aws": _aws_fleet, "gcp": _gcp_fleet, "azure": _azure_fleet}
+_STACK_WIDE = {"aws": _aws_stack_wide, "gcp": _gcp_stack_wide, "azure": _azure_stack_wide}
+
+
+def declare(stack: str, config: StackConfig) -> dict[str, Any]:
+    """Build every component for every fleet of `config`; return the stack outputs (Pulumi inputs)."""
+    exports: dict[str, Any] = {
+        "stack": stack,
+        "job": config.job.name,
+        "fleets": {},
+        "budgets": {},
+        "billing_exports": {},
+    }
+    for fleet in config.fleets:
+        outputs = _FLEET[fleet.cloud](stack, config, fleet)
+        exports["fleets"][fleet.name] = {
+            "cloud": fleet.cloud,
+            "region": fleet.region,
+            "zones": fleet_zones(fleet),
+            "instance_types": fleet_types(fleet),
+            "purchase": fleet.purchase,
+            "checkpoint_prefix": naming.checkpoint_prefix(stack, config),
+            "hourly_price": fleet_price(fleet),
+            **outputs,
+        }
+    for cloud in sorted({f.cloud for f in config.fleets}):
+        _STACK_WIDE[cloud](stack, config, exports)
+    prices = [f["hourly_price"]["usd_per_hour"] for f in exports["fleets"].values()]
+    exports["hourly_price_usd"] = None if any(p is None for p in prices) else round(sum(prices), 4)
+    return exports
