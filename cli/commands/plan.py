@@ -1,0 +1,364 @@
+"""`trainfleet plan` (search the catalog for the best plan) and `trainfleet estimate` (price a fixed choice).
+
+The planner is imported inside the command bodies so `trainfleet --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.app import app
+from infra.errors import TrainfleetError, did_you_mean
+
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", help="preset: llama-7b, llama-13b, llama-70b, mpt-7b, ...")
+]
+ParamsOpt = Annotated[str | None, typer.Option("--params", help="parameters, e.g. 7B, 350M (K/M/B/T)")]
+TokensOpt = Annotated[str, typer.Option("--tokens", help="training tokens, e.g. 200B, 1T")]
+SeqOpt = Annotated[int, typer.Option("--seq-len", min=128, max=1_048_576, help="sequence length (tokens)")]
+PrecOpt = Annotated[str, typer.Option("--precision", help="bf16, fp16, fp8 or fp32")]
+MethodOpt = Annotated[str, typer.Option("--method", help="full (pre-training / full fine-tune) or lora")]
+RankOpt = Annotated[int, typer.Option("--lora-rank", min=1, max=1024, help="LoRA rank")]
+BatchOpt = Annotated[str, typer.Option("--global-batch", help="tokens per optimizer step, e.g. 4M")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of tables.")]
+ExplainOpt = Annotated[
+    bool, typer.Option("--explain", help="Show the formulas and inputs behind every figure.")
+]
+
+
+def _choice(value: str, allowed: tuple[str, ...], option: str) -> str:
+    if value not in allowed:
+        raise TrainfleetError(
+            f"{option} {value!r} is not allowed{did_you_mean(value, list(allowed))}; use one of {', '.join(allowed)}"
+        )
+    return value
+
+
+def _csv(value: str | None, known: list[str], option: str) -> frozenset[str] | None:
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise TrainfleetError(f"{option} is empty; give a comma list, e.g. {','.join(known[:2])}")
+    for item in items:
+        if item not in known:
+            raise TrainfleetError(f"{option}: {item!r} is not in the catalog{did_you_mean(item, known)}")
+    return frozenset(items)
+
+
+def _money(value: str, option: str) -> float:
+    from infra.units import parse_count
+
+    text = value.replace("$", "").replace(",", "").strip()
+    try:
+        return float(text)
+    except ValueError:
+        return float(parse_count(text, option))
+
+
+def _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch):
+    from cli.planner.workload import Workload, resolve_shape
+    from infra.units import parse_count
+
+    _choice(precision, ("bf16", "fp16", "fp8", "fp32"), "--precision")
+    _choice(method, ("full", "lora"), "--method")
+    shape = resolve_shape(model, parse_count(params, "--params") if params else None)
+    return Workload(shape, parse_count(tokens, "--tokens"), seq_len, precision, method, lora_rank,
+                    parse_count(global_batch, "--global-batch"))  # fmt: skip
+
+
+@app.command("plan")
+def plan_command(
+    tokens: TokensOpt,
+    model: ModelOpt = None,
+    params: ParamsOpt = None,
+    seq_len: SeqOpt = 2048,
+    precision: PrecOpt = "bf16",
+    method: MethodOpt = "full",
+    lora_rank: RankOpt = 16,
+    global_batch: BatchOpt = "4M",
+    clouds: Annotated[str | None, typer.Option(help="comma list: aws,gcp,azure")] = None,
+    regions: Annotated[str | None, typer.Option(help="comma list, e.g. us-east-1,us-central1")] = None,
+    accelerators: Annotated[str | None, typer.Option(help="comma list, e.g. H100-80GB,A100-80GB")] = None,
+    max_nodes: Annotated[int, typer.Option(min=1, max=1024, help="most nodes in the fleet")] = 64,
+    deadline: Annotated[str | None, typer.Option(help="latest expected wall time, e.g. 72h, 3d")] = None,
+    budget: Annotated[str | None, typer.Option(help="most expected USD, e.g. 40000 or 40K")] = None,
+    purchase: Annotated[str, typer.Option(help="spot, on-demand or any")] = "any",
+    objective: Annotated[str, typer.Option(help="cost or time")] = "cost",
+    time_value: Annotated[float, typer.Option(min=0, help="USD per hour of wall time, added to cost")] = 0.0,
+    top: Annotated[int, typer.Option(min=1, max=50, help="plans to list (best + runners-up)")] = 3,
+    write_stack: Annotated[
+        str | None, typer.Option(help="write stacks/Pulumi.ENV.yaml from the best plan")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="overwrite an existing stack file")] = False,
+    json_out: JsonOpt = False,
+    explain: ExplainOpt = False,
+) -> None:
+    """Search the catalog for the cost-optimal (or fastest) interruption-aware plan."""
+    t0 = time.perf_counter()
+    from cli.planner.calibration import default_fit
+    from cli.planner.optimizer import Request, alternatives, frontier, rank, search
+    from cli.planner.report import impossible, plan_dict
+    from infra.catalog import default_catalog
+    from infra.units import parse_hours
+
+    work = _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch)
+    catalog = default_catalog()
+    offers = catalog.all_offers
+    req = Request(
+        workload=work,
+        clouds=_csv(clouds, ["aws", "gcp", "azure"], "--clouds"),
+        regions=_csv(regions, sorted({o.region for o in offers}), "--regions"),
+        accelerators=_csv(
+            accelerators, sorted({o.accelerator for o in offers if o.accelerator}), "--accelerators"
+        ),
+        max_nodes=max_nodes,
+        deadline_hours=parse_hours(deadline, "--deadline") if deadline else None,
+        budget_usd=_money(budget, "--budget") if budget else None,
+        purchase=_choice(purchase, ("spot", "on-demand", "any"), "--purchase"),
+        objective=_choice(objective, ("cost", "time"), "--objective"),
+        time_value_usd_per_hour=time_value,
+    )
+    stack_target = None
+    if write_stack:
+        from infra.stack_file import stack_path
+
+        stack_target = stack_path(write_stack)
+        if stack_target.exists() and not force:
+            raise TrainfleetError(f"{stack_target} exists; pass --force to overwrite it or pick another ENV")
+    t_setup = time.perf_counter()
+    fit = default_fit()
+    t_fit = time.perf_counter()
+    result = search(req, offers, catalog.accelerators, fit)
+    t_search = time.perf_counter()
+    if not result.feasible:
+        raise impossible(result)
+    ranked = rank(result.feasible, req)
+    best = ranked[0]
+    alts = alternatives(ranked, top)
+    front = frontier(result.feasible)
+    written = None
+    if stack_target is not None:
+        written = _write(best, req, stack_target)
+    out = {
+        "best": plan_dict(best, req, explain, fit),
+        "alternatives": [plan_dict(c, req, explain, fit) for c in alts],
+        "frontier": [plan_dict(c, req) for c in front],
+        "search": {
+            "offers": result.stats.offers_considered,
+            "candidates": result.stats.candidates,
+            "feasible": len(result.feasible),
+            "hardware_node_pairs": result.stats.hardware_evaluated,
+            "setups_evaluated": result.stats.setups_evaluated,
+            "seconds": {
+                "setup": round(t_setup - t0, 4),
+                "calibration": round(t_fit - t_setup, 4),
+                "search": round(t_search - t_fit, 4),
+                "rank": round(time.perf_counter() - t_search, 4),
+            },
+        },
+    }
+    if written:
+        out["stack_file"] = str(written)
+    if json_out:
+        from cli.output import print_json
+
+        print_json(out)
+        return
+    _print_plans(out, req, best, explain)
+
+
+def _write(best, req, target: Path) -> Path:
+    from cli.planner.stack import plan_stack
+    from infra.stack_file import write_stack_file
+
+    config, provider = plan_stack(best, req)
+    return write_stack_file(target, config, provider)
+
+
+def _print_plans(out: dict, req, best, explain: bool) -> None:
+    from cli.output import console, money, table
+
+    b = out["best"]
+    w = req.workload
+    console.print(
+        f"[bold]Best plan[/] for {w.shape.name} ({w.params / 1e9:.3g}B params, {w.tokens / 1e9:,.4g}B tokens, "
+        f"{w.method}, objective {req.objective}):",
+        highlight=False,
+    )
+    console.print(
+        f"  {b['nodes']} x {b['instance_type']} ({b['devices']} x {b['accelerator']}) {b['purchase']} in "
+        f"{b['cloud']} {b['region']} {','.join(b['zones'])}\n"
+        f"  ZeRO-{b['zero_stage']}, offload {b['offload']}, micro batch {b['micro_batch']}, grad accum "
+        f"{b['grad_accum']}, activation checkpointing {'on' if b['activation_checkpointing'] else 'off'}, "
+        f"checkpoint every {b['checkpoint_interval_minutes']:g} min\n"
+        f"  {b['wallclock_hours']:,.1f} h wall clock (expected), {money(b['expected_cost_usd'])} expected, "
+        f"{b['tokens_per_second']:,.0f} tokens/s, MFU {b['mfu']:.1%}, "
+        f"{b['memory_per_device_gib']:.1f} of {b['usable_memory_per_device_gib']:.1f} GiB per device",
+        highlight=False,
+    )
+    bd = b["breakdown"]
+    console.print(table("Expected cost breakdown (USD)", ["compute", "interruption loss", "checkpoint overhead",
+                                                          "storage", "egress", "total"],
+                        [[money(bd["compute_usd"]), money(bd["interruption_loss_usd"]),
+                          money(bd["checkpoint_overhead_usd"]), money(bd["storage_usd"]), money(bd["egress_usd"]),
+                          money(b["expected_cost_usd"])]]))  # fmt: skip
+
+    def rows(plans):
+        return [
+            (f"{p['nodes']} x {p['instance_type']}", f"{p['devices']} x {p['accelerator']}", p["purchase"],
+             f"{p['cloud']} {p['region']}", f"ZeRO-{p['zero_stage']}/{p['offload']}",
+             f"{p['wallclock_hours']:,.1f}", money(p["expected_cost_usd"]), p["interruption"])
+            for p in plans
+        ]  # fmt: skip
+
+    cols = [
+        "nodes x instance",
+        "devices",
+        "purchase",
+        "where",
+        "setup",
+        "wall (h)",
+        "expected cost",
+        "interruption",
+    ]
+    just = {"wall (h)": "right", "expected cost": "right"}
+    if out["alternatives"]:
+        console.print(table("Runners-up", cols, rows(out["alternatives"]), justify=just))
+    console.print(table("Cost/time frontier (no plan is both faster and cheaper)", cols, rows(out["frontier"]),
+                        justify=just))  # fmt: skip
+    for line in b["assumptions"]:
+        console.print(f"[dim]assumption:[/] {line}", highlight=False)
+    if explain:
+        console.print("[bold]Why[/]")
+        for line in b["explain"]:
+            console.print(f"  {line}", highlight=False, markup=False)
+    s = out["search"]
+    console.print(
+        f"[dim]searched {s['offers']} offers, {s['candidates']} candidates, {s['feasible']} feasible[/]"
+    )
+    if "stack_file" in out:
+        console.print(f"wrote {out['stack_file']}", highlight=False)
+
+
+@app.command("estimate")
+def estimate_command(
+    tokens: TokensOpt,
+    accelerator: Annotated[str, typer.Option(help="e.g. A100-80GB, H100-80GB")],
+    devices: Annotated[int, typer.Option(min=1, help="accelerators in total")],
+    model: ModelOpt = None,
+    params: ParamsOpt = None,
+    seq_len: SeqOpt = 2048,
+    precision: PrecOpt = "bf16",
+    method: MethodOpt = "full",
+    lora_rank: RankOpt = 16,
+    global_batch: BatchOpt = "4M",
+    instance_type: Annotated[
+        str | None, typer.Option(help="node type; default: the cheapest that carries it")
+    ] = None,
+    cloud: Annotated[str | None, typer.Option(help="aws, gcp or azure")] = None,
+    region: Annotated[str | None, typer.Option(help="e.g. us-east-1")] = None,
+    purchase: Annotated[str, typer.Option(help="spot or on-demand")] = "on-demand",
+    json_out: JsonOpt = False,
+    explain: ExplainOpt = False,
+) -> None:
+    """Price a fixed hardware choice (accelerator x devices): time, cost, MFU, no search over hardware."""
+    from cli.planner.calibration import default_fit
+    from cli.planner.optimizer import Request, best_setup, candidate, hardware_for, price_points
+    from cli.planner.report import assumptions, explain_lines
+    from infra.catalog import default_catalog
+
+    work = _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch)
+    _choice(purchase, ("spot", "on-demand"), "--purchase")
+    catalog = default_catalog()
+    known = sorted({o.accelerator for o in catalog.all_offers if o.accelerator})
+    if accelerator not in known:
+        raise TrainfleetError(
+            f"--accelerator {accelerator!r} is not in the catalog{did_you_mean(accelerator, known)}"
+        )
+    offers = [o for o in catalog.offers(cloud=cloud, region=region, accelerator=accelerator)
+              if instance_type is None or o.instance_type == instance_type]  # fmt: skip
+    if not offers:
+        raise TrainfleetError(
+            f"no {accelerator} offer matches --instance-type/--cloud/--region; see `trainfleet catalog list --accelerator {accelerator}`"
+        )
+    sizes = sorted({o.accelerators_per_node for o in offers})
+    offers = [o for o in offers if devices % o.accelerators_per_node == 0]
+    if not offers:
+        raise TrainfleetError(
+            f"--devices {devices} is not a whole number of {accelerator} nodes ({'/'.join(map(str, sizes))} per node); use a multiple"
+        )
+    req = Request(work, purchase=purchase, max_nodes=1024)
+    fit = default_fit()
+    best = None
+    for offer, kind, zones in price_points(offers, purchase):
+        hw = hardware_for(offer, catalog.accelerator(offer.accelerator), precision)
+        if hw is None:
+            raise TrainfleetError(
+                f"{accelerator} has no peak TFLOP/s for {precision} in the catalog; try --precision bf16"
+            )
+        nodes = devices // hw.devices_per_node
+        setup = best_setup(work, hw, nodes, fit)
+        if setup is None:
+            raise TrainfleetError(
+                f"{work.shape.name} does not fit in memory on {devices} x {accelerator} with any ZeRO stage or offload; add devices or use --method lora"
+            )
+        c = candidate(req, offer, kind, zones, nodes, hw, setup)
+        if c.rel.feasible and (best is None or (c.cost_usd, c.identity()) < (best.cost_usd, best.identity())):
+            best = c
+    if best is None:
+        raise TrainfleetError(
+            f"no {accelerator} offer has a {purchase} price with a bearable interruption rate; try --purchase on-demand"
+        )
+    st = best.setup.step
+    out = {
+        "gpu_hours": round(best.wall_hours * devices, 1),
+        "wallclock_hours": round(best.wall_hours, 3),
+        "useful_hours": round(best.rel.useful_hours, 3),
+        "cost_usd": round(best.cost_usd, 2),
+        "mfu": round(st.effective_mfu, 4),
+        "tokens_per_second": round(st.tokens_per_second, 1),
+        "tokens_per_second_per_device": round(st.tokens_per_second_per_device, 1),
+        "total_flops": work.total_flops,
+        "instance_type": best.offer.instance_type,
+        "cloud": best.offer.cloud,
+        "region": best.offer.region,
+        "nodes": best.nodes,
+        "devices": devices,
+        "purchase": purchase,
+        "price_usd_per_node_hour": best.price_usd_per_node_hour,
+        "zero_stage": best.setup.sharding.zero_stage,
+        "micro_batch": st.micro_batch,
+        "grad_accum": st.grad_accum,
+        "activation_checkpointing": best.setup.checkpointing,
+        "breakdown": {k: round(v, 2) for k, v in best.breakdown.items()},
+        "assumptions": [
+            f"node type {best.offer.instance_type} in {best.offer.cloud} {best.offer.region}: the cheapest "
+            f"{purchase} offer carrying {accelerator}"
+        ]
+        + assumptions(best, req),  # fmt: skip
+    }
+    if explain:
+        out["explain"] = explain_lines(best, req, fit)
+    if json_out:
+        from cli.output import print_json
+
+        print_json(out)
+        return
+    from cli.output import console, money
+
+    console.print(
+        f"{work.shape.name} on {devices} x {accelerator} ({best.nodes} x {best.offer.instance_type}, {purchase}, "
+        f"{best.offer.cloud} {best.offer.region}): {out['wallclock_hours']:,.1f} h wall clock, "
+        f"{out['gpu_hours']:,.0f} device-hours, {money(out['cost_usd'])} expected, "
+        f"{out['tokens_per_second']:,.0f} tokens/s, MFU {out['mfu']:.1%}",
+        highlight=False,
+    )
+    for line in out["assumptions"]:
+        console.print(f"[dim]assumption:[/] {line}", highlight=False)
+    for line in out.get("explain", []):
+        console.print(f"  {line}", highlight=False, markup=False)

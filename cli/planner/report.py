@@ -1,0 +1,131 @@
+"""Plans as data (every figure with its unit in its key), explanations, and the one-line 'impossible'."""
+
+from __future__ import annotations
+
+from cli.planner.calibration import Fit
+from cli.planner.optimizer import Candidate, Request, Search, rank
+from cli.planner.throughput import explain_step
+from infra.errors import TrainfleetError
+
+
+def offload_label(c: Candidate) -> str:
+    sh = c.setup.sharding
+    if sh.offload_param:
+        return "optimizer+params"
+    return "optimizer" if sh.offload_optimizer else "none"
+
+
+def assumptions(c: Candidate, req: Request) -> list[str]:
+    w = req.workload
+    out = c.hardware.assumptions(w.precision)
+    o = c.offer
+    if c.purchase == "spot":
+        if o.interruption_bucket is None:
+            out.append(f"{o.instance_type} in {o.region}: interruption rate unknown, >20%/month assumed")
+        elif o.interruption_assumed:
+            out.append(f"{o.cloud} publishes no interruption rates: {o.interruption_label} per node")
+    if w.method == "lora":
+        out.append(f"LoRA rank {w.lora_rank} on q,k,v,o; frozen base in 16-bit")
+    if w.shape.name.endswith("-params"):
+        out.append(
+            f"shape derived from the parameter count: {w.shape.layers} layers, hidden {w.shape.hidden}"
+        )
+    out.append(f"global batch {w.global_batch_tokens:,} tokens; flash attention; bf16/fp16 gradients")
+    return out
+
+
+def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None = None) -> dict:
+    w, s, st, o = req.workload, c.setup, c.setup.step, c.offer
+    d = {
+        "cloud": o.cloud,
+        "region": o.region,
+        "zones": list(c.zones),
+        "instance_type": o.instance_type,
+        "accelerator": o.accelerator,
+        "accelerators_per_node": c.hardware.devices_per_node,
+        "nodes": c.nodes,
+        "devices": c.devices,
+        "purchase": c.purchase,
+        "price_usd_per_node_hour": round(c.price_usd_per_node_hour, 6),
+        "zero_stage": s.sharding.zero_stage,
+        "offload": offload_label(c),
+        "micro_batch": st.micro_batch,
+        "grad_accum": st.grad_accum,
+        "activation_checkpointing": s.checkpointing,
+        "checkpoint_interval_minutes": round(c.rel.interval_s / 60, 2),
+        "wallclock_hours": round(c.wall_hours, 3),
+        "useful_hours": round(c.rel.useful_hours, 3),
+        "gpu_hours": round(c.wall_hours * c.devices, 1),
+        "expected_cost_usd": round(c.cost_usd, 2),
+        "breakdown": {k: round(v, 2) for k, v in c.breakdown.items()},
+        "tokens_per_second": round(st.tokens_per_second, 1),
+        "tokens_per_second_per_device": round(st.tokens_per_second_per_device, 1),
+        "mfu": round(st.effective_mfu, 4),
+        "memory_per_device_gib": round(s.memory.device_bytes / 2**30, 2),
+        "usable_memory_per_device_gib": round(s.memory.device_capacity_bytes / 2**30, 2),
+        "checkpoint_gb": round(w.checkpoint_bytes / 1e9, 2),
+        "checkpoint_write_seconds": round(c.rel.checkpoint_write_s, 1),
+        "expected_interruptions": round(c.rel.expected_interruptions, 2),
+        "interruption": o.interruption_label if c.purchase == "spot" else "on-demand: failures only",
+        "assumptions": assumptions(c, req),
+    }
+    if explain:
+        d["explain"] = explain_lines(c, req, fit)
+    return d
+
+
+def explain_lines(c: Candidate, req: Request, fit: Fit | None) -> list[str]:
+    w, s = req.workload, c.setup
+    lines = list(w.explain())
+    lines.append(f"setup: {s.sharding.label}, micro batch {s.step.micro_batch}, grad accum {s.step.grad_accum}, "
+                 f"activation checkpointing {'on' if s.checkpointing else 'off'} (highest tokens/s that fits)")  # fmt: skip
+    lines += s.memory.explain()
+    if fit is not None:
+        lines += explain_step(s.step, w, c.hardware, fit)
+    lines.append(f"useful time = {w.tokens:,} tokens / {s.step.tokens_per_second:,.0f} tokens/s = "
+                 f"{c.rel.useful_hours:.2f} h")  # fmt: skip
+    lines += c.rel.explain()
+    rate = c.price_usd_per_node_hour * c.nodes
+    lines.append(f"cost = {c.nodes} nodes x ${c.price_usd_per_node_hour:.4f}/node-h ({c.purchase}) x "
+                 f"{c.wall_hours:.2f} h + storage ${c.breakdown['storage_usd']:.2f} = ${c.cost_usd:,.2f} "
+                 f"(${rate:,.2f}/h)")  # fmt: skip
+    lines.append("egress $0: checkpoints and data stay in the plan's region (one region per plan)")
+    return lines
+
+
+def describe(c: Candidate) -> str:
+    return (f"{c.nodes} x {c.offer.instance_type} ({c.devices} x {c.offer.accelerator}, {c.purchase}, "
+            f"{c.offer.cloud} {c.offer.region}) for {c.wall_hours:,.1f} h at ${c.cost_usd:,.0f}")  # fmt: skip
+
+
+def impossible(result: Search) -> TrainfleetError:
+    """One line: which bound fails, and the closest plan."""
+    req, w = result.request, result.request.workload
+    what = f"{w.shape.name} ({w.params / 1e9:.3g}B params, {w.method})"
+    if not result.unbounded:
+        skipped = "; ".join(f"{n} offers: {why}" for why, n in result.stats.offers_skipped.items())
+        return TrainfleetError(
+            f"no offer fits {what} in memory with up to {req.max_nodes} nodes and a {req.purchase} price"
+            f"{' (' + skipped + ')' if skipped else ''}; raise --max-nodes, allow more --clouds/--accelerators, "
+            f"or try --method lora"
+        )
+    dl, budget = req.deadline_hours, req.budget_usd
+    by_time = min(result.unbounded, key=lambda c: (c.wall_hours, c.cost_usd, c.identity()))
+    by_cost = min(result.unbounded, key=lambda c: (c.cost_usd, c.wall_hours, c.identity()))
+    if dl is not None and by_time.wall_hours > dl:
+        return TrainfleetError(
+            f"deadline {dl:g} h cannot be met: the fastest plan that fits {what} in memory needs "
+            f"{describe(by_time)}; raise --deadline or --max-nodes"
+        )
+    if budget is not None and by_cost.cost_usd > budget:
+        return TrainfleetError(
+            f"budget ${budget:,.0f} cannot be met: the cheapest plan that fits {what} costs "
+            f"{describe(by_cost)}; raise --budget"
+        )
+    within = rank([c for c in result.unbounded if dl is None or c.wall_hours <= dl],
+                  Request(w, objective="cost"))  # fmt: skip
+    closest = within[0]
+    return TrainfleetError(
+        f"deadline {dl:g} h and budget ${budget:,.0f} cannot both be met: the cheapest plan within the "
+        f"deadline needs {describe(closest)}; raise --budget or --deadline"
+    )
