@@ -140,7 +140,8 @@ def fit_rows(rows: list[Row]) -> Fit:
         ys.append(math.log(r.hfu))
     k = len(xs[0])
     a = [
-        [sum(x[i] * x[j] for x in xs) for j in range(k)] + [sum(x[i] * y for x, y in zip(xs, ys))]
+        [sum(x[i] * x[j] for x in xs) for j in range(k)]
+        + [sum(x[i] * y for x, y in zip(xs, ys, strict=True))]
         for i in range(k)
     ]
     for i in range(k):
@@ -149,12 +150,18 @@ def fit_rows(rows: list[Row]) -> Fit:
         for r in range(k):
             if r != i and a[r][i]:
                 f = a[r][i] / a[i][i]
-                a[r] = [vr - f * vi for vr, vi in zip(a[r], a[i])]
+                a[r] = [vr - f * vi for vr, vi in zip(a[r], a[i], strict=True)]
     coef = [a[i][k] / a[i][i] for i in range(k)]
     feats = [x[len(FAMILIES) :] for x in xs]
     lo = tuple(min(f[j] for f in feats) for j in range(4))
     hi = tuple(max(f[j] for f in feats) for j in range(4))
-    return Fit(dict(zip(FAMILIES, coef[: len(FAMILIES)])), tuple(coef[len(FAMILIES) :]), lo, hi, len(rows))
+    return Fit(
+        dict(zip(FAMILIES, coef[: len(FAMILIES)], strict=True)),
+        tuple(coef[len(FAMILIES) :]),
+        lo,
+        hi,
+        len(rows),
+    )
 
 
 @cache
