@@ -29,6 +29,7 @@ app = typer.Typer(
 COMMAND_MODULES = [
     "cli.commands.catalog",
     "cli.commands.refresh",
+    "cli.commands.spend",
     "cli.commands.plan",
 ]
 

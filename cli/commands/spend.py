@@ -1,0 +1,85 @@
+"""`trainfleet spend`: a stack's actual cost by its tags, beside the plan's estimate."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cli.app import app
+from cli.output import console, money, print_json, table
+
+
+@app.command("spend")
+def spend_command(
+    stack: Annotated[
+        str, typer.Option(help="stack name (stacks/Pulumi.<stack>.yaml) or path to a stack file")
+    ],
+    since: Annotated[str, typer.Option(help="first day, YYYY-MM-DD")],
+    until: Annotated[
+        str | None, typer.Option(help="last day, YYYY-MM-DD, inclusive (default: today)")
+    ] = None,
+    cloud: Annotated[str | None, typer.Option(help="only this cloud: aws, gcp or azure")] = None,
+    gcp_billing_table: Annotated[
+        str | None,
+        typer.Option(
+            help="project.dataset.table of the BigQuery billing export (default: the stack's dataset)"
+        ),
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print JSON for machines instead of tables.")
+    ] = False,
+) -> None:
+    """Actual cost of a stack (resources tagged trainfleet-stack=<stack>) by service and day, vs the plan."""
+    from infra.errors import TrainfleetError, did_you_mean
+    from infra.spend.run import parse_day, stack_spend
+
+    if cloud is not None and cloud not in ("aws", "gcp", "azure"):
+        raise TrainfleetError(
+            f"--cloud {cloud!r} is not a cloud{did_you_mean(cloud, ['aws', 'gcp', 'azure'])}; use aws, gcp or azure"
+        )
+    first = parse_day(since, "--since")
+    last = parse_day(until, "--until") if until else None
+    report = stack_spend(
+        stack, first, last, gcp_billing_table=gcp_billing_table, clouds=[cloud] if cloud else None
+    )
+    if json_out:
+        print_json(report.to_json())
+        return
+    console.print(
+        f"[bold]{report.stack}[/]: cost tagged {report.tag}, {report.since} to {report.until} "
+        f"({', '.join(report.clouds)})",
+        highlight=False,
+    )
+    console.print(
+        table(
+            "by service",
+            ["cloud", "service", "cost"],
+            [(c, s, money(v)) for c, s, v in report.by_service()] or [("", "no cost found", money(0.0))],
+            justify={"cost": "right"},
+        )
+    )
+    if report.lines:
+        clouds = report.clouds
+        console.print(
+            table(
+                "by day",
+                ["day", *clouds, "total"],
+                [(d, *(money(pc.get(c, 0.0)) for c in clouds), money(t)) for d, pc, t in report.by_day()],
+                justify={c: "right" for c in [*clouds, "total"]},
+            )
+        )
+    currency = ",".join(sorted(report.currencies))
+    actual = f"actual {money(report.actual)}" + ("" if currency == "USD" else f" ({currency})")
+    if report.planned_cost_usd is None:
+        console.print(f"{actual}; plan estimate: none", highlight=False)
+    else:
+        hours = f", {report.planned_hours:g} h" if report.planned_hours else ""
+        sign = "+" if report.difference >= 0 else "-"
+        console.print(
+            f"{actual} vs plan estimate {money(report.planned_cost_usd)} (job.planned_cost_usd{hours}): "
+            f"difference {sign}{money(abs(report.difference))} ({report.difference_percent:+.1f}%)",
+            highlight=False,
+        )
+    for note in report.notes:
+        console.print(f"note: {note}", highlight=False)
