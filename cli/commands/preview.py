@@ -1,0 +1,198 @@
+"""`trainfleet preview` and `trainfleet diff`: what a stack costs, and what a change costs."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.app import app
+from cli.output import console, error_line, print_json
+from infra.errors import TrainfleetError
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of a table.")]
+UsageOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--usage-file", help="YAML usage figures: job_hours, checkpoint_gb, egress_gb_per_month, ..."
+    ),
+]
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+@app.command("preview")
+def preview_command(
+    stack: Annotated[
+        str | None, typer.Option("--stack", "-s", help="stack name (stacks/Pulumi.NAME.yaml) or file")
+    ] = None,
+    pulumi_json: Annotated[
+        Path | None, typer.Option("--pulumi-json", help="price a `pulumi preview --json` document instead")
+    ] = None,
+    fail_above: Annotated[
+        float | None,
+        typer.Option("--fail-above", help="exit 1 when the monthly estimate exceeds this many USD", min=0),
+    ] = None,
+    usage_file: UsageOpt = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="also list each free resource and why it is free")
+    ] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """Price every resource the program declares for a stack (offline), or a real preview document."""
+    from cli.preview.report import check_guardrail, diff_renderable, estimate_renderable
+
+    if pulumi_json is None and stack is None:
+        raise TrainfleetError("give --stack NAME (price the program offline) or --pulumi-json FILE")
+    if pulumi_json is not None:
+        from cli.preview.diff import diff_one_preview
+
+        usage, regions, name = _usage_for(stack, usage_file)
+        diff = diff_one_preview(pulumi_json, usage, name, regions)
+        estimate = diff.head
+        if json_out:
+            print_json({"estimate": estimate.to_json(), "diff": diff.to_json()})
+        else:
+            console.print(estimate_renderable(estimate, show_free=show_all))
+            console.print(diff_renderable(diff))
+    else:
+        from cli.preview.engine import estimate_stack
+
+        with _status(not json_out, f"running the program offline for {stack} ..."):
+            estimate = estimate_stack(stack, usage_file)  # type: ignore[arg-type]
+        if json_out:
+            print_json(estimate.to_json())
+        else:
+            console.print(estimate_renderable(estimate, show_free=show_all))
+    breach = check_guardrail(estimate, fail_above)
+    if breach is not None:
+        error_line(breach.message)
+        raise typer.Exit(1)
+
+
+@app.command("diff")
+def diff_command(
+    base: Annotated[
+        str, typer.Option("--base", help="git ref (with --stack), a base stack file, or a base preview JSON")
+    ],
+    head: Annotated[
+        Path | None,
+        typer.Option(
+            "--head", help="head stack file or preview JSON (default: the stack file in the working tree)"
+        ),
+    ] = None,
+    stack: Annotated[str | None, typer.Option("--stack", "-s", help="stack name or file")] = None,
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="table, json or markdown (a PR comment)")
+    ] = Format.table,
+    usage_file: UsageOpt = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="write to this file instead of stdout")
+    ] = None,
+) -> None:
+    """Cost delta per resource and in total, plus the infra summary, between two versions of a stack."""
+    from cli.preview.diff import diff_estimates, diff_preview_files, git_show
+    from cli.preview.engine import estimate_stack, estimate_text
+    from infra.stack_file import stack_name, stack_path
+
+    base_path = Path(base)
+    if base.endswith(".json"):
+        if head is None or head.suffix != ".json":
+            raise TrainfleetError(
+                "--base is a preview JSON, so --head must be one too (pulumi preview --json > FILE)"
+            )
+        usage, regions, name = _usage_for(stack, usage_file)
+        diff = diff_preview_files(base_path, head, usage, name, regions)
+        command = f"trainfleet diff --base {base} --head {head}"
+    elif base.endswith((".yaml", ".yml")) and base_path.is_file():
+        head_path = head or (stack_path(stack) if stack else None)
+        if head_path is None:
+            raise TrainfleetError(
+                "--base is a stack file; give --head FILE or --stack NAME for the other side"
+            )
+        name = stack_name(head_path)
+        with _status(fmt == Format.table, "running the program offline twice ..."):
+            b = estimate_text(base_path.read_text(), name, str(base_path), usage_file)
+            h = estimate_stack(str(head_path), usage_file)
+        diff = diff_estimates(b, h, str(base_path), str(head_path))
+        command = f"trainfleet diff --base {base} --head {head_path}"
+    else:
+        if stack is None:
+            raise TrainfleetError(f"--base {base} is a git ref; name the stack with --stack NAME")
+        head_path = head or stack_path(stack)
+        name = stack_name(head_path)
+        text = git_show(base, head_path)
+        with _status(fmt == Format.table, "running the program offline twice ..."):
+            b = estimate_text(text, name, f"{base}:{head_path}", usage_file)
+            h = estimate_stack(str(head_path), usage_file)
+        diff = diff_estimates(b, h, f"{base}:{head_path.name}", f"working tree {head_path.name}")
+        command = f"trainfleet diff --base {base} --stack {stack}"
+    if fmt == Format.json:
+        import json
+
+        text_out = json.dumps(diff.to_json(), indent=2, default=str) + "\n"
+    elif fmt == Format.markdown:
+        from cli.preview.markdown import render
+
+        text_out = render(diff, command=command)
+    else:
+        from cli.preview.report import diff_renderable
+
+        if output is None:
+            console.print(diff_renderable(diff))
+            return
+        from rich.console import Console
+
+        with output.open("w") as fh:
+            Console(file=fh, width=200).print(diff_renderable(diff))
+        return
+    if output is not None:
+        output.write_text(text_out)
+    else:
+        import sys
+
+        sys.stdout.write(text_out)
+
+
+def _usage_for(stack: str | None, usage_file: Path | None):
+    """Usage figures (and regions) for pricing a preview document: from the stack file when named."""
+    from cli.preview.engine import provider_regions
+    from cli.preview.usage import read_usage_file, resolve_usage
+
+    uf = read_usage_file(usage_file) if usage_file else None
+    if stack is None:
+        return resolve_usage(None, uf, str(usage_file or "")), {}, None
+    from infra.stack_file import read_stack_file, stack_name, stack_path
+
+    sf = read_stack_file(stack_path(stack))
+    return (
+        resolve_usage(sf.config, uf, str(usage_file or "")),
+        provider_regions(sf.config, sf.other_config),
+        stack_name(sf.path),
+    )
+
+
+class _status:
+    """A spinner on stderr while the program runs (not for JSON/markdown output)."""
+
+    def __init__(self, show: bool, text: str):
+        self.show, self.text, self._status = show, text, None
+
+    def __enter__(self):
+        if self.show:
+            from cli.output import err_console
+
+            self._status = err_console.status(self.text)
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._status is not None:
+            self._status.__exit__(*exc)
+        return False

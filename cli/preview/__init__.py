@@ -1,0 +1,1 @@
+"""Offline cost preview: run the Pulumi program under mocks, price every resource, diff two runs."""

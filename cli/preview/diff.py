@@ -1,0 +1,230 @@
+"""Cost and infrastructure diff between two estimates (two stack files, a git ref and the working tree,
+or two `pulumi preview --json` documents).
+
+Resources are matched by URN. Each row carries the base and head monthly cost, the delta (None when
+either side is unknown: a delta is never guessed), the op (create, delete, update, replace, same)
+and, for changed resources, the input paths that changed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cli.preview.model import PRICED, Estimate, PricedResource, _round
+from infra.errors import TrainfleetError
+
+MAX_VALUE_CHARS = 80
+
+
+@dataclass
+class InputChange:
+    path: str
+    base: Any
+    head: Any
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "base": self.base, "head": self.head}
+
+
+@dataclass
+class DiffRow:
+    urn: str
+    type: str
+    name: str
+    op: str  # create, delete, update, replace, same
+    base: PricedResource | None
+    head: PricedResource | None
+    changes: list[InputChange] = field(default_factory=list)
+
+    @property
+    def base_monthly(self) -> float | None:
+        return 0.0 if self.base is None else self.base.monthly_cost
+
+    @property
+    def head_monthly(self) -> float | None:
+        return 0.0 if self.head is None else self.head.monthly_cost
+
+    @property
+    def delta(self) -> float | None:
+        b, h = self.base_monthly, self.head_monthly
+        return None if b is None or h is None else h - b
+
+    @property
+    def job_delta(self) -> float | None:
+        b = 0.0 if self.base is None else self.base.job_cost
+        h = 0.0 if self.head is None else self.head.job_cost
+        return None if b is None or h is None else h - b
+
+    @property
+    def status(self) -> str:
+        """priced / free / not priced / not estimable, from whichever side exists (head first)."""
+        side = self.head or self.base
+        return side.status if side else ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "urn": self.urn,
+            "type": self.type,
+            "name": self.name,
+            "op": self.op,
+            "status": self.status,
+            "base_monthly_cost": _round(self.base_monthly),
+            "head_monthly_cost": _round(self.head_monthly),
+            "monthly_delta": _round(self.delta),
+            "job_delta": _round(self.job_delta),
+            "reason": (self.head or self.base).reason if (self.head or self.base) else "",
+            "changed_inputs": [c.to_json() for c in self.changes],
+        }
+
+
+@dataclass
+class CostDiff:
+    stack: str
+    base_label: str
+    head_label: str
+    base: Estimate
+    head: Estimate
+    rows: list[DiffRow]
+
+    @property
+    def monthly_delta(self) -> float:
+        return self.head.monthly_total - self.base.monthly_total
+
+    @property
+    def job_delta(self) -> float:
+        return self.head.job_total - self.base.job_total
+
+    def count(self, op: str) -> int:
+        return sum(1 for r in self.rows if r.op == op)
+
+    @property
+    def changed_rows(self) -> list[DiffRow]:
+        return [r for r in self.rows if r.op != "same"]
+
+    @property
+    def unknown_rows(self) -> list[DiffRow]:
+        return [r for r in self.rows if r.op != "same" and r.delta is None]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack,
+            "base": self.base_label,
+            "head": self.head_label,
+            "currency": "USD",
+            "base_monthly_cost": _round(self.base.monthly_total, 2),
+            "head_monthly_cost": _round(self.head.monthly_total, 2),
+            "monthly_delta": _round(self.monthly_delta, 2),
+            "base_job_cost": _round(self.base.job_total, 2),
+            "head_job_cost": _round(self.head.job_total, 2),
+            "job_delta": _round(self.job_delta, 2),
+            "added": self.count("create"),
+            "removed": self.count("delete"),
+            "changed": self.count("update"),
+            "replaced": self.count("replace"),
+            "unchanged": self.count("same"),
+            "not_estimable_changes": len(self.unknown_rows),
+            "complete": self.base.complete and self.head.complete,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary(),
+            "resources": [r.to_json() for r in self.rows],
+            "usage": {k: v.to_json() for k, v in self.head.usage.items()},
+        }
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': [1]}} -> {'a.b[0]': 1}; empty containers kept as leaves."""
+    out: dict[str, Any] = {}
+    if isinstance(value, dict) and value:
+        for k, v in value.items():
+            if str(k).startswith("__"):
+                continue
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(value, list) and value:
+        for i, v in enumerate(value):
+            out.update(flatten(v, f"{prefix}[{i}]"))
+    else:
+        out[prefix] = value
+    return out
+
+
+def input_changes(base: dict[str, Any], head: dict[str, Any]) -> list[InputChange]:
+    a, b = flatten(base), flatten(head)
+    return [InputChange(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def diff_estimates(
+    base: Estimate,
+    head: Estimate,
+    base_label: str,
+    head_label: str,
+    ops: dict[str, str] | None = None,
+) -> CostDiff:
+    """Match by URN; `ops` (from a preview document) overrides the op worked out from inputs."""
+    base_by = {r.resource.urn: r for r in base.resources}
+    head_by = {r.resource.urn: r for r in head.resources}
+    urns = list(head_by) + [u for u in base_by if u not in head_by]
+    rows = []
+    for urn in urns:
+        b, h = base_by.get(urn), head_by.get(urn)
+        res = (h or b).resource  # type: ignore[union-attr]
+        changes = input_changes(b.resource.inputs, h.resource.inputs) if b and h else []
+        if ops and urn in ops:
+            op = ops[urn]
+        elif b is None:
+            op = "create"
+        elif h is None:
+            op = "delete"
+        else:
+            op = "update" if changes else "same"
+        rows.append(DiffRow(urn, res.type, res.name, op, b, h, changes))
+    return CostDiff(head.stack or base.stack, base_label, head_label, base, head, rows)
+
+
+# ---- where the two sides come from ------------------------------------------------------------
+
+
+def git_show(ref: str, path: Path) -> str:
+    """The text of `path` at git ref `ref` (`git show REF:path`, path relative to the repository)."""
+    try:
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], cwd=path.parent if path.parent.exists() else None,
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        raise TrainfleetError(
+            f"{path} is not inside a git repository; give --base a stack file or a preview JSON"
+        ) from None
+    rel = path.resolve().relative_to(Path(top).resolve()).as_posix()
+    proc = subprocess.run(["git", "show", f"{ref}:{rel}"], cwd=top, capture_output=True, text=True)
+    if proc.returncode != 0:
+        problem = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
+        raise TrainfleetError(f"cannot read {rel} at git ref {ref!r}: {problem.removeprefix('fatal: ')}")
+    return proc.stdout
+
+
+def diff_preview_files(
+    base_path: Path, head_path: Path, usage: dict, stack: str | None = None, regions=None
+) -> CostDiff:
+    """Two preview documents: what each would leave deployed (their after-states), matched by URN."""
+    from cli.preview.pulumi_json import price_file
+
+    base = price_file(base_path, usage, stack, regions)
+    head = price_file(head_path, usage, stack, regions)
+    return diff_estimates(base.after, head.after, str(base_path), str(head_path))
+
+
+def diff_one_preview(path: Path, usage: dict, stack: str | None = None, regions=None) -> CostDiff:
+    """One preview document: deployed now (oldState) vs after the update (newState), op-aware."""
+    from cli.preview.pulumi_json import price_file
+
+    priced = price_file(path, usage, stack, regions)
+    return diff_estimates(priced.before, priced.after, "deployed", f"after {path.name}", priced.ops)
+
+
+__all__ = ["CostDiff", "DiffRow", "InputChange", "PRICED", "diff_estimates", "git_show", "input_changes"]

@@ -1,0 +1,191 @@
+"""Plain data for the preview: captured resources, cost components, priced resources and estimates.
+
+Money is USD. A `None` amount means unknown (not priced, or not estimable); it is never counted as $0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# The status of one priced resource.
+PRICED = "priced"
+FREE = "free"
+NOT_PRICED = "not priced"  # no pricing function for its type token
+NOT_ESTIMABLE = "not estimable"  # a pricing function exists but an input it needs is secret or unknown
+STATUSES = (PRICED, FREE, NOT_PRICED, NOT_ESTIMABLE)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One resource as the program declared it (or as a preview step describes it)."""
+
+    type: str  # Pulumi type token, e.g. aws:autoscaling/group:Group
+    name: str
+    urn: str
+    parent: str = ""  # parent URN, "" for the stack's direct children
+    inputs: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    id: str = ""
+    custom: bool = True
+
+    @property
+    def key(self) -> str:
+        """What identifies the resource across two runs: its URN."""
+        return self.urn
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "name": self.name,
+            "urn": self.urn,
+            "parent": self.parent,
+            "inputs": self.inputs,
+        }
+
+
+@dataclass
+class CostComponent:
+    """One billable line of one resource (the Infracost shape), with its monthly and planned-job cost."""
+
+    name: str
+    unit: str  # node-hour, GB-month, GB, hour, ...
+    quantity: float | None  # per month
+    unit_price: float | None  # USD per unit
+    source: str  # where the unit price comes from (catalog source key, rate id, ...)
+    monthly_cost: float | None = None  # filled from quantity x unit_price when not given
+    job_quantity: float | None = None  # for the planned job (None: same rate as the month, prorated)
+    job_cost: float | None = None
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.monthly_cost is None and self.quantity is not None and self.unit_price is not None:
+            self.monthly_cost = self.quantity * self.unit_price
+        if self.job_cost is None and self.job_quantity is not None and self.unit_price is not None:
+            self.job_cost = self.job_quantity * self.unit_price
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "unit": self.unit,
+            "quantity": _round(self.quantity),
+            "unit_price": self.unit_price,
+            "monthly_cost": _round(self.monthly_cost),
+            "job_quantity": _round(self.job_quantity),
+            "job_cost": _round(self.job_cost),
+            "source": self.source,
+            "note": self.note,
+        }
+
+
+@dataclass
+class PricedResource:
+    resource: Resource
+    status: str
+    components: list[CostComponent] = field(default_factory=list)
+    reason: str = ""  # why free / not priced / not estimable
+
+    @property
+    def monthly_cost(self) -> float | None:
+        """Sum of the components; None when the resource is not priced or any component is unknown."""
+        if self.status == FREE:
+            return 0.0
+        if self.status != PRICED or any(c.monthly_cost is None for c in self.components):
+            return None
+        return sum(c.monthly_cost for c in self.components)  # type: ignore[misc]
+
+    @property
+    def job_cost(self) -> float | None:
+        if self.status == FREE:
+            return 0.0
+        if self.status != PRICED or any(c.job_cost is None for c in self.components):
+            return None
+        return sum(c.job_cost for c in self.components)  # type: ignore[misc]
+
+    @property
+    def label(self) -> str:
+        return f"{self.resource.type}::{self.resource.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.resource.type,
+            "name": self.resource.name,
+            "urn": self.resource.urn,
+            "parent": self.resource.parent,
+            "status": self.status,
+            "reason": self.reason,
+            "monthly_cost": _round(self.monthly_cost),
+            "job_cost": _round(self.job_cost),
+            "components": [c.to_json() for c in self.components],
+        }
+
+
+@dataclass(frozen=True)
+class UsageValue:
+    """A usage figure IaC cannot know, with where it came from (stack, usage file, or a labelled default)."""
+
+    value: float
+    unit: str
+    source: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "unit": self.unit, "source": self.source}
+
+
+@dataclass
+class Estimate:
+    """Everything one stack (or one preview document) costs."""
+
+    stack: str
+    origin: str  # "program (offline, pulumi mocks)" or "pulumi preview --json FILE"
+    resources: list[PricedResource]
+    usage: dict[str, UsageValue] = field(default_factory=dict)
+    guardrail_usd: float | None = None  # budget.fail_above_usd of the stack, if any
+    budget_usd: float | None = None  # budget.monthly_limit_usd
+    elapsed_s: float | None = None
+
+    def by_status(self, status: str) -> list[PricedResource]:
+        return [r for r in self.resources if r.status == status]
+
+    @property
+    def monthly_total(self) -> float:
+        """Sum of every known monthly cost; see `complete` for whether anything is left out."""
+        return sum(r.monthly_cost or 0.0 for r in self.resources)
+
+    @property
+    def job_total(self) -> float:
+        return sum(r.job_cost or 0.0 for r in self.resources)
+
+    @property
+    def unknown(self) -> list[PricedResource]:
+        """Resources whose cost is unknown: not priced or not estimable."""
+        return [r for r in self.resources if r.status in (NOT_PRICED, NOT_ESTIMABLE)]
+
+    @property
+    def complete(self) -> bool:
+        return not self.unknown
+
+    def drivers(self, n: int = 3) -> list[PricedResource]:
+        """The resources with the largest monthly cost, largest first."""
+        priced = [r for r in self.resources if (r.monthly_cost or 0) > 0]
+        return sorted(priced, key=lambda r: -(r.monthly_cost or 0))[:n]
+
+    def to_json(self) -> dict[str, Any]:
+        counts = {s: len(self.by_status(s)) for s in STATUSES}
+        return {
+            "stack": self.stack,
+            "origin": self.origin,
+            "currency": "USD",
+            "monthly_cost": _round(self.monthly_total),
+            "job_cost": _round(self.job_total),
+            "complete": self.complete,
+            "counts": counts,
+            "usage": {k: v.to_json() for k, v in self.usage.items()},
+            "guardrail_usd": self.guardrail_usd,
+            "budget_monthly_limit_usd": self.budget_usd,
+            "resources": [r.to_json() for r in self.resources],
+        }
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)

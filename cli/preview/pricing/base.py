@@ -1,0 +1,335 @@
+"""The pricing registry and what every pricing function gets: the resource and a `PricingContext`.
+
+The Infracost pattern: one function per Pulumi type token. A function returns the resource's cost
+components, or raises `Free` (it costs nothing by itself) or `NotEstimable` (an input it needs is a
+secret or unknown until apply). A type with no function is "not priced", never $0.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cli.preview.model import (
+    FREE,
+    NOT_ESTIMABLE,
+    NOT_PRICED,
+    PRICED,
+    CostComponent,
+    PricedResource,
+    Resource,
+    UsageValue,
+)
+from infra.catalog import Catalog, Offer
+
+# What `pulumi preview --json` writes for a value it does not know yet, and for a secret.
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+SECRET = "[secret]"
+_SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+
+class Free(Exception):
+    """The resource has no charge of its own; the message says why."""
+
+
+class NotEstimable(Exception):
+    """An input the price depends on is a secret or not known until apply."""
+
+
+class NotPriced(Exception):
+    """The catalog or rate table has no price for what the resource asks for."""
+
+
+Pricer = Callable[[Resource, "PricingContext"], list[CostComponent]]
+PRICERS: dict[str, Pricer] = {}
+FREE_TYPES: dict[str, str] = {}
+
+
+def prices(*tokens: str) -> Callable[[Pricer], Pricer]:
+    """Register a pricing function for one (or a few aliases of one) type token."""
+
+    def register(fn: Pricer) -> Pricer:
+        for token in tokens:
+            if token in PRICERS or token in FREE_TYPES:
+                raise RuntimeError(f"two pricing functions for {token}")
+            PRICERS[token] = fn
+        return fn
+
+    return register
+
+
+def free(reason: str, *tokens: str) -> None:
+    """Register types that carry no charge by themselves, with the reason shown to the user."""
+    for token in tokens:
+        if token in PRICERS or token in FREE_TYPES:
+            raise RuntimeError(f"two pricing functions for {token}")
+        FREE_TYPES[token] = reason
+
+
+def is_unknown(value: Any) -> bool:
+    return value == UNKNOWN
+
+
+def is_secret(value: Any) -> bool:
+    return value == SECRET or (isinstance(value, dict) and _SECRET_SIG in value)
+
+
+def get(inputs: dict[str, Any], path: str, default: Any = None, *, required: bool = False) -> Any:
+    """inputs['a']['b'][0]... for 'a.b.0'; a secret or unknown value on the way raises NotEstimable."""
+    value: Any = inputs
+    for part in path.split("."):
+        if is_secret(value) or is_unknown(value):
+            break
+        if isinstance(value, dict):
+            value = value.get(part)
+        elif isinstance(value, list) and part.isdigit():
+            value = value[int(part)] if int(part) < len(value) else None
+        else:
+            value = None
+        if value is None:
+            if required:
+                raise NotEstimable(f"input {path} is not set")
+            return default
+    if is_secret(value):
+        raise NotEstimable(f"input {path} is a secret")
+    if is_unknown(value):
+        raise NotEstimable(f"input {path} is unknown until apply")
+    return value
+
+
+def number(inputs: dict[str, Any], path: str, default: float | None = None) -> float:
+    value = get(inputs, path, default, required=default is None)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise NotEstimable(f"input {path} = {value!r} is not a number") from None
+
+
+@dataclass
+class PricingContext:
+    catalog: Catalog
+    usage: dict[str, UsageValue]
+    resources: list[Resource] = field(default_factory=list)
+    regions: dict[str, str] = field(default_factory=dict)  # cloud -> region from provider/stack config
+    fleet_zones: dict[str, list[str]] = field(default_factory=dict)  # fleet name -> zones in the stack config
+
+    def __post_init__(self) -> None:
+        self._by_id = {r.id: r for r in self.resources if r.id and not is_unknown(r.id)}
+        self._by_urn = {r.urn: r for r in self.resources}
+
+    def use(self, key: str) -> float:
+        return self.usage[key].value
+
+    @property
+    def hours_per_month(self) -> float:
+        return self.use("hours_per_month")
+
+    @property
+    def job_hours(self) -> float:
+        return self.use("job_hours")
+
+    @property
+    def job_fraction(self) -> float:
+        """The planned job as a share of a 730-hour month, for prorating monthly charges."""
+        return self.job_hours / 730.0
+
+    def by_id(self, resource_id: Any) -> Resource | None:
+        if not isinstance(resource_id, str) or is_unknown(resource_id):
+            return None
+        return self._by_id.get(resource_id)
+
+    def by_urn(self, urn: str) -> Resource | None:
+        return self._by_urn.get(urn)
+
+    def related(self, resource: Resource, type_token: str) -> list[Resource]:
+        """Resources of a type under the same parent (siblings), else under the grandparent."""
+        for parent in (resource.parent, getattr(self.by_urn(resource.parent), "parent", None)):
+            if parent:
+                found = [r for r in self.resources if r.type == type_token and r.parent == parent]
+                if found:
+                    return found
+        return []
+
+    def region(self, resource: Resource, cloud: str, *candidates: Any) -> str:
+        for value in candidates:
+            if isinstance(value, str) and value and not is_unknown(value) and not is_secret(value):
+                return value
+        if cloud in self.regions:
+            return self.regions[cloud]
+        raise NotEstimable(f"no {cloud} region: set it on the resource or in the stack's provider config")
+
+
+def price_resource(resource: Resource, ctx: PricingContext) -> PricedResource:
+    if not resource.custom or resource.type == "pulumi:pulumi:Stack":
+        return PricedResource(resource, FREE, reason="component: groups resources that are priced one by one")
+    if resource.type in FREE_TYPES:
+        return PricedResource(resource, FREE, reason=FREE_TYPES[resource.type])
+    fn = PRICERS.get(resource.type)
+    if fn is None:
+        return PricedResource(resource, NOT_PRICED, reason=f"no pricing function for {resource.type}")
+    try:
+        components = fn(resource, ctx)
+    except Free as exc:
+        return PricedResource(resource, FREE, reason=str(exc))
+    except NotEstimable as exc:
+        return PricedResource(resource, NOT_ESTIMABLE, reason=str(exc))
+    except NotPriced as exc:
+        return PricedResource(resource, NOT_PRICED, reason=str(exc))
+    if not components:
+        return PricedResource(resource, FREE, reason="no billable component for these inputs")
+    unknown = [c for c in components if c.monthly_cost is None]
+    if unknown:
+        reason = "; ".join(c.note or f"{c.name}: no price" for c in unknown)
+        return PricedResource(resource, NOT_PRICED, components, reason=reason)
+    return PricedResource(resource, PRICED, components)
+
+
+def price_all(resources: Iterable[Resource], ctx: PricingContext) -> list[PricedResource]:
+    return [price_resource(r, ctx) for r in resources]
+
+
+# ---- shared helpers for the per-cloud functions -------------------------------------------------
+
+
+def fleet_components(
+    ctx: PricingContext,
+    *,
+    cloud: str,
+    region: str,
+    zones: list[str],
+    instance_type: str,
+    on_demand_nodes: int,
+    spot_nodes: int,
+) -> list[CostComponent]:
+    """Compute for a group of identical nodes: one component per purchase option that has nodes.
+
+    Spot is priced at the mean catalog spot price of the group's zones (a group spreads its nodes
+    evenly across them), on-demand at the catalog on-demand price; both per node-hour.
+    """
+    offers = ctx.catalog.offers(cloud=cloud, region=region, instance_type=instance_type)
+    if not offers:
+        raise NotPriced(f"the catalog has no {cloud} {instance_type} in {region}")
+    in_zones = [o for o in offers if o.zone in zones] if zones else []
+    zone_note = ""
+    if zones and not in_zones:
+        zone_note = f"zones {', '.join(zones)} not in the catalog; priced over every {region} zone. "
+    pool = in_zones or offers
+    components = []
+    for purchase, nodes in (("on-demand", on_demand_nodes), ("spot", spot_nodes)):
+        if nodes <= 0:
+            continue
+        unit_price, note, source = _mean_price(pool, purchase)
+        components.append(
+            CostComponent(
+                name=f"{instance_type} {purchase} ({nodes} node{'s' if nodes != 1 else ''})",
+                unit="node-hour",
+                quantity=nodes * ctx.hours_per_month,
+                unit_price=unit_price,
+                job_quantity=nodes * ctx.job_hours,
+                source=source,
+                note=(zone_note + note)
+                if unit_price is not None
+                else f"catalog has no {purchase} price for {instance_type} in {region}",
+            )
+        )
+    return components
+
+
+def _mean_price(pool: list[Offer], purchase: str) -> tuple[float | None, str, str]:
+    known = [(o.zone or o.region, o.price(purchase), o.source) for o in pool if o.price(purchase) is not None]
+    if not known:
+        return None, "", "catalog"
+    sources = sorted({s for _, _, s in known})
+    mean = statistics.fmean(p for _, p, _ in known)
+    if len(known) == 1:
+        where, price, _ = known[0]
+        return price, f"{where} ${price:.4f}/h", "catalog:" + ",".join(sources)
+    detail = ", ".join(f"{w} ${p:.4f}" for w, p, _ in sorted(known))
+    return mean, f"mean of {len(known)} zones: {detail}", "catalog:" + ",".join(sources)
+
+
+def storage_component(
+    ctx: PricingContext,
+    name: str,
+    gb: float,
+    rate_id: str,
+    region: str | None,
+    *,
+    usage_key: str | None = None,
+) -> CostComponent:
+    from cli.preview.pricing.rates import rate, region_note
+
+    r = rate(rate_id)
+    notes = [region_note(rate_id, region)]
+    if usage_key:
+        notes.append(f"{usage_key}: {ctx.usage[usage_key].source}")
+    return CostComponent(
+        name=name,
+        unit=r.unit,
+        quantity=gb,
+        unit_price=r.usd,
+        job_quantity=gb * ctx.job_fraction,
+        source=f"rate:{rate_id}",
+        note="; ".join(n for n in notes if n),
+    )
+
+
+def hourly_component(
+    ctx: PricingContext, name: str, count: float, rate_id: str, region: str | None
+) -> CostComponent:
+    from cli.preview.pricing.rates import rate, region_note
+
+    r = rate(rate_id)
+    return CostComponent(
+        name=name,
+        unit=r.unit,
+        quantity=count * ctx.hours_per_month,
+        unit_price=r.usd,
+        job_quantity=count * ctx.job_hours,
+        source=f"rate:{rate_id}",
+        note=region_note(rate_id, region),
+    )
+
+
+def transfer_component(
+    ctx: PricingContext, name: str, usage_key: str, rate_id: str, region: str | None
+) -> CostComponent:
+    from cli.preview.pricing.rates import rate, region_note
+
+    r = rate(rate_id)
+    gb = ctx.use(usage_key)
+    notes = [f"{usage_key}: {ctx.usage[usage_key].source}", region_note(rate_id, region)]
+    return CostComponent(
+        name=name,
+        unit=r.unit,
+        quantity=gb,
+        unit_price=r.usd,
+        job_quantity=gb * ctx.job_fraction,
+        source=f"rate:{rate_id}",
+        note="; ".join(n for n in notes if n),
+    )
+
+
+def known_types() -> dict[str, str]:
+    """Every type token the preview knows: 'priced' or 'free'."""
+    return {**{t: PRICED for t in PRICERS}, **{t: FREE for t in FREE_TYPES}}
+
+
+__all__ = [
+    "FREE",
+    "NOT_ESTIMABLE",
+    "NOT_PRICED",
+    "PRICED",
+    "Free",
+    "NotEstimable",
+    "NotPriced",
+    "PricingContext",
+    "free",
+    "get",
+    "number",
+    "prices",
+    "price_all",
+    "price_resource",
+]

@@ -1,0 +1,236 @@
+"""GCP pricing functions, one per Pulumi type token (pulumi-gcp input names)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cli.preview.model import CostComponent, Resource
+from cli.preview.pricing.base import (
+    Free,
+    NotEstimable,
+    PricingContext,
+    fleet_components,
+    free,
+    get,
+    hourly_component,
+    is_unknown,
+    number,
+    prices,
+    storage_component,
+    transfer_component,
+)
+
+_DISK_RATES = {"pd-balanced": "gcp-pd-balanced", "pd-ssd": "gcp-pd-ssd", "pd-standard": "gcp-pd-standard"}
+_TEMPLATES = (
+    "gcp:compute/instanceTemplate:InstanceTemplate",
+    "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate",
+)
+
+
+def _template(r: Resource, ctx: PricingContext, ref: Any) -> Resource | None:
+    """The instance template a group's version names: by id / self link / name, else its only sibling."""
+    if isinstance(ref, str) and not is_unknown(ref):
+        found = ctx.by_id(ref)
+        if found is not None:
+            return found
+        for cand in ctx.resources:
+            if cand.type in _TEMPLATES and ref in (
+                cand.outputs.get("selfLink"),
+                cand.outputs.get("selfLinkUnique"),
+                cand.outputs.get("name"),
+                cand.inputs.get("name"),
+            ):
+                return cand
+    siblings = [s for t in _TEMPLATES for s in ctx.related(r, t)]
+    return siblings[0] if len(siblings) == 1 else None
+
+
+def _is_spot(template: Resource) -> bool:
+    sched = get(template.inputs, "scheduling", {}) or {}
+    return sched.get("provisioningModel") == "SPOT" or sched.get("preemptible") in (True, "true")
+
+
+def _disks(ctx: PricingContext, template: Resource, nodes: int, region: str) -> list[CostComponent]:
+    out = []
+    for disk in get(template.inputs, "disks", []) or []:
+        kind = disk.get("diskType") or "pd-standard"
+        if kind == "local-ssd":
+            continue  # billed with the machine type where it is bundled
+        size = number(disk, "diskSizeGb", 10)
+        rate_id = _DISK_RATES.get(kind)
+        if rate_id is None:
+            out.append(
+                CostComponent(
+                    f"{kind} disk", "GB-month", size * nodes, None, "rate", note=f"no rate for {kind}"
+                )
+            )
+            continue
+        c = storage_component(
+            ctx,
+            f"{kind} {size:g} GB x {nodes} node{'s' if nodes != 1 else ''}",
+            size * nodes,
+            rate_id,
+            region,
+        )
+        c.quantity = size * nodes * ctx.hours_per_month / 730.0  # disks live as long as their nodes
+        c.monthly_cost = c.quantity * c.unit_price
+        c.job_quantity = size * nodes * ctx.job_hours / 730.0
+        c.job_cost = c.job_quantity * c.unit_price
+        out.append(c)
+    return out
+
+
+def _group(r: Resource, ctx: PricingContext, region: str, zones: list[str]) -> list[CostComponent]:
+    nodes = int(number(r.inputs, "targetSize", 0))
+    if nodes == 0:
+        raise Free("target size 0: no nodes run")
+    versions = get(r.inputs, "versions", []) or []
+    template = _template(r, ctx, versions[0].get("instanceTemplate") if versions else None)
+    if template is None:
+        raise NotEstimable("instance template unknown")
+    machine = get(template.inputs, "machineType", required=True)
+    spot = _is_spot(template)
+    comps = fleet_components(
+        ctx, cloud="gcp", region=region, zones=zones, instance_type=machine,
+        on_demand_nodes=0 if spot else nodes, spot_nodes=nodes if spot else 0,
+    )  # fmt: skip
+    return comps + _disks(ctx, template, nodes, region)
+
+
+@prices("gcp:compute/instanceGroupManager:InstanceGroupManager")
+def instance_group_manager(r: Resource, ctx: PricingContext) -> list[CostComponent]:
+    zone = get(r.inputs, "zone")
+    region = zone.rsplit("-", 1)[0] if isinstance(zone, str) and zone else ctx.region(r, "gcp")
+    return _group(r, ctx, region, [zone] if zone else [])
+
+
+@prices("gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager")
+def region_instance_group_manager(r: Resource, ctx: PricingContext) -> list[CostComponent]:
+    region = ctx.region(r, "gcp", get(r.inputs, "region"))
+    return _group(r, ctx, region, list(get(r.inputs, "distributionPolicyZones", []) or []))
+
+
+@prices("gcp:compute/instance:Instance")
+def instance(r: Resource, ctx: PricingContext) -> list[CostComponent]:
+    zone = get(r.inputs, "zone", required=True)
+    region = zone.rsplit("-", 1)[0]
+    machine = get(r.inputs, "machineType", required=True)
+    spot = _is_spot(r)
+    comps = fleet_components(
+        ctx, cloud="gcp", region=region, zones=[zone], instance_type=machine,
+        on_demand_nodes=0 if spot else 1, spot_nodes=1 if spot else 0,
+    )  # fmt: skip
+    size = number(r.inputs, "bootDisk.initializeParams.size", 10)
+    kind = get(r.inputs, "bootDisk.initializeParams.type", "pd-balanced")
+    comps.append(
+        storage_component(
+            ctx, f"{kind} boot {size:g} GB", size, _DISK_RATES.get(kind, "gcp-pd-balanced"), region
+        )
+    )
+    return comps
+
+
+@prices("gcp:storage/bucket:Bucket")
+def storage_bucket(r: Resource, ctx: PricingContext) -> list[CostComponent]:
+    location = get(r.inputs, "location", "")
+    region = location.lower() if isinstance(location, str) and location else ctx.region(r, "gcp")
+    gb = ctx.use("checkpoint_gb")
+    return [
+        storage_component(
+            ctx,
+            "Cloud Storage Standard (checkpoints)",
+            gb,
+            "gcp-gcs-standard",
+            region,
+            usage_key="checkpoint_gb",
+        ),
+        transfer_component(ctx, "internet egress", "egress_gb_per_month", "gcp-egress-internet", region),
+    ]
+
+
+@prices("gcp:bigquery/dataset:Dataset")
+def bigquery_dataset(r: Resource, ctx: PricingContext) -> list[CostComponent]:
+    location = get(r.inputs, "location", "")
+    region = location.lower() if isinstance(location, str) and location else ctx.region(r, "gcp")
+    gb = ctx.use("billing_export_gb")
+    return [
+        storage_component(
+            ctx,
+            "BigQuery active storage (billing export)",
+            gb,
+            "gcp-bigquery-storage",
+            region,
+            usage_key="billing_export_gb",
+        )
+    ]
+
+
+@prices("gcp:compute/routerNat:RouterNat")
+def router_nat(r: Resource, ctx: PricingContext) -> list[CostComponent]:
+    region = ctx.region(r, "gcp", get(r.inputs, "region"))
+    vms = 0
+    for other in ctx.resources:
+        if other.type.startswith("gcp:compute/") and "nstanceGroupManager" in other.type:
+            try:
+                vms += int(number(other.inputs, "targetSize", 0))
+            except NotEstimable:
+                continue
+    vms = min(max(vms, 1), 32)  # Cloud NAT bills per VM up to 32 VMs per gateway
+    return [
+        hourly_component(
+            ctx, f"Cloud NAT for {vms} VM{'s' if vms != 1 else ''}", vms, "gcp-cloud-nat-vm-hour", region
+        )
+    ]
+
+
+@prices("gcp:compute/address:Address")
+def address(r: Resource, ctx: PricingContext) -> list[CostComponent]:
+    if get(r.inputs, "addressType", "EXTERNAL") == "INTERNAL":
+        raise Free("internal addresses carry no charge")
+    return [
+        hourly_component(
+            ctx, "external IPv4 address", 1, "gcp-external-ip", ctx.region(r, "gcp", get(r.inputs, "region"))
+        )
+    ]
+
+
+free(
+    "an instance template costs nothing; the instances it launches are priced on their group",
+    *_TEMPLATES,
+)
+free(
+    "networking configuration with no hourly or data charge",
+    "gcp:compute/network:Network",
+    "gcp:compute/subnetwork:Subnetwork",
+    "gcp:compute/firewall:Firewall",
+    "gcp:compute/router:Router",
+    "gcp:compute/route:Route",
+    "gcp:compute/resourcePolicy:ResourcePolicy",
+)
+free(
+    "IAM and service accounts carry no charge",
+    "gcp:serviceaccount/account:Account",
+    "gcp:projects/iAMMember:IAMMember",
+    "gcp:projects/iAMBinding:IAMBinding",
+    "gcp:projects/iAMCustomRole:IAMCustomRole",
+    "gcp:storage/bucketIAMMember:BucketIAMMember",
+    "gcp:storage/bucketIAMBinding:BucketIAMBinding",
+    "gcp:serviceaccount/iAMMember:IAMMember",
+    "gcp:bigquery/datasetIamMember:DatasetIamMember",
+    "gcp:projects/service:Service",
+)
+free(
+    "Cloud Billing budgets and their alerts carry no charge",
+    "gcp:billing/budget:Budget",
+    "gcp:monitoring/notificationChannel:NotificationChannel",
+)
+free(
+    "the billing export's data is stored (and priced) in its BigQuery dataset",
+    "gcp:bigquery/dataTransferConfig:DataTransferConfig",
+)
+free(
+    "Pub/Sub topics for budget alerts stay within the free tier",
+    "gcp:pubsub/topic:Topic",
+    "gcp:pubsub/subscription:Subscription",
+)
+free("a provider is configuration, not a cloud resource", "pulumi:providers:gcp")

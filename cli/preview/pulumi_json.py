@@ -1,0 +1,204 @@
+"""Price a real `pulumi preview --json` document, op by op.
+
+The document is Pulumi's preview digest: `steps[]`, each with `op`, `urn` and the resource's
+`oldState` / `newState` (`{type, inputs, outputs, parent, custom, id}`), plus `config` and
+`changeSummary`. Per step:
+
+    create                      costs its newState from now on      (before: none)
+    delete                      stops costing its oldState          (after: none)
+    update, replace             oldState before, newState after
+    same, read, refresh, import cost the same before and after
+
+`--show-replacement-steps` splits a replace into create-replacement + delete-replaced; both halves are
+folded back into one replace per URN. A secret (`[secret]`) or a value unknown until apply that a
+price depends on makes that resource "not estimable"; it is never counted as $0.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cli.preview.model import Estimate, Resource, UsageValue
+from infra.errors import TrainfleetError
+
+BEFORE_ONLY = {"delete", "delete-replaced", "discard", "discard-replaced", "remove-pending-replace"}
+AFTER_ONLY = {"create", "create-replacement"}
+BOTH_CHANGED = {"update", "replace"}
+BOTH_SAME = {"same", "read", "refresh", "import", "read-replacement", "import-replacement"}
+KNOWN_OPS = BEFORE_ONLY | AFTER_ONLY | BOTH_CHANGED | BOTH_SAME
+
+
+class PreviewJsonError(TrainfleetError):
+    """The file is not a `pulumi preview --json` document."""
+
+
+@dataclass
+class Step:
+    op: str  # the logical op: create, delete, update, replace, same
+    urn: str
+    before: Resource | None
+    after: Resource | None
+    diff_keys: list[str]
+
+
+def _type_and_name(urn: str) -> tuple[str, str]:
+    """urn:pulumi:STACK::PROJECT::parent$type::name -> (type, name)."""
+    parts = urn.split("::")
+    if len(parts) < 4:
+        return "", urn
+    return parts[2].split("$")[-1], "::".join(parts[3:])
+
+
+def _resource(urn: str, state: dict[str, Any] | None) -> Resource | None:
+    if not isinstance(state, dict):
+        return None
+    type_, name = _type_and_name(urn)
+    inputs = state.get("inputs") if isinstance(state.get("inputs"), dict) else {}
+    outputs = state.get("outputs") if isinstance(state.get("outputs"), dict) else {}
+    return Resource(
+        type=str(state.get("type") or type_),
+        name=name,
+        urn=urn,
+        parent=str(state.get("parent") or ""),
+        inputs={k: v for k, v in inputs.items() if not str(k).startswith("__")},
+        outputs={k: v for k, v in outputs.items() if not str(k).startswith("__")},
+        id=str(state.get("id") or ""),
+        custom=bool(state.get("custom", True)),
+    )
+
+
+def load_document(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise PreviewJsonError(f"preview JSON {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PreviewJsonError(f"preview JSON {path} cannot be read ({exc})") from None
+    return parse_document(text, str(path))
+
+
+def parse_document(text: str, where: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PreviewJsonError(
+            f"{where} is not JSON (line {exc.lineno}: {exc.msg}); produce it with `pulumi preview --json > FILE`"
+        ) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("steps", []), list):
+        raise PreviewJsonError(
+            f"{where} is not a `pulumi preview --json` document: expected an object with `steps`"
+        )
+    if "steps" not in doc and not doc.get("changeSummary"):
+        raise PreviewJsonError(f"{where} has no `steps`; produce it with `pulumi preview --json > FILE`")
+    return doc
+
+
+def steps(doc: dict[str, Any], where: str = "preview JSON") -> list[Step]:
+    """The document's steps, one per URN, folded into logical ops."""
+    by_urn: dict[str, Step] = {}
+    order: list[str] = []
+    for n, raw in enumerate(doc.get("steps") or []):
+        if (
+            not isinstance(raw, dict)
+            or not isinstance(raw.get("urn"), str)
+            or not isinstance(raw.get("op"), str)
+        ):
+            raise PreviewJsonError(f"{where}: steps[{n}] has no `op` and `urn`")
+        op, urn = raw["op"], raw["urn"]
+        if op not in KNOWN_OPS:
+            raise PreviewJsonError(
+                f"{where}: steps[{n}] has op {op!r}; known ops: {', '.join(sorted(KNOWN_OPS))}"
+            )
+        old = _resource(urn, raw.get("oldState"))
+        new = _resource(urn, raw.get("newState"))
+        keys = [str(k) for k in (raw.get("replaceReasons") or raw.get("diffReasons") or [])]
+        if op in BEFORE_ONLY:
+            before, after, logical = old or new, None, "delete"
+        elif op in AFTER_ONLY:
+            before, after, logical = None, new, "create"
+        elif op in BOTH_CHANGED:
+            before, after, logical = old, new, op
+        else:
+            before = after = new or old
+            logical = "same"
+        if urn in by_urn:  # the other half of a split replacement
+            prior = by_urn[urn]
+            prior.before = prior.before or before
+            prior.after = prior.after or after
+            prior.op = "replace"
+            prior.diff_keys = prior.diff_keys or keys
+            continue
+        by_urn[urn] = Step(logical, urn, before, after, keys)
+        order.append(urn)
+    return [by_urn[u] for u in order if u.split("::")[2:3] != ["pulumi:pulumi:Stack"]]
+
+
+def regions_from_config(doc: dict[str, Any]) -> dict[str, str]:
+    config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+    out = {}
+    for cloud, key in (("aws", "aws:region"), ("gcp", "gcp:region"), ("azure", "azure-native:location")):
+        value = config.get(key)
+        if isinstance(value, str) and value and value != "[secret]":
+            out[cloud] = value
+    return out
+
+
+@dataclass
+class PricedPreview:
+    """A preview document priced twice: the resources as they are (before) and as they will be (after)."""
+
+    where: str
+    steps: list[Step]
+    before: Estimate
+    after: Estimate
+
+    @property
+    def ops(self) -> dict[str, str]:
+        return {s.urn: s.op for s in self.steps}
+
+
+def price_document(
+    doc: dict[str, Any],
+    where: str,
+    usage: dict[str, UsageValue],
+    stack: str | None = None,
+    regions: dict[str, str] | None = None,
+) -> PricedPreview:
+    from cli.preview.pricing import PricingContext, price_all
+    from infra.catalog import default_catalog
+
+    all_steps = steps(doc, where)
+    regions = {**regions_from_config(doc), **(regions or {})}
+    before = [s.before for s in all_steps if s.before is not None]
+    after = [s.after for s in all_steps if s.after is not None]
+    catalog = default_catalog()
+    name = stack or _stack_from_urns(all_steps) or Path(where).stem
+    origin = f"pulumi preview --json ({where})"
+    return PricedPreview(
+        where,
+        all_steps,
+        Estimate(
+            name,
+            origin + " before",
+            price_all(before, PricingContext(catalog, usage, before, regions)),
+            usage,
+        ),
+        Estimate(name, origin, price_all(after, PricingContext(catalog, usage, after, regions)), usage),
+    )
+
+
+def _stack_from_urns(all_steps: list[Step]) -> str:
+    for s in all_steps:
+        parts = s.urn.split(":", 3)
+        if len(parts) == 4 and parts[0] == "urn" and parts[1] == "pulumi":
+            return parts[2].split("::")[0]
+    return ""
+
+
+def price_file(
+    path: Path, usage: dict[str, UsageValue], stack: str | None = None, regions=None
+) -> PricedPreview:
+    return price_document(load_document(path), str(path), usage, stack, regions)

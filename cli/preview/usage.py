@@ -1,0 +1,120 @@
+"""Usage that infrastructure code cannot know: job hours, checkpoint GB, egress GB.
+
+Each figure comes, in this order, from the usage file (`--usage-file`), the stack's job config, or a
+default; every figure carries the label of where it came from, and the preview prints those labels.
+
+A usage file is YAML with any of these keys:
+
+    job_hours: 120              # hours the planned job runs (default: trainfleet:job.planned_hours)
+    hours_per_month: 730        # hours a fleet runs in a month (default 730: always on)
+    checkpoint_gb: 400          # GB kept in the checkpoint bucket (default: from job params x keep_last)
+    egress_gb_per_month: 50     # GB leaving the cloud per month (default 0)
+    nat_gb_per_month: 0         # GB through a NAT gateway per month (default 0)
+    billing_export_gb: 1        # GB the billing export holds (default 1)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cli.preview.model import UsageValue
+from infra.config import StackConfig, describe_validation_error
+from infra.errors import ConfigError, did_you_mean
+
+HOURS_PER_MONTH = 730.0
+# Bytes per parameter of a full training checkpoint: bf16 weights (2) + fp32 master weights (4) +
+# Adam first and second moments (8). A LoRA run saves the adapters plus, once, the bf16 weights (2).
+CHECKPOINT_BYTES_PER_PARAM = {"full": 14, "lora": 2}
+
+
+class UsageFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    job_hours: float | None = Field(None, gt=0, allow_inf_nan=False)
+    hours_per_month: float | None = Field(None, gt=0, le=744, allow_inf_nan=False)
+    checkpoint_gb: float | None = Field(None, ge=0, allow_inf_nan=False)
+    egress_gb_per_month: float | None = Field(None, ge=0, allow_inf_nan=False)
+    nat_gb_per_month: float | None = Field(None, ge=0, allow_inf_nan=False)
+    billing_export_gb: float | None = Field(None, ge=0, allow_inf_nan=False)
+
+
+def read_usage_file(path: Path) -> UsageFile:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"usage file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"usage file {path} cannot be read ({exc})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"usage file {path}{line}: invalid YAML; fix the syntax") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"usage file {path}: expected a mapping such as `job_hours: 120`")
+    allowed = list(UsageFile.model_fields)
+    for key in data:
+        if key not in allowed:
+            raise ConfigError(
+                f"usage file {path}: {key!r} is not a usage key{did_you_mean(str(key), allowed)}; "
+                f"allowed: {', '.join(allowed)}"
+            )
+    try:
+        return UsageFile.model_validate(data)
+    except ValidationError as exc:
+        message = describe_validation_error(exc).replace("trainfleet:", "", 1)
+        raise ConfigError(f"usage file {path}: {message}") from None
+
+
+def resolve_usage(
+    config: StackConfig | None, usage_file: UsageFile | None = None, where: str = ""
+) -> dict[str, UsageValue]:
+    """Every usage figure the pricing functions read, each labelled with where it came from."""
+    f = usage_file or UsageFile()
+    src = f"usage file {where}".strip() if where else "usage file"
+    out: dict[str, UsageValue] = {}
+
+    def pick(key: str, unit: str, fallback: tuple[float, str]) -> None:
+        value = getattr(f, key)
+        out[key] = (
+            UsageValue(value, unit, src)
+            if value is not None
+            else UsageValue(*fallback[:1], unit, fallback[1])
+        )
+
+    pick("hours_per_month", "hours", (HOURS_PER_MONTH, "default: fleets run all month (730 h)"))
+    if config is not None and config.job.planned_hours is not None:
+        job_default = (
+            config.job.planned_hours,
+            "stack trainfleet:job.planned_hours (from `trainfleet plan`)",
+        )
+    else:
+        job_default = (
+            HOURS_PER_MONTH,
+            "default: one month (730 h); no job.planned_hours in the stack, no job_hours in a usage file",
+        )
+    pick("job_hours", "hours", job_default)
+    if config is not None:
+        bpp = CHECKPOINT_BYTES_PER_PARAM[config.job.method]
+        gb = config.job.params * bpp * config.checkpoint.keep_last / 1e9
+        ckpt_default = (
+            round(gb, 3),
+            f"default: job.params {config.job.params:,} x {bpp} B/param ({config.job.method}) x "
+            f"checkpoint.keep_last {config.checkpoint.keep_last}",
+        )
+    else:
+        ckpt_default = (100.0, "default: 100 GB (no stack config to derive it from)")
+    pick("checkpoint_gb", "GB", ckpt_default)
+    pick("egress_gb_per_month", "GB", (0.0, "default: 0 GB (checkpoints and data stay in-region)"))
+    pick("nat_gb_per_month", "GB", (0.0, "default: 0 GB through NAT"))
+    pick("billing_export_gb", "GB", (1.0, "default: 1 GB of billing export data"))
+    return out
+
+
+def usage_json(usage: dict[str, UsageValue]) -> dict[str, Any]:
+    return {k: v.to_json() for k, v in usage.items()}
