@@ -207,6 +207,12 @@ def _gcp_outputs(token: str, name: str, inputs: dict) -> tuple[str, dict]:
     rname = inputs.get("name") or _autoname(name)
     base = f"https://www.googleapis.com/compute/v1/projects/{project}"
     region = inputs.get("region") or "us-central1"
+    if token == "gcp:bigquery/dataset:Dataset":
+        dsid = inputs["datasetId"]
+        return f"projects/{project}/datasets/{dsid}", {
+            "project": project,
+            "selfLink": f"https://bigquery.googleapis.com/bigquery/v2/projects/{project}/datasets/{dsid}",
+        }
     if token == "gcp:storage/bucket:Bucket":
         return rname, {
             "name": rname,
@@ -230,10 +236,6 @@ def _gcp_outputs(token: str, name: str, inputs: dict) -> tuple[str, dict]:
     if token == "gcp:monitoring/notificationChannel:NotificationChannel":
         cid = f"projects/{project}/notificationChannels/{_short_hash(name, n=16)}"
         return cid, {"name": cid}
-    if token == "gcp:bigquery/dataset:Dataset":
-        return f"projects/{project}/datasets/{inputs['datasetId']}", {
-            "selfLink": f"https://bigquery.googleapis.com/bigquery/v2/projects/{project}/datasets/{inputs['datasetId']}"
-        }
     if token.startswith("gcp:compute/"):
         kind = token.rsplit(":", 1)[-1]
         collection = {

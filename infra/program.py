@@ -11,14 +11,13 @@ Cloud SDKs are imported only for the clouds a stack uses (pulumi-azure-native is
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import pulumi
 
-from infra import naming
+from infra import naming, userdata
 from infra.catalog import default_catalog
-from infra.config import Fleet, StackConfig
+from infra.config import TAG_STACK, Fleet, StackConfig
 from infra.errors import ConfigError
 
 GCP_BILLING_EXPORT_NOTE = (
@@ -98,16 +97,35 @@ def fleet_price(fleet: Fleet) -> dict[str, Any]:
 # ---------------------------------------------------------------- user-data
 
 
-def _user_data(
-    stack: str, config: StackConfig, fleet: Fleet, group: str, bucket: pulumi.Output[str]
+def node_assets(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, str]:
+    """Node files fetched from the bucket at boot (AWS only: they do not fit in 16 KB of user-data).
+
+    Their keys are content-addressed and their text does not depend on the bucket's name, so they are
+    known before the bucket exists and can be uploaded as ordinary resources."""
+    bucket, group = userdata.placeholder_names(stack, config, fleet)
+    return dict(userdata.render_user_data(stack, config, fleet, bucket=bucket, group=group).assets)
+
+
+def user_data(
+    stack: str,
+    config: StackConfig,
+    fleet: Fleet,
+    *,
+    bucket: pulumi.Input[str],
+    group: pulumi.Input[str],
+    assets: dict[str, str] | None = None,
 ) -> pulumi.Output[str]:
-    """The cloud-init payload for the fleet, encoded as its cloud's provider input wants it."""
+    """The fleet's cloud-init, encoded as its cloud's provider input wants it (rendered once names are known)."""
 
-    def render(bucket_name: str) -> str:
-        text = f"#cloud-config\n# trainfleet {stack}/{fleet.name}: group {group}, bucket {bucket_name}\n"
-        return text if fleet.cloud == "gcp" else base64.b64encode(text.encode()).decode()
+    def render(values: list[str]) -> str:
+        rendered = userdata.render_user_data(stack, config, fleet, bucket=values[0], group=values[1])
+        if assets is not None and rendered.assets != assets:
+            raise ConfigError(
+                f"fleet {fleet.name!r}: node files depend on the bucket name; cannot upload them first"
+            )
+        return rendered.encoded(fleet.cloud)
 
-    return bucket.apply(render)
+    return pulumi.Output.all(bucket, group).apply(render)
 
 
 # ---------------------------------------------------------------- per cloud
@@ -159,6 +177,7 @@ def _aws_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
         NodeRoleArgs(region=fleet.region, bucket_arn=bucket.arn, prefix=prefix, group_name=group, tags=tags),
     )
     gaudi = is_gaudi(fleet)
+    assets = node_assets(stack, config, fleet)
     fleet_args = dict(
         region=fleet.region,
         group_name=group,
@@ -177,7 +196,9 @@ def _aws_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
         ssh_cidrs=list(fleet.ssh_cidrs),
         efa=offers_efa(fleet),
         instance_profile_arn=role.instance_profile_arn,
-        user_data=_user_data(stack, config, fleet, group, bucket.bucket_name),
+        user_data=user_data(stack, config, fleet, bucket=bucket.bucket_name, group=group, assets=assets),
+        node_assets=assets,
+        assets_bucket=bucket.bucket_name,
         tags=tags,
     )
     if gaudi:
@@ -232,11 +253,111 @@ def _aws_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) ->
 
 
 def _gcp_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
-    raise ConfigError("gcp fleets are not supported yet")
+    from infra.gcp.bucket import CheckpointBucket, CheckpointBucketArgs
+    from infra.gcp.fleet import SpotFleet, SpotFleetArgs
+    from infra.gcp.iam import NodeServiceAccount, NodeServiceAccountArgs
+    from infra.gcp.network import Network, NetworkArgs
+
+    if fleet.purchase == "mixed":
+        raise ConfigError(
+            f"fleet {fleet.name!r}: a GCP managed instance group cannot mix Spot and standard VMs; "
+            "use purchase: spot or on-demand (or a second fleet)"
+        )
+    labels = naming.gcp_labels(config.resource_tags(stack, fleet))
+    group = naming.group_name(stack, fleet)
+    prefix = naming.checkpoint_prefix(stack, config)
+    net = fleet.network
+    network = Network(
+        f"{fleet.name}-net",
+        NetworkArgs(
+            region=fleet.region,
+            network=net.name if net else None,
+            subnetwork=net.subnets[0] if net and net.subnets else None,
+        ),
+    )
+    bucket = CheckpointBucket(
+        f"{fleet.name}-ckpt",
+        CheckpointBucketArgs(
+            region=fleet.region,
+            retention_days=config.checkpoint.retention_days,
+            labels=labels,
+            bucket_name=_check_bucket_name(config),
+        ),
+    )
+    account = NodeServiceAccount(
+        f"{fleet.name}-node",
+        NodeServiceAccountArgs(
+            account_id=naming.gcp_account_id(stack, fleet),
+            role_id=naming.gcp_role_id(stack, fleet),
+            region=fleet.region,
+            group_name=group,
+            bucket=bucket.bucket_name,
+            prefix=prefix,
+        ),
+    )
+    # A regional group: the node agent takes its full path (a bare name means a zonal group).
+    group_path = account.project.apply(
+        lambda project: f"projects/{project}/regions/{fleet.region}/instanceGroupManagers/{group}"
+    )
+    component = SpotFleet(
+        fleet.name,
+        SpotFleetArgs(
+            region=fleet.region,
+            zones=fleet_zones(fleet),
+            group_name=group,
+            network=network.network,
+            subnetwork=network.subnetwork,
+            machine_type=fleet.instance_type,
+            nodes=fleet.nodes,
+            service_account_email=account.email,
+            user_data=user_data(stack, config, fleet, bucket=bucket.bucket_name, group=group_path),
+            labels=labels,
+            spot=fleet.purchase == "spot",
+            termination_action=fleet.spot_termination_action,
+            image=fleet.image,
+            root_volume_gb=fleet.root_volume_gb,
+            ssh_cidrs=list(fleet.ssh_cidrs),
+        ),
+    )
+    return {
+        "group": component.group_name,
+        "group_path": group_path,
+        "bucket": bucket.bucket_name,
+        "checkpoint_url": bucket.url.apply(lambda u: f"{u}/{prefix}"),
+        "service_account": account.email,
+        "network": network.network,
+        "kind": "gpu",
+    }
 
 
 def _gcp_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) -> None:
-    pass
+    labels = naming.gcp_labels(config.resource_tags(stack))
+    if config.budget is not None:
+        from infra.gcp.budget import Budget, BudgetArgs
+
+        budget = Budget(
+            "gcp-budget",
+            BudgetArgs(
+                display_name=f"trainfleet {stack}",
+                stack_label=labels[TAG_STACK],
+                limit_usd=config.budget.monthly_limit_usd,
+                thresholds_percent=list(config.budget.alert_thresholds_percent),
+                recipients=list(config.budget.recipients),
+            ),
+        )
+        exports["budgets"]["gcp"] = budget.budget_name
+    if config.billing_export.enabled:
+        from infra.gcp.billing_export import BillingExport, BillingExportArgs
+
+        export = BillingExport(
+            "gcp-billing",
+            BillingExportArgs(dataset_id=naming.billing_dataset_id(stack), location="US", labels=labels),
+        )
+        exports["billing_exports"]["gcp"] = {
+            "kind": "BigQuery dataset for the Cloud Billing export",
+            "dataset": export.dataset_id,
+            "action_required": export.instructions,
+        }
 
 
 def _azure_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:

@@ -44,6 +44,8 @@ class SpotFleetArgs:
     root_volume_gb: int = 200
     ssh_cidrs: list[str] = field(default_factory=list)
     efa: bool = False
+    node_assets: dict[str, str] = field(default_factory=dict)  # bucket key -> text, fetched at boot
+    assets_bucket: pulumi.Input[str] | None = None
 
 
 class SpotFleet(pulumi.ComponentResource):
@@ -121,6 +123,22 @@ class SpotFleet(pulumi.ComponentResource):
                 to_port=SSH_PORT,
                 description=f"SSH from {cidr} (fleet.ssh_cidrs)",
                 region=region,
+                opts=child,
+            )
+
+        # Node files too big for user-data; the node fetches them with its role and checks their sha256.
+        for key, text in sorted(args.node_assets.items()):
+            if args.assets_bucket is None:
+                raise ValueError("node_assets need assets_bucket")
+            aws.s3.BucketObjectv2(
+                f"{name}-asset-{key.rsplit('/', 1)[-1]}",
+                bucket=args.assets_bucket,
+                key=key,
+                content=text,
+                content_type="text/plain; charset=utf-8",
+                server_side_encryption="AES256",
+                region=region,
+                tags=tags,
                 opts=child,
             )
 

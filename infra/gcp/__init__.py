@@ -1,0 +1,1 @@
+"""GCP components: network, checkpoint bucket, node service account, spot fleet, budget, billing export."""
