@@ -1,0 +1,155 @@
+"""Helpers for the agent tests: run the real agent and fake trainer as processes, start moto's server.
+
+Every process is started here on 127.0.0.1 and stopped by its own pid; nothing else is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+AGENT = REPO / "templates" / "agent" / "trainfleet_agent.py"
+FAKE_TRAINER = Path(__file__).resolve().parent / "agent_fake_trainer.py"
+
+
+class Proc:
+    """A child process whose stderr JSON lines (the agent's log) are collected as they arrive."""
+
+    def __init__(self, argv: list[str], env: dict | None = None):
+        self.argv = argv
+        self.p = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        self.events: list[dict] = []
+        self.stderr_lines: list[str] = []
+        self.stdout_lines: list[str] = []
+        self._cv = threading.Condition()
+        threading.Thread(
+            target=self._pump, args=(self.p.stderr, self.stderr_lines, True), daemon=True
+        ).start()
+        threading.Thread(
+            target=self._pump, args=(self.p.stdout, self.stdout_lines, False), daemon=True
+        ).start()
+
+    def _pump(self, stream, sink, parse):
+        for line in stream:
+            with self._cv:
+                sink.append(line.rstrip("\n"))
+                if parse:
+                    try:
+                        self.events.append(json.loads(line))
+                    except ValueError:
+                        pass
+                self._cv.notify_all()
+
+    def wait_event(self, name: str, timeout: float = 30.0, pred=lambda e: True) -> dict:
+        end = time.time() + timeout
+        with self._cv:
+            while True:
+                for e in self.events:
+                    if e.get("event") == name and pred(e):
+                        return e
+                left = end - time.time()
+                if left <= 0:
+                    raise AssertionError(
+                        f"no {name!r} event in {timeout}s; log:\n" + "\n".join(self.stderr_lines[-60:])
+                    )
+                self._cv.wait(min(left, 0.2))
+
+    def named(self, name: str) -> list[dict]:
+        with self._cv:
+            return [e for e in self.events if e.get("event") == name]
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                "process did not exit; log:\n" + "\n".join(self.stderr_lines[-60:])
+            ) from None
+
+    def alive(self) -> bool:
+        return self.p.poll() is None
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.p.poll() is None:
+            os.kill(self.p.pid, sig)
+            self.p.wait(10)
+
+
+def agent(*args: str, env: dict | None = None) -> Proc:
+    return Proc([sys.executable, str(AGENT), *args], env)
+
+
+def run_agent(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(AGENT), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def trainer(ckpt_dir, run_dir, *extra: str) -> Proc:
+    return Proc(
+        [sys.executable, str(FAKE_TRAINER), "--ckpt-dir", str(ckpt_dir), "--run-dir", str(run_dir), *extra]
+    )
+
+
+class MotoServer:
+    def __init__(self):
+        self.p = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        end = time.time() + 30
+        self.url = None
+        while time.time() < end:
+            line = self.p.stdout.readline()
+            m = re.search(r"Running on (http://127\.0\.0\.1:\d+)", line or "")
+            if m:
+                self.url = m.group(1)
+                break
+            if not line and self.p.poll() is not None:
+                break
+        if not self.url:
+            self.stop()
+            raise RuntimeError("moto server did not start")
+        threading.Thread(target=lambda: [None for _ in self.p.stdout], daemon=True).start()
+
+    def stop(self):
+        if self.p.poll() is None:
+            os.kill(self.p.pid, signal.SIGTERM)
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.p.pid, signal.SIGKILL)
+                self.p.wait(10)
+
+
+def make_step(ckpt_dir: Path, step: int, files: dict[str, int | bytes]) -> Path:
+    """Write a complete checkpoint the way the contract says: temp dir, rename, COMPLETE last."""
+    tmp = ckpt_dir / f".tmp-{step}"
+    for rel, content in files.items():
+        f = tmp / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(content if isinstance(content, bytes) else os.urandom(content))
+    final = ckpt_dir / f"step-{step:08d}"
+    tmp.rename(final)
+    (final / "COMPLETE").touch()
+    return final

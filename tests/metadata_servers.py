@@ -1,0 +1,395 @@
+"""Local metadata services on 127.0.0.1 that speak each cloud's protocol, with fault injection.
+
+- AwsImds: IMDSv2. ``PUT /latest/api/token`` (``X-aws-ec2-metadata-token-ttl-seconds`` 1..21600) returns a
+  session token; every ``GET /latest/meta-data/...`` needs it in ``X-aws-ec2-metadata-token`` (401 when missing,
+  unknown or expired). ``spot/instance-action`` and ``events/recommendations/rebalance`` are 404 until a notice
+  is posted, then JSON (``{"action": "terminate", "time": "...Z"}`` / ``{"noticeTime": "...Z"}``). Also
+  instance-id, local-ipv4, placement/region|availability-zone, iam/security-credentials/<role>.
+- GceMetadata: ``Metadata-Flavor: Google`` required (403 otherwise). ``instance/preempted`` is ``FALSE`` then
+  ``TRUE``; ``?wait_for_change=true`` is a hanging GET (returns when the value's ETag differs from
+  ``last_etag``, or after ``timeout_sec``). ``instance/maintenance-event``, ``service-accounts/default/token``.
+- AzureImds: ``Metadata: true`` required (400 otherwise) and ``api-version``. ``/metadata/scheduledevents``
+  returns ``{"DocumentIncarnation", "Events": [...]}``; a POST of ``{"StartRequests": [{"EventId"}]}``
+  acknowledges (the event is started and leaves the document). ``/metadata/instance``,
+  ``/metadata/identity/oauth2/token``.
+
+Faults (``server.inject([...])``) apply, in order, one per request to the notice endpoints: ``"500"``,
+``"503"``, ``"timeout"`` (answers after ``slow_s``, longer than the agent's per-request timeout), ``"hang"``
+(accepts and never answers until the server stops) and, for AWS, ``"expire"`` (every session token becomes
+stale, so the next GET is a 401).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import secrets
+import threading
+import time
+import urllib.parse
+import uuid
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+
+
+class MetadataServer:
+    notice_paths: tuple[str, ...] = ()
+
+    def __init__(self, slow_s: float = 6.0):
+        self.lock = threading.Condition()
+        self.faults: deque[str] = deque()
+        self.faults_served: list[str] = []
+        self.requests: list[tuple[str, str, int]] = []
+        self.slow_s = slow_s
+        self.stopping = threading.Event()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _go(self, method):
+                try:
+                    status, headers, body = outer.dispatch(self, method)
+                except _Hang:
+                    outer.stopping.wait(600)
+                    return
+                except BrokenPipeError:
+                    return
+                with outer.lock:
+                    outer.requests.append((method, self.path, status))
+                data = body if isinstance(body, bytes) else body.encode()
+                try:
+                    self.send_response(status)
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def do_GET(self):
+                self._go("GET")
+
+            def do_PUT(self):
+                self._go("PUT")
+
+            def do_POST(self):
+                self._go("POST")
+
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.stopping.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def inject(self, faults: list[str]) -> None:
+        with self.lock:
+            self.faults.extend(faults)
+
+    def _fault(self, path: str):
+        """Apply the next queued fault if `path` is a notice endpoint; return a response or None."""
+        if not any(path.startswith(p) for p in self.notice_paths):
+            return None
+        with self.lock:
+            if not self.faults:
+                return None
+            f = self.faults.popleft()
+            self.faults_served.append(f)
+        if f in ("500", "502", "503"):
+            return int(f), {"Content-Type": "text/plain"}, "injected server error"
+        if f == "timeout":
+            self.stopping.wait(self.slow_s)
+            return None
+        if f == "hang":
+            raise _Hang()
+        if f == "expire":
+            self.expire_tokens()
+            return None
+        raise ValueError(f)
+
+    def expire_tokens(self):
+        pass
+
+    def body(self, handler) -> bytes:
+        n = int(handler.headers.get("Content-Length") or 0)
+        return handler.rfile.read(n) if n else b""
+
+    def count(self, path_part: str, status: int | None = None) -> int:
+        with self.lock:
+            return sum(1 for _m, p, s in self.requests if path_part in p and (status is None or s == status))
+
+
+class _Hang(Exception):
+    pass
+
+
+def _iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class AwsImds(MetadataServer):
+    notice_paths = ("/latest/meta-data/spot/", "/latest/meta-data/events/")
+
+    def __init__(self, role: str = "trainfleet-node", creds: tuple[str, str, str] | None = None, **kw):
+        super().__init__(**kw)
+        self.tokens: dict[str, float] = {}
+        self.instance_action: dict | None = None
+        self.rebalance: dict | None = None
+        self.role = role
+        self.creds = creds or (
+            "ASIAIMDSROLEKEY00001",
+            "imdsRoleSecret/abcdefghijklmnopqrstuv",
+            "imds-session-token",
+        )
+        self.values = {
+            "instance-id": "i-0123456789abcdef0",
+            "local-ipv4": "10.0.0.10",
+            "placement/region": "us-east-1",
+            "placement/availability-zone": "us-east-1a",
+        }
+
+    def expire_tokens(self):
+        with self.lock:
+            self.tokens.clear()
+
+    def notice(self, action: str = "terminate", in_s: float = 120.0):
+        with self.lock:
+            self.instance_action = {"action": action, "time": _iso(time.time() + in_s)}
+
+    def rebalance_recommendation(self):
+        with self.lock:
+            self.rebalance = {"noticeTime": _iso(time.time())}
+
+    def dispatch(self, h, method):
+        path = urllib.parse.urlsplit(h.path).path
+        if method == "PUT" and path == "/latest/api/token":
+            ttl = h.headers.get("X-aws-ec2-metadata-token-ttl-seconds")
+            if not ttl or not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
+                return 400, {}, "missing or invalid X-aws-ec2-metadata-token-ttl-seconds"
+            tok = secrets.token_urlsafe(32)
+            with self.lock:
+                self.tokens[tok] = time.time() + int(ttl)
+            return 200, {"X-aws-ec2-metadata-token-ttl-seconds": ttl, "Content-Type": "text/plain"}, tok
+        if method != "GET" or not path.startswith("/latest/meta-data/"):
+            return 405 if method != "GET" else 404, {}, ""
+        tok = h.headers.get("X-aws-ec2-metadata-token")
+        with self.lock:
+            valid = tok is not None and self.tokens.get(tok, 0) > time.time()
+        if not valid:
+            return 401, {}, ""
+        fault = self._fault(path)
+        if fault:
+            return fault
+        with self.lock:
+            valid = self.tokens.get(tok, 0) > time.time()  # "expire" may have just staled it
+        if not valid:
+            return 401, {}, ""
+        key = path[len("/latest/meta-data/") :]
+        with self.lock:
+            if key == "spot/instance-action":
+                return (
+                    (200, {"Content-Type": "text/plain"}, json.dumps(self.instance_action))
+                    if self.instance_action
+                    else (404, {}, "")
+                )
+            if key == "events/recommendations/rebalance":
+                return (200, {}, json.dumps(self.rebalance)) if self.rebalance else (404, {}, "")
+        if key == "iam/security-credentials/":
+            return 200, {}, self.role
+        if key == "iam/security-credentials/" + self.role:
+            ak, sk, st = self.creds
+            doc = {
+                "Code": "Success",
+                "LastUpdated": _iso(time.time()),
+                "Type": "AWS-HMAC",
+                "AccessKeyId": ak,
+                "SecretAccessKey": sk,
+                "Token": st,
+                "Expiration": _iso(time.time() + 6 * 3600),
+            }
+            return 200, {}, json.dumps(doc)
+        if key in self.values:
+            return 200, {}, self.values[key]
+        return 404, {}, ""
+
+
+class GceMetadata(MetadataServer):
+    notice_paths = (
+        "/computeMetadata/v1/instance/preempted",
+        "/computeMetadata/v1/instance/maintenance-event",
+    )
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.values = {
+            "instance/preempted": "FALSE",
+            "instance/maintenance-event": "NONE",
+            "project/project-id": "trainfleet-test",
+            "instance/zone": "projects/123456789/zones/us-central1-a",
+            "instance/name": "node-0",
+            "instance/network-interfaces/0/ip": "10.128.0.10",
+        }
+        self.hanging_gets = 0
+
+    def preempt(self):
+        self.set("instance/preempted", "TRUE")
+
+    def set(self, key: str, value: str):
+        with self.lock:
+            self.values[key] = value
+            self.lock.notify_all()
+
+    @staticmethod
+    def etag(value: str) -> str:
+        return hashlib.sha1(value.encode()).hexdigest()[:16]
+
+    def dispatch(self, h, method):
+        parts = urllib.parse.urlsplit(h.path)
+        q = dict(urllib.parse.parse_qsl(parts.query))
+        if h.headers.get("Metadata-Flavor") != "Google":
+            return 403, {"Content-Type": "text/html"}, "Missing Metadata-Flavor:Google header."
+        if method != "GET" or not parts.path.startswith("/computeMetadata/v1/"):
+            return 405 if method != "GET" else 404, {}, ""
+        fault = self._fault(parts.path)
+        if fault:
+            return fault
+        key = parts.path[len("/computeMetadata/v1/") :]
+        hdr = {"Metadata-Flavor": "Google", "Content-Type": "application/text"}
+        if key == "instance/service-accounts/default/token":
+            tok = {
+                "access_token": "ya29.test-" + secrets.token_hex(8),
+                "expires_in": 3599,
+                "token_type": "Bearer",
+            }
+            return 200, {**hdr, "Content-Type": "application/json"}, json.dumps(tok)
+        with self.lock:
+            if key not in self.values:
+                return 404, hdr, ""
+            if q.get("wait_for_change") == "true":
+                self.hanging_gets += 1
+                timeout = float(q.get("timeout_sec", "300"))
+                end = time.time() + timeout
+                last = q.get("last_etag")
+                if last is None:
+                    last = self.etag(self.values[key])
+                while (
+                    self.etag(self.values[key]) == last and time.time() < end and not self.stopping.is_set()
+                ):
+                    self.lock.wait(min(0.5, max(0.0, end - time.time())))
+            value = self.values[key]
+        return 200, {**hdr, "ETag": self.etag(value)}, value
+
+
+class AzureImds(MetadataServer):
+    notice_paths = ("/metadata/scheduledevents",)
+
+    def __init__(self, vm_name: str = "node_0", **kw):
+        super().__init__(**kw)
+        self.vm_name = vm_name
+        self.incarnation = 1
+        self.events: list[dict] = []
+        self.acked: list[str] = []
+
+    def preempt(self, not_before_s: float = 30.0, resources: list[str] | None = None) -> str:
+        eid = str(uuid.uuid4()).upper()
+        nb = dt.datetime.fromtimestamp(time.time() + not_before_s, dt.UTC).strftime(
+            "%a, %d %b %Y %H:%M:%S GMT"
+        )
+        ev = {
+            "EventId": eid,
+            "EventType": "Preempt",
+            "ResourceType": "VirtualMachine",
+            "Resources": resources if resources is not None else [self.vm_name],
+            "EventStatus": "Scheduled",
+            "NotBefore": nb,
+            "Description": "",
+            "EventSource": "Platform",
+            "DurationInSeconds": -1,
+        }
+        with self.lock:
+            self.events.append(ev)
+            self.incarnation += 1
+        return eid
+
+    def dispatch(self, h, method):
+        parts = urllib.parse.urlsplit(h.path)
+        q = dict(urllib.parse.parse_qsl(parts.query))
+        if h.headers.get("Metadata") != "true":
+            return (
+                400,
+                {"Content-Type": "application/json"},
+                json.dumps({"error": "Bad request. Required metadata header not specified"}),
+            )
+        if "api-version" not in q:
+            return 400, {}, json.dumps({"error": "Bad request. api-version was not specified in the request"})
+        fault = self._fault(parts.path)
+        if fault:
+            return fault
+        js = {"Content-Type": "application/json; charset=utf-8"}
+        if parts.path == "/metadata/scheduledevents":
+            if method == "POST":
+                try:
+                    req = json.loads(self.body(h) or b"{}")
+                    ids = [s["EventId"] for s in req["StartRequests"]]
+                except (ValueError, KeyError, TypeError):
+                    return 400, js, json.dumps({"error": "bad StartRequests"})
+                with self.lock:
+                    self.acked.extend(ids)
+                    self.events = [e for e in self.events if e["EventId"] not in ids]
+                    self.incarnation += 1
+                return 200, js, ""
+            with self.lock:
+                return 200, js, json.dumps({"DocumentIncarnation": self.incarnation, "Events": self.events})
+        if parts.path == "/metadata/instance":
+            doc = {
+                "compute": {
+                    "name": self.vm_name,
+                    "subscriptionId": "00000000-0000-0000-0000-000000000000",
+                    "resourceGroupName": "trainfleet-rg",
+                    "vmScaleSetName": "trainfleet-vmss",
+                    "location": "eastus",
+                },
+                "network": {"interface": [{"ipv4": {"ipAddress": [{"privateIpAddress": "10.1.0.4"}]}}]},
+            }
+            return 200, js, json.dumps(doc)
+        if parts.path == "/metadata/instance/network":
+            return (
+                200,
+                js,
+                json.dumps({"interface": [{"ipv4": {"ipAddress": [{"privateIpAddress": "10.1.0.4"}]}}]}),
+            )
+        if parts.path == "/metadata/identity/oauth2/token":
+            now = int(time.time())
+            tok = {
+                "access_token": "eyJ0eXAi.test." + secrets.token_hex(8),
+                "expires_in": "3599",
+                "expires_on": str(now + 3599),
+                "resource": q.get("resource", ""),
+                "token_type": "Bearer",
+            }
+            return 200, js, json.dumps(tok)
+        return 404, js, json.dumps({"error": "Not found"})

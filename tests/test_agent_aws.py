@@ -1,0 +1,462 @@
+"""The on-node agent on AWS, for real on loopback: IMDSv2 server (tests/metadata_servers.py), moto's S3/EC2/ASG
+server, the agent and a fake trainer as separate processes.
+
+Notice-to-durable is measured from the moment the IMDS starts answering spot/instance-action to the moment an
+independent S3 client (boto3) sees LATEST point at the new step with its manifest in place. Run
+``pytest tests/test_agent_aws.py -k notice -s`` to see the figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+
+import boto3
+import pytest
+
+from tests.agent_support import MotoServer, agent, make_step, run_agent, trainer
+from tests.metadata_servers import AwsImds
+
+AWS_WINDOW_S = 120.0
+
+
+@pytest.fixture(scope="module")
+def moto():
+    srv = MotoServer()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def env(moto):
+    return {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": moto.url,
+    }
+
+
+def client(moto, service="s3"):
+    return boto3.client(
+        service,
+        endpoint_url=moto.url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+@pytest.fixture
+def bucket(moto):
+    name = "ckpt-" + uuid.uuid4().hex[:12]
+    client(moto).create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def imds():
+    srv = AwsImds(slow_s=3.0).start()
+    yield srv
+    srv.stop()
+
+
+def latest(s3, bucket, prefix="run1"):
+    try:
+        return s3.get_object(Bucket=bucket, Key=f"{prefix}/LATEST")["Body"].read().decode()
+    except s3.exceptions.NoSuchKey:
+        return None
+
+
+def bucket_steps(s3, bucket, prefix="run1"):
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix + "/").get("Contents", [])]
+    return sorted({k.split("/")[1] for k in keys if k.split("/")[1].startswith("step-")}), keys
+
+
+def watch_args(bucket, tmp_path, imds, *extra):
+    return (
+        "watch",
+        "--cloud",
+        "aws",
+        "--bucket",
+        bucket,
+        "--prefix",
+        "run1",
+        "--ckpt-dir",
+        str(tmp_path / "ckpt"),
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--metadata-url",
+        imds.url,
+        "--poll-s",
+        "0.5",
+        "--scan-s",
+        "0.2",
+        "--http-timeout-s",
+        "1",
+        *extra,
+    )
+
+
+def exit_step_of(tr) -> int | None:
+    for line in list(tr.stdout_lines):
+        if line.startswith("{"):
+            e = json.loads(line)
+            if e["trainer"] == "exit-on-notice":
+                return e["step"]
+    return None
+
+
+def wait_notice_checkpoint_durable(s3, bucket, tr, deadline_s: float) -> tuple[str, float]:
+    """Poll S3 until LATEST names the checkpoint the trainer wrote on the notice, with its manifest."""
+    end = time.time() + deadline_s
+    while time.time() < end:
+        target = exit_step_of(tr)
+        cur = latest(s3, bucket)
+        if target is not None and cur == f"step-{target:08d}":
+            s3.head_object(Bucket=bucket, Key=f"run1/{cur}/MANIFEST.json")
+            return cur, time.time()
+        time.sleep(0.02)
+    raise AssertionError(
+        f"the notice checkpoint was not durable within {deadline_s}s (LATEST={latest(s3, bucket)})"
+    )
+
+
+def notice_run(moto, env, bucket, imds, tmp_path, faults=()):
+    s3 = client(moto)
+    tr = trainer(
+        tmp_path / "ckpt", tmp_path / "run", "--step-s", "0.05", "--blob-mb", "8", "--ckpt-every", "20"
+    )
+    ag = agent(*watch_args(bucket, tmp_path, imds, "--keep-last", "3"), env=env)
+    try:
+        first = ag.wait_event("durable", timeout=30)  # a periodic checkpoint went up: the agent is watching
+        if faults:
+            imds.inject(list(faults))
+            end = time.time() + 60
+            while imds.faults and time.time() < end:
+                assert ag.alive(), "\n".join(ag.stderr_lines)
+                time.sleep(0.1)
+            assert not imds.faults, "the agent stopped polling during faults"
+            time.sleep(1.0)
+            assert ag.alive()
+        t_notice = time.time()
+        imds.notice("terminate", in_s=AWS_WINDOW_S)
+        step, t_durable = wait_notice_checkpoint_durable(s3, bucket, tr, AWS_WINDOW_S)
+        assert tr.wait(30) == 0, "the trainer must checkpoint and exit 0 on SIGTERM"
+        assert ag.wait(30) == 0, "\n".join(ag.stderr_lines)
+        exit_step = exit_step_of(tr)
+        return {
+            "agent": ag,
+            "first": first,
+            "step": step,
+            "exit_step": exit_step,
+            "seconds": t_durable - t_notice,
+        }
+    finally:
+        ag.kill()
+        tr.kill()
+
+
+def test_spot_notice_mid_run_makes_the_checkpoint_durable_within_the_window(
+    moto, env, bucket, imds, tmp_path
+):
+    r = notice_run(moto, env, bucket, imds, tmp_path)
+    ag = r["agent"]
+    sig = ag.wait_event("trainer_signalled", timeout=1, pred=lambda e: e["signal"] == "SIGTERM")
+    assert sig
+    # The checkpoint the trainer wrote on the notice is the one made durable: no completed step lost.
+    assert r["step"] == f"step-{r['exit_step']:08d}"
+    assert r["seconds"] < AWS_WINDOW_S
+    reported = ag.wait_event("notice_durable", timeout=1)
+    print(
+        f"\nAWS notice-to-durable: {r['seconds']:.2f}s measured by an S3 client "
+        f"(agent-reported {reported['notice_to_durable_s']}s), step {r['step']}, steps lost 0"
+    )
+    # A fresh node restores exactly that checkpoint, byte for byte.
+    dest = tmp_path / "fresh"
+    res = run_agent(
+        "restore", "--cloud", "aws", "--bucket", bucket, "--prefix", "run1", "--dest", str(dest), env=env
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == str(r["exit_step"])
+    src = tmp_path / "ckpt" / r["step"]
+    for rel in ("state.json", "shards/model.bin", "COMPLETE"):
+        assert (dest / r["step"] / rel).read_bytes() == (src / rel).read_bytes()
+    # keep_last=3 held while periodic checkpoints and the notice checkpoint went up
+    steps, _ = bucket_steps(client(moto), bucket)
+    assert len(steps) <= 3 and r["step"] in steps
+
+
+def test_faults_never_crash_the_watcher_and_the_notice_is_still_caught(moto, env, bucket, imds, tmp_path):
+    faults = ["expire", "500", "503", "timeout", "hang", "expire", "503"]
+    r = notice_run(moto, env, bucket, imds, tmp_path, faults=faults)
+    ag = r["agent"]
+    assert imds.faults_served == faults
+    assert len(ag.named("imds_token_expired")) >= 2
+    errors = ag.named("metadata_error")
+    assert len(errors) >= 4, errors
+    assert any("timed out" in e["error"] or "Timeout" in e["error"] for e in errors), errors
+    assert any("503" in e["error"] for e in errors) and any("500" in e["error"] for e in errors)
+    assert ag.named("metadata_recovered")
+    assert imds.count("/spot/instance-action", 401) >= 2
+    assert r["step"] == f"step-{r['exit_step']:08d}"
+    assert r["seconds"] < AWS_WINDOW_S
+    print(f"\nAWS notice-to-durable after faults {faults}: {r['seconds']:.2f}s")
+
+
+def test_kill9_during_upload_leaves_the_previous_checkpoint_restorable(moto, env, bucket, imds, tmp_path):
+    s3 = client(moto)
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    make_step(ckpt, 10, {"state.json": b'{"step": 10}', "model.bin": 1 << 20})
+    big_env = {**env, "TRAINFLEET_PART_SIZE": str(5 << 20)}
+    ag = agent(*watch_args(bucket, tmp_path, imds), env=big_env)
+    try:
+        ag.wait_event("durable", timeout=30, pred=lambda e: e["step"] == 10)
+        assert latest(s3, bucket) == "step-00000010"
+        make_step(ckpt, 20, {"a.bin": 1 << 20, "b.bin": 1 << 20, "z-big.bin": 96 << 20})
+        ag.wait_event("upload_start", timeout=30, pred=lambda e: e["step"] == 20)
+        end = time.time() + 30
+        while time.time() < end:
+            keys = [
+                o["Key"]
+                for o in s3.list_objects_v2(Bucket=bucket, Prefix="run1/step-00000020/").get("Contents", [])
+            ]
+            if keys:
+                break
+            time.sleep(0.005)
+        ag.kill()  # SIGKILL mid-upload
+    finally:
+        ag.kill()
+    steps, keys = bucket_steps(s3, bucket)
+    assert "run1/step-00000020/MANIFEST.json" not in keys, "killed too late: the upload had finished"
+    assert any(k.startswith("run1/step-00000020/") for k in keys), (
+        "killed too early: nothing was uploaded yet"
+    )
+    assert latest(s3, bucket) == "step-00000010"
+    res = run_agent(
+        "restore",
+        "--cloud",
+        "aws",
+        "--bucket",
+        bucket,
+        "--prefix",
+        "run1",
+        "--dest",
+        str(tmp_path / "r"),
+        env=env,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "10"
+    assert (tmp_path / "r" / "step-00000010" / "model.bin").read_bytes() == (
+        ckpt / "step-00000010" / "model.bin"
+    ).read_bytes()
+    assert not (tmp_path / "r" / "step-00000020").exists()
+    # The next agent run finishes the job (multipart for the big file) and moves LATEST forward.
+    res = run_agent(
+        "sync", "--cloud", "aws", "--bucket", bucket, "--prefix", "run1", "--ckpt-dir", str(ckpt), env=big_env
+    )
+    assert res.returncode == 0, res.stderr
+    assert latest(s3, bucket) == "step-00000020"
+    res = run_agent(
+        "restore",
+        "--cloud",
+        "aws",
+        "--bucket",
+        bucket,
+        "--prefix",
+        "run1",
+        "--dest",
+        str(tmp_path / "r"),
+        env=env,
+    )
+    assert res.stdout.strip() == "20"
+    got = hashlib.sha256((tmp_path / "r" / "step-00000020" / "z-big.bin").read_bytes()).hexdigest()
+    assert got == hashlib.sha256((ckpt / "step-00000020" / "z-big.bin").read_bytes()).hexdigest()
+
+
+def test_torn_or_corrupt_latest_is_never_restored(moto, env, bucket, tmp_path):
+    s3 = client(moto)
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    for step in (1, 2, 3):
+        make_step(ckpt, step, {"model.bin": 4096 * step, "meta/info.txt": f"step {step}".encode()})
+        res = run_agent(
+            "sync", "--cloud", "aws", "--bucket", bucket, "--prefix", "run1", "--ckpt-dir", str(ckpt), env=env
+        )
+        assert res.returncode == 0, res.stderr
+    assert latest(s3, bucket) == "step-00000003"
+    # step 3 loses an object; step 2 has an object of the wrong size: restore falls back to step 1
+    s3.delete_object(Bucket=bucket, Key="run1/step-00000003/model.bin")
+    s3.put_object(Bucket=bucket, Key="run1/step-00000002/model.bin", Body=b"short")
+    res = run_agent(
+        "restore",
+        "--cloud",
+        "aws",
+        "--bucket",
+        bucket,
+        "--prefix",
+        "run1",
+        "--dest",
+        str(tmp_path / "r"),
+        env=env,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "1"
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["step-00000001"]
+    # same size, different bytes: the sha256 check while downloading rejects it
+    s3.put_object(Bucket=bucket, Key="run1/step-00000001/model.bin", Body=b"x" * 4096)
+    res = run_agent(
+        "restore",
+        "--cloud",
+        "aws",
+        "--bucket",
+        bucket,
+        "--prefix",
+        "run1",
+        "--dest",
+        str(tmp_path / "r2"),
+        env=env,
+    )
+    assert res.returncode == 0 and res.stdout.strip() == "", (res.stdout, res.stderr)
+    assert "sha256 mismatch" in res.stderr
+
+
+def test_restore_with_nothing_in_the_bucket_is_fine(env, bucket, tmp_path):
+    res = run_agent(
+        "restore",
+        "--cloud",
+        "aws",
+        "--bucket",
+        bucket,
+        "--prefix",
+        "none",
+        "--dest",
+        str(tmp_path / "d"),
+        env=env,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == ""
+    assert "restore_nothing" in res.stderr
+
+
+@pytest.mark.parametrize("mode", ["signals", "file"])
+def test_periodic_checkpoints_keep_last_and_done(moto, env, bucket, imds, tmp_path, mode):
+    s3 = client(moto)
+    extra = ["--no-signals"] if mode == "file" else []
+    tr = trainer(
+        tmp_path / "ckpt", tmp_path / "run", "--steps", "80", "--step-s", "0.03", "--blob-mb", "0.2", *extra
+    )
+    ag = agent(
+        *watch_args(bucket, tmp_path, imds, "--interval-minutes", "0.006", "--keep-last", "2"), env=env
+    )
+    try:
+        assert tr.wait(30) == 0
+        assert ag.wait(30) == 0, "\n".join(ag.stderr_lines)
+    finally:
+        ag.kill()
+        tr.kill()
+    durable = [e["step"] for e in ag.named("durable")]
+    assert len(durable) >= 3, durable  # periodic requests were honoured (the trainer never saves on its own)
+    assert durable[-1] == 80
+    assert ag.named("training_done")[0]["final_step"] == 80
+    assert latest(s3, bucket) == "step-00000080"
+    steps, _ = bucket_steps(s3, bucket)
+    assert steps == [f"step-{s:08d}" for s in durable[-2:]]
+
+
+def test_role_credentials_from_imds_and_multipart(moto, bucket, imds, tmp_path):
+    env = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_REGION": "", "AWS_DEFAULT_REGION": ""}
+    env.update({"AWS_ENDPOINT_URL": moto.url, "TRAINFLEET_PART_SIZE": str(5 << 20)})
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    make_step(ckpt, 7, {"big.bin": (12 << 20) + 123, "small.json": b"{}"})
+    args = ("--cloud", "aws", "--bucket", bucket, "--prefix", "run1", "--metadata-url", imds.url)
+    res = run_agent("sync", *args, "--ckpt-dir", str(ckpt), env=env)
+    assert res.returncode == 0, res.stderr
+    assert "aws_role_credentials" in res.stderr
+    assert imds.count("/iam/security-credentials/trainfleet-node", 200) >= 1
+    assert imds.count("/placement/region", 200) >= 1
+    res = run_agent("restore", *args, "--dest", str(tmp_path / "r"), env=env)
+    assert res.stdout.strip() == "7", res.stderr
+    assert (tmp_path / "r/step-00000007/big.bin").read_bytes() == (
+        ckpt / "step-00000007/big.bin"
+    ).read_bytes()
+
+
+def _asg(moto, name, n, min_size=None):
+    ec2 = client(moto, "ec2")
+    asg = client(moto, "autoscaling")
+    image = ec2.describe_images()["Images"][0]["ImageId"]
+    lt = "lt-" + uuid.uuid4().hex[:8]
+    ec2.create_launch_template(
+        LaunchTemplateName=lt, LaunchTemplateData={"ImageId": image, "InstanceType": "t3.micro"}
+    )
+    asg.create_auto_scaling_group(
+        AutoScalingGroupName=name,
+        LaunchTemplate={"LaunchTemplateName": lt, "Version": "$Latest"},
+        MinSize=n if min_size is None else min_size,
+        MaxSize=n + 2,
+        DesiredCapacity=n,
+        AvailabilityZones=["us-east-1a"],
+    )
+    ids = [
+        i["InstanceId"]
+        for i in asg.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"][0][
+            "Instances"
+        ]
+    ]
+    res = ec2.describe_instances(InstanceIds=ids)["Reservations"]
+    return [i["PrivateIpAddress"] for r in res for i in r["Instances"]]
+
+
+def test_peer_discovery_gives_every_node_the_same_hostfile_and_distinct_ranks(moto, env, tmp_path):
+    group = "fleet-" + uuid.uuid4().hex[:6]
+    ips = _asg(moto, group, 3)
+    other = _asg(moto, "other-" + uuid.uuid4().hex[:6], 2)
+    assert len(set(ips)) == 3
+    outs = []
+    for i, ip in enumerate(ips):
+        hf = tmp_path / f"hostfile-{i}"
+        res = run_agent(
+            "peers",
+            "--cloud",
+            "aws",
+            "--group",
+            group,
+            "--self-ip",
+            ip,
+            "--slots",
+            "8",
+            "--hostfile",
+            str(hf),
+            env=env,
+        )
+        assert res.returncode == 0, res.stderr
+        kv = dict(line.split("=", 1) for line in res.stdout.splitlines())
+        outs.append((kv, hf.read_text()))
+    import ipaddress
+
+    ordered = sorted(ips, key=ipaddress.ip_address)
+    assert {o[1] for o in outs} == {"".join(f"{ip} slots=8\n" for ip in ordered)}
+    assert sorted(int(o[0]["NODE_RANK"]) for o in outs) == [0, 1, 2]
+    assert {o[0]["MASTER_ADDR"] for o in outs} == {ordered[0]}
+    for kv, _ in outs:
+        assert ordered[int(kv["NODE_RANK"])] == kv["SELF_ADDR"]
+        assert kv["NNODES"] == "3"
+    # a node that is not in the group is told so (exit 3), not given a rank
+    res = run_agent("peers", "--cloud", "aws", "--group", group, "--self-ip", other[0], env=env)
+    assert res.returncode == 3 and "NODE_RANK" not in res.stdout
+
+
+def test_scale_to_zero_sets_the_group_to_zero(moto, env):
+    group = "fleet-" + uuid.uuid4().hex[:6]
+    _asg(moto, group, 2)
+    res = run_agent("scale-to-zero", "--cloud", "aws", "--group", group, env=env)
+    assert res.returncode == 0, res.stderr
+    g = client(moto, "autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[group])[
+        "AutoScalingGroups"
+    ][0]
+    assert g["DesiredCapacity"] == 0 and g["MinSize"] == 0
