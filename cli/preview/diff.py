@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.preview.model import PRICED, Estimate, PricedResource, _round
+from cli.preview.pricing.base import UNKNOWN
 from infra.errors import TrainfleetError
 
 MAX_VALUE_CHARS = 80
@@ -148,6 +149,8 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     elif isinstance(value, list) and value:
         for i, v in enumerate(value):
             out.update(flatten(v, f"{prefix}[{i}]"))
+    elif value == UNKNOWN:
+        out[prefix] = "(known after apply)"
     else:
         out[prefix] = value
     return out
