@@ -46,6 +46,7 @@ class Row:
     mfu: float  # 0..1
     hfu: float
     tokens_per_s_per_device: float
+    model_tflops: float  # achieved model TFLOP/s per device, as the table states it
     section: str
 
     @property
@@ -83,6 +84,7 @@ def load_rows(path: Path = TABLE) -> list[Row]:
                 mfu=float(r["MFU"]) / 100,
                 hfu=float(r["HFU"]) / 100,
                 tokens_per_s_per_device=float(r["Throughput (T/s/GPU)"]),
+                model_tflops=float(r["Model TFLOP"]),
                 section=r["section"],
             )
         )

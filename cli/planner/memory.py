@@ -2,15 +2,16 @@
 
 Model states, in bytes, follow DeepSpeed's own estimators term for term:
   ZeRO-1/2  deepspeed.runtime.zero.stage_1_and_2.estimate_zero2_model_states_mem_needs
-            no offload: gpu = 4P + int(16P / gpus)            cpu = 4P * gpus_per_node * buffer
+            no offload: gpu = 2P + int(18P / gpus)            cpu = 4P * gpus_per_node * buffer
             cpu offload: gpu = 2P                              cpu = P * max(4 * gpus, 16) * buffer
   ZeRO-3    deepspeed.runtime.zero.stage3.estimate_zero3_model_states_mem_needs
             largest layer memory LL = 4 * largest_layer_params
             no offload:        gpu = LL + int(18P / gpus)     cpu = (zero_init) LL_params*4*gpus_per_node*buffer
             optimizer offload: gpu = LL + int(2P / gpus)      cpu = P * 16 / nodes * buffer (zero_init)
             + param offload:   gpu = LL                       cpu = P * 18 / nodes * buffer (zero_init)
-  ZeRO-0    (plain data parallel) the ZeRO-2 formula on one GPU: gpu = 4P + 16P = 20P
-(P = parameters, gpus = nodes x gpus_per_node, buffer = additional_buffer_factor = 1.5).
+  ZeRO-0    (plain data parallel) the ZeRO-2 formula on one GPU: gpu = 2P + 18P = 20P
+(P = parameters, gpus = nodes x gpus_per_node, buffer = additional_buffer_factor = 1.5; as in
+DeepSpeed 0.19, whose ZeRO-2 estimator counts 2P + 18P/gpus where early releases had 4P + 16P/gpus).
 
 Activations (bytes per device, 16-bit, flash attention so no s^2 score matrix; Korthikanti et al. 2022,
 "Reducing Activation Recomputation in Large Transformer Models", eq. 2 without the 5as/h term):
@@ -46,7 +47,8 @@ def estimate_zero2_model_states_mem_needs(
         gpu_mem = 2 * total_params
         cpu_mem = total_params * max(4 * total_gpus, 16) * additional_buffer_factor
     else:
-        gpu_mem = 4 * total_params + int(16 * total_params / total_gpus)
+        # 2 = 16-bit params; 18 = 16-bit grads + fp32 grads + fp32 params + Adam momentum and variance
+        gpu_mem = 2 * total_params + int(18 * total_params / total_gpus)
         cpu_mem = total_params * 4 * num_gpus_per_node * additional_buffer_factor
     return int(cpu_mem), int(gpu_mem)
 

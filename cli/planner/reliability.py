@@ -15,7 +15,8 @@ handled by periodic checkpoints every tau, with Daly's optimum (Young/Daly, high
     tau = sqrt(2 d M) [1 + sqrt(d / 2M) / 3 + d / 18M] - d   (d < 2M; else tau = M),  M = 1 / hazard
 and Daly's expected wall time for T useful hours:
     W = M e^(R/M) (e^((tau + d)/M) - 1) T / tau
-Safe interruptions then stretch it by 1 / (1 - hazard_safe (d + R)).
+Safe interruptions then stretch it by 1 / (1 - hazard_safe (d + R)). A plan whose useful work would be
+under a third of its wall time is refused as infeasible (it would mostly pay for restarts).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ CHECKPOINT_GBPS_PER_NODE = 2.0  # GB/s a node writes to object storage, at most 
 STORAGE_USD_PER_GB_MONTH = {"aws": 0.023, "gcp": 0.020, "azure": 0.018}  # standard object storage
 KEEP_LAST = 3  # checkpoints kept (the schema's default keep_last)
 MAX_SAFE_LOAD = 0.5  # refuse plans that would spend half their time restarting
+MIN_EFFICIENCY = 1 / 3  # refuse plans where less than a third of the paid time is useful work
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +143,8 @@ def assess(
     load = safe_rate * (write + restart)
     feasible = load < MAX_SAFE_LOAD and math.isfinite(daly)
     wall = daly / (1 - load) if feasible else math.inf
+    if useful_s < MIN_EFFICIENCY * wall:
+        feasible, wall = False, math.inf
     return Reliability(spot_node, fail_node, nodes, notice, write, restart, fits, tau, mtbf / 3600,
                        useful_hours, daly / 3600, wall / 3600, feasible)  # fmt: skip
 

@@ -1,0 +1,105 @@
+"""Spot/failure model: hazards from the catalog buckets, notice windows, Young/Daly, expected wall time."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from cli.planner import reliability as rel
+
+
+def simulate_wall(useful_s, tau, write_s, restart_s, mtbf_s, runs, seed=7):
+    """Monte Carlo of periodic checkpointing under exponential failures (Daly's model, event by event)."""
+    rng = random.Random(seed)
+    total = 0.0
+    for _ in range(runs):
+        t, done = 0.0, 0.0
+        next_fail = rng.expovariate(1 / mtbf_s)
+        while done < useful_s - 1e-9:
+            segment = min(tau, useful_s - done) + write_s
+            if next_fail >= t + segment:
+                t += segment
+                done += min(tau, useful_s - done)
+            else:
+                t = next_fail  # the segment's work is lost
+                # restart (failures can also strike while restarting: Daly's e^(R/M) term)
+                while True:
+                    nxt = t + rng.expovariate(1 / mtbf_s)
+                    if nxt >= t + restart_s:
+                        t += restart_s
+                        next_fail = nxt
+                        break
+                    t = nxt
+        total += t
+    return total / runs
+
+
+@pytest.mark.parametrize("mtbf_h,write_s,restart_s", [(10, 120, 600), (2, 300, 900), (50, 30, 300)])
+def test_daly_expected_wall_matches_simulation(mtbf_h, write_s, restart_s):
+    mtbf = mtbf_h * 3600
+    useful = 40 * 3600
+    tau = rel.daly_interval(write_s, mtbf)
+    predicted = rel.daly_wall(useful, tau, write_s, restart_s, mtbf)
+    simulated = simulate_wall(useful, tau, write_s, restart_s, mtbf, runs=400)
+    assert predicted == pytest.approx(simulated, rel=0.03)
+
+
+def test_daly_interval_is_the_minimum_of_expected_wall():
+    mtbf, write, restart = 8 * 3600.0, 200.0, 600.0
+    tau = rel.daly_interval(write, mtbf)
+    assert tau == pytest.approx(math.sqrt(2 * write * mtbf), rel=0.1)  # Young's first order
+    best = rel.daly_wall(3600 * 100, tau, write, restart, mtbf)
+    for factor in (0.5, 0.8, 1.25, 2.0):
+        assert rel.daly_wall(3600 * 100, tau * factor, write, restart, mtbf) > best
+
+
+def test_hazard_follows_the_advisor_bucket():
+    rates = [rel.spot_hazard(b) for b in range(5)]
+    assert rates == sorted(rates) and rates[0] > 0
+    # 12.5% of instances interrupted per month -> about 1 in 5,500 node-hours
+    assert rel.spot_hazard(2) == pytest.approx(-math.log(1 - 0.125) / 730)
+    assert rel.spot_hazard(None) == rel.spot_hazard(4)  # unknown is taken as the worst bucket
+
+
+def assess(**kw):
+    args = dict(useful_hours=100.0, nodes=8, devices_per_node=8, cloud="aws", spot=True,
+                interruption_bucket=2, checkpoint_bytes=14 * 7e9, node_network_gbits=400.0)  # fmt: skip
+    args.update(kw)
+    return rel.assess(**args)
+
+
+def test_notice_window_decides_whether_spot_interruptions_lose_work():
+    # 98 GB over 8 nodes at 2 GB/s each: about 6 s, fits any notice
+    assert assess().emergency_checkpoint_fits
+    # 1.4 TB over 4 nodes at 2 GB/s each: 175 s: fits neither AWS's 120 s nor GCP's 30 s
+    big = assess(checkpoint_bytes=14 * 100e9, nodes=4)
+    assert not big.emergency_checkpoint_fits
+    # 300 GB on 4 nodes: 37.5 s: inside AWS's 120 s notice, outside GCP's and Azure's 30 s
+    mid = dict(checkpoint_bytes=300e9, nodes=4)
+    assert assess(cloud="aws", **mid).emergency_checkpoint_fits
+    assert not assess(cloud="gcp", **mid).emergency_checkpoint_fits
+    assert not assess(cloud="azure", **mid).emergency_checkpoint_fits
+    # losing work costs more
+    assert assess(cloud="gcp", **mid).wall_hours > assess(cloud="aws", **mid).wall_hours
+
+
+def test_job_hazard_scales_with_nodes_and_spot_costs_time():
+    small, large = assess(nodes=2), assess(nodes=64)
+    assert large.expected_interruptions / large.wall_hours == pytest.approx(
+        32 * small.expected_interruptions / small.wall_hours, rel=1e-9
+    )
+    on_demand = assess(spot=False)
+    assert on_demand.spot_hazard_per_node_hour == 0
+    assert on_demand.wall_hours < assess().wall_hours
+    for r in (small, large, on_demand):
+        assert r.wall_hours > r.useful_hours
+        parts = r.useful_hours + r.checkpoint_overhead_hours + r.interruption_loss_hours
+        assert parts == pytest.approx(r.wall_hours, rel=1e-9)
+
+
+def test_unbearable_interruption_load_is_infeasible():
+    # 1024 nodes in the worst bucket with 30 s notice and a huge checkpoint: restarts never end
+    r = assess(nodes=1024, interruption_bucket=4, cloud="gcp", checkpoint_bytes=1e16, node_network_gbits=10)
+    assert not r.feasible and math.isinf(r.wall_hours)
