@@ -519,3 +519,90 @@ if __name__ == "__main__":  # python -m tests.fake_price_apis: serve until inter
             time.sleep(3600)
     except KeyboardInterrupt:
         server.stop()
+
+
+class MotoServer:
+    """moto's server on a free loopback port (EC2 spot price history, Cost Explorer), stopped by pid."""
+
+    def __init__(self) -> None:
+        import socket
+        import subprocess
+        import sys
+        import urllib.request
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.time() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{self.url}/moto-api/", timeout=2)
+                return
+            except OSError:
+                if time.time() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError("moto server did not start") from None
+                time.sleep(0.1)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def reset(self) -> None:
+        import urllib.request
+
+        urllib.request.urlopen(
+            urllib.request.Request(f"{self.url}/moto-api/reset", method="POST"), timeout=10
+        )
+
+    def seed_cost_and_usage(self, results: list[dict]) -> None:
+        """Queue get_cost_and_usage answers (one per distinct request, in order) via moto's API."""
+        import urllib.request
+
+        req = urllib.request.Request(
+            f"{self.url}/moto-api/static/ce/cost-and-usage-results",
+            data=json.dumps({"results": results}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 201
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except Exception:
+                self.proc.kill()
+
+    def env(self) -> dict[str, str]:
+        return {"AWS_ENDPOINT_URL_EC2": self.url, "AWS_ENDPOINT_URL_CE": self.url}
+
+
+def isolated_env(home) -> dict[str, str]:
+    """An environment that never touches the developer's ~/.config/trainfleet, ~/.aws or the internet:
+    test credentials, fast retries. Callers add the servers' endpoints."""
+    return {
+        "TRAINFLEET_HOME": str(home),
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_SHARED_CREDENTIALS_FILE": str(home / "no-aws-credentials"),
+        "AWS_CONFIG_FILE": str(home / "no-aws-config"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",  # anything not pointed at a local server fails fast
+        "TRAINFLEET_AWS_MAX_ATTEMPTS": "2",
+        "TRAINFLEET_HTTP_ATTEMPTS": "3",
+        "TRAINFLEET_HTTP_BACKOFF_S": "0.01",
+        "GOOGLE_API_KEY": "",
+        "GOOGLE_OAUTH_ACCESS_TOKEN": "",
+        "AZURE_ACCESS_TOKEN": "",
+        "PATH": str(home / "no-bin"),  # no gcloud/az from the developer's machine (the CLI runs by absolute path)
+    }
