@@ -271,36 +271,31 @@ _AZ_PROVIDER = {
     "compute:VirtualMachineScaleSet": "Microsoft.Compute/virtualMachineScaleSets",
 }
 
-# Inputs that name the resource, per azure-native type (the rest are autonamed with a suffix).
-_AZ_NAME_KEYS = (
-    "resourceGroupName:resources:ResourceGroup",
-    "virtualNetworkName",
-    "subnetName",
-    "networkSecurityGroupName",
-    "natGatewayName",
-    "publicIpAddressName",
-    "accountName:storage:StorageAccount",
-    "containerName",
-    "resourceName",
-    "vmScaleSetName",
-    "budgetName",
-    "exportName",
-    "roleAssignmentName",
-    "roleDefinitionId",
-)
+# The input that names the resource, per azure-native type (others are autonamed with a suffix).
+_AZ_NAME_KEY = {
+    "resources:ResourceGroup": "resourceGroupName",
+    "network:VirtualNetwork": "virtualNetworkName",
+    "network:Subnet": "subnetName",
+    "network:NetworkSecurityGroup": "networkSecurityGroupName",
+    "network:NatGateway": "natGatewayName",
+    "network:PublicIPAddress": "publicIpAddressName",
+    "storage:StorageAccount": "accountName",
+    "storage:BlobServiceProperties": "blobServicesName",
+    "storage:BlobContainer": "containerName",
+    "storage:ManagementPolicy": "managementPolicyName",
+    "managedidentity:UserAssignedIdentity": "resourceName",
+    "compute:VirtualMachineScaleSet": "vmScaleSetName",
+    "consumption:Budget": "budgetName",
+    "costmanagement:Export": "exportName",
+}
 
 
 def _azure_outputs(token: str, name: str, inputs: dict) -> tuple[str, dict]:
     kind = token.split(":", 1)[1]
     sub = f"/subscriptions/{MOCK_AZURE_SUBSCRIPTION}"
     rg = inputs.get("resourceGroupName") or "rg"
-    rname = None
-    for key in _AZ_NAME_KEYS:
-        prop, _, only = key.partition(":")
-        if (not only or only == kind) and inputs.get(prop):
-            rname = inputs[prop]
-            break
-    if rname is None:
+    rname = inputs.get(_AZ_NAME_KEY.get(kind, "name"))
+    if not rname:
         rname = (
             re.sub(r"[^a-z0-9]", "", name.lower())[:16] + _short_hash(name, n=8)
             if kind == "storage:StorageAccount"
@@ -331,6 +326,16 @@ def _azure_outputs(token: str, name: str, inputs: dict) -> tuple[str, dict]:
     out: dict[str, Any] = {"name": rname}
     if kind == "managedidentity:UserAssignedIdentity":
         out.update(principalId=_uuid(name + "p"), clientId=_uuid(name + "c"), tenantId=MOCK_AZURE_TENANT)
+    identity = inputs.get("identity")
+    if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
+        # Inputs list identity ids; the service answers with a map of id -> principal and client ids.
+        out["identity"] = {
+            **identity,
+            "userAssignedIdentities": {
+                i: {"principalId": _uuid(i + "p"), "clientId": _uuid(i + "c")}
+                for i in identity["userAssignedIdentities"]
+            },
+        }
     if kind == "storage:StorageAccount":
         out["primaryEndpoints"] = {"blob": f"https://{rname}.blob.core.windows.net/"}
     return rid, out

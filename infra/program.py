@@ -361,11 +361,128 @@ def _gcp_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) ->
 
 
 def _azure_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
-    raise ConfigError("azure fleets are not supported yet")
+    from infra.azure.fleet import SpotFleet, SpotFleetArgs
+    from infra.azure.identity import NodeIdentity, NodeIdentityArgs
+    from infra.azure.network import Network, NetworkArgs
+    from infra.azure.storage import CheckpointStorage, CheckpointStorageArgs
+
+    if fleet.purchase == "mixed":
+        raise ConfigError(
+            f"fleet {fleet.name!r}: an Azure Uniform scale set cannot mix Spot and regular VMs; "
+            "use purchase: spot or on-demand (or a second fleet)"
+        )
+    if config.checkpoint.bucket_name is not None:
+        raise ConfigError(
+            "trainfleet:checkpoint.bucket_name does not apply to Azure fleets (storage accounts are named "
+            "by Pulumi); remove it"
+        )
+    net = fleet.network
+    if net is not None and not net.subnets:
+        raise ConfigError(
+            f"fleet {fleet.name!r}: network.subnets must name the subnet id to use in VNet {net.name}"
+        )
+    tags = config.resource_tags(stack, fleet)
+    group = naming.group_name(stack, fleet)
+    prefix = naming.checkpoint_prefix(stack, config)
+    network = Network(
+        f"{fleet.name}-net",
+        NetworkArgs(
+            location=fleet.region,
+            tags=tags,
+            zones=list(fleet.zones),
+            vnet_id=net.name if net else None,
+            subnet_id=net.subnets[0] if net else None,
+            ssh_cidrs=list(fleet.ssh_cidrs),
+        ),
+    )
+    storage = CheckpointStorage(
+        f"{fleet.name}-ckpt",
+        CheckpointStorageArgs(
+            resource_group_name=network.resource_group_name,
+            location=fleet.region,
+            retention_days=config.checkpoint.retention_days,
+            tags=tags,
+        ),
+    )
+    identity = NodeIdentity(
+        f"{fleet.name}-node",
+        NodeIdentityArgs(
+            resource_group_name=network.resource_group_name,
+            resource_group_id=network.resource_group_id,
+            location=fleet.region,
+            container_id=storage.container_id,
+            prefix=prefix,
+            group_name=group,
+            role_seed=f"{naming.stack_slug(stack)}/{fleet.name}",
+            tags=tags,
+        ),
+    )
+    component = SpotFleet(
+        fleet.name,
+        SpotFleetArgs(
+            resource_group_name=network.resource_group_name,
+            location=fleet.region,
+            group_name=group,
+            vm_size=fleet.instance_type,
+            nodes=fleet.nodes,
+            subnet_id=network.subnet_id,
+            nsg_id=network.nsg_id,
+            identity_id=identity.identity_id,
+            principal_id=identity.principal_id,
+            group_role_id=identity.group_role_id,
+            custom_data=user_data(stack, config, fleet, bucket=storage.bucket, group=group),
+            tags=tags,
+            zones=list(fleet.zones),
+            spot=fleet.purchase == "spot",
+            max_price=fleet.max_price,
+            image=fleet.image,
+            root_volume_gb=fleet.root_volume_gb,
+        ),
+    )
+    return {
+        "group": component.group_name,
+        "group_id": component.group_id,
+        "resource_group": network.resource_group_name,
+        "bucket": storage.bucket,
+        "checkpoint_url": storage.url.apply(lambda u: f"{u}/{prefix}"),
+        "identity_client_id": identity.client_id,
+        "kind": "gpu",
+    }
 
 
 def _azure_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) -> None:
-    pass
+    azure_fleets = [f for f in config.fleets if f.cloud == "azure"]
+    if config.budget is not None:
+        from infra.azure.budget import Budget, BudgetArgs
+
+        budget = Budget(
+            "azure-budget",
+            BudgetArgs(
+                name=f"trainfleet-{naming.stack_slug(stack)}",
+                stack=stack,
+                limit_usd=config.budget.monthly_limit_usd,
+                thresholds_percent=list(config.budget.alert_thresholds_percent),
+                recipients=list(config.budget.recipients),
+            ),
+        )
+        exports["budgets"]["azure"] = budget.budget_ids
+    if config.billing_export.enabled:
+        from infra.azure.billing_export import BillingExport, BillingExportArgs
+
+        export = BillingExport(
+            "azure-billing",
+            BillingExportArgs(
+                export_name=naming.billing_export_name(stack),
+                location=azure_fleets[0].region,
+                root_folder=f"trainfleet/{naming.stack_slug(stack)}",
+                tags=config.resource_tags(stack),
+            ),
+        )
+        exports["billing_exports"]["azure"] = {
+            "kind": "Cost Management export (actual cost, daily)",
+            "storage_account": export.account_name,
+            "export_id": export.export_id,
+        }
 
 
 _FLEET = {"aws": _aws_fleet, "gcp": _gcp_fleet, "azure": _azure_fleet}

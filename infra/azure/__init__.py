@@ -1,0 +1,1 @@
+"""Azure components: network, checkpoint storage, node identity, spot scale set, budget, billing export."""

@@ -1,0 +1,164 @@
+"""trainfleet:azure:SpotFleet — a virtual machine scale set of Spot VMs.
+
+Uniform orchestration (the node agent lists the scale set's network interfaces for peer discovery and
+patches its capacity to zero when the job ends), Spot priority with eviction Delete and the max price
+from config (-1: up to the on-demand price), custom data from the rendered cloud-init, the fleet's
+user-assigned managed identity, accelerated networking, no public IP, the network security group on
+every NIC, and the custom role for its own scale set assigned to that identity.
+
+Azure requires an admin key for Linux VMs with password login off. Unless the fleet names SSH CIDRs
+there is no way in anyway; the key installed is a public key whose private half was discarded when
+it was generated, so nobody can log in with it. Add your own key with `az vmss update` if you open SSH.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_azure_native as azure_native
+
+# Microsoft's Ubuntu HPC image: NVIDIA driver, CUDA, InfiniBand (OFED), NCCL.
+DEFAULT_IMAGE = azure_native.compute.ImageReferenceArgs(
+    publisher="microsoft-dsvm", offer="ubuntu-hpc", sku="2204", version="latest"
+)
+ADMIN_USER = "trainfleet"
+LOCKED_ADMIN_KEY = (
+    "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABgQDNbag3x25vFZKKfCOFgcZSPSkVhNOHsIjuJZ1xUhR2x9y2tsrhZs22ARrdBzCDZEYGTovpEwerwS5"
+    "PfLa+Si1/MlxDwrdOhWW2D4VK+XeotJcBAxoef+FSKV2mP4EX9pREfkA6kTHFPQ9GpntglQbtOv2pLhNDsA5pz2CuSbU6N2RaiiGNfnHvjHuNmNQmpC"
+    "rg+ajsvYKN9TGoC8mEJcATg6tSYk2B6IcD7XrAApyUSmL8UjRmp0J6Em8dnEnY3yY3tk28g1yWwZ/EmfUHkdPIM/j+ILAlBNl52xZguggzqOOlqYkKdM"
+    "JZMlSiAYghCTtB3k2uLBi7rejgM+Fk+xfdTH89LS9IiatjdwBX4AImXMjwhEc4lSohcXk1FkOSt+cG2M/VqVy5cV39OAAm5kzAVQoCrfx7UQRpKoHkYHS"
+    "mLewJV1W1bqJ6j9UA2bBn9aQjl+7UrnHhQSgZR5G+DYEtlgEfvPLdhrZc7lvtptsdXkoAUKPigjbMbnEmfxBd+ck= trainfleet-no-login"
+)
+# One placement group keeps InfiniBand connectivity between VMs; it holds at most 100.
+SINGLE_PLACEMENT_GROUP_MAX = 100
+
+
+def image_reference(image: str | None) -> azure_native.compute.ImageReferenceArgs:
+    """`publisher:offer:sku:version` (a marketplace URN) or an image resource id; None: the HPC image."""
+    if image is None:
+        return DEFAULT_IMAGE
+    if image.startswith("/"):
+        return azure_native.compute.ImageReferenceArgs(id=image)
+    parts = image.split(":")
+    if len(parts) != 4:
+        raise ValueError(f"image {image!r}: use publisher:offer:sku:version or an image resource id")
+    return azure_native.compute.ImageReferenceArgs(
+        publisher=parts[0], offer=parts[1], sku=parts[2], version=parts[3]
+    )
+
+
+@dataclass
+class SpotFleetArgs:
+    resource_group_name: pulumi.Input[str]
+    location: str
+    group_name: str
+    vm_size: str
+    nodes: int
+    subnet_id: pulumi.Input[str]
+    nsg_id: pulumi.Input[str]
+    identity_id: pulumi.Input[str]
+    principal_id: pulumi.Input[str]
+    group_role_id: pulumi.Input[str]
+    custom_data: pulumi.Input[str]  # base64 cloud-init
+    tags: dict[str, str]
+    zones: list[str] = field(default_factory=list)
+    spot: bool = True
+    max_price: float | None = None
+    image: str | None = None
+    root_volume_gb: int = 200
+
+
+class SpotFleet(pulumi.ComponentResource):
+    group_name: pulumi.Output[str]
+    group_id: pulumi.Output[str]
+
+    def __init__(self, name: str, args: SpotFleetArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("trainfleet:azure:SpotFleet", name, None, opts)
+        spot = dict(
+            priority="Spot",
+            eviction_policy="Delete",
+            billing_profile=azure_native.compute.BillingProfileArgs(
+                max_price=-1 if args.max_price in (None, -1) else args.max_price
+            ),
+        )
+        profile = azure_native.compute.VirtualMachineScaleSetVMProfileArgs(
+            **(spot if args.spot else {"priority": "Regular"}),
+            os_profile=azure_native.compute.VirtualMachineScaleSetOSProfileArgs(
+                computer_name_prefix=args.group_name[:50],
+                admin_username=ADMIN_USER,
+                custom_data=args.custom_data,
+                linux_configuration=azure_native.compute.LinuxConfigurationArgs(
+                    disable_password_authentication=True,
+                    provision_vm_agent=True,
+                    ssh=azure_native.compute.SshConfigurationArgs(
+                        public_keys=[
+                            azure_native.compute.SshPublicKeyArgs(
+                                path=f"/home/{ADMIN_USER}/.ssh/authorized_keys", key_data=LOCKED_ADMIN_KEY
+                            )
+                        ]
+                    ),
+                ),
+            ),
+            storage_profile=azure_native.compute.VirtualMachineScaleSetStorageProfileArgs(
+                image_reference=image_reference(args.image),
+                os_disk=azure_native.compute.VirtualMachineScaleSetOSDiskArgs(
+                    create_option="FromImage",
+                    caching="ReadWrite",
+                    disk_size_gb=args.root_volume_gb,
+                    delete_option="Delete",
+                    managed_disk=azure_native.compute.VirtualMachineScaleSetManagedDiskParametersArgs(
+                        storage_account_type="Premium_LRS"
+                    ),
+                ),
+            ),
+            network_profile=azure_native.compute.VirtualMachineScaleSetNetworkProfileArgs(
+                network_interface_configurations=[
+                    azure_native.compute.VirtualMachineScaleSetNetworkConfigurationArgs(
+                        name=f"{args.group_name}-nic",
+                        primary=True,
+                        enable_accelerated_networking=True,
+                        network_security_group=azure_native.compute.SubResourceArgs(id=args.nsg_id),
+                        ip_configurations=[
+                            # No public_ip_address_configuration: no public address.
+                            azure_native.compute.VirtualMachineScaleSetIPConfigurationArgs(
+                                name="primary",
+                                primary=True,
+                                subnet=azure_native.compute.ApiEntityReferenceArgs(id=args.subnet_id),
+                            )
+                        ],
+                    )
+                ]
+            ),
+        )
+        scale_set = azure_native.compute.VirtualMachineScaleSet(
+            f"{name}-vmss",
+            vm_scale_set_name=args.group_name,
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            orchestration_mode="Uniform",
+            sku=azure_native.compute.SkuArgs(name=args.vm_size, tier="Standard", capacity=args.nodes),
+            overprovision=False,
+            single_placement_group=args.nodes <= SINGLE_PLACEMENT_GROUP_MAX,
+            platform_fault_domain_count=1,
+            zones=list(args.zones) or None,
+            upgrade_policy=azure_native.compute.UpgradePolicyArgs(mode="Manual"),
+            identity=azure_native.compute.VirtualMachineScaleSetIdentityArgs(
+                type="UserAssigned", user_assigned_identities=[args.identity_id]
+            ),
+            virtual_machine_profile=profile,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        azure_native.authorization.RoleAssignment(
+            f"{name}-own-group",
+            principal_id=args.principal_id,
+            principal_type="ServicePrincipal",
+            role_definition_id=args.group_role_id,
+            scope=scale_set.id,
+            description=f"trainfleet {args.group_name}: peers and scale-to-zero",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.group_name = scale_set.name
+        self.group_id = scale_set.id
+        self.register_outputs({"group_name": self.group_name, "group_id": self.group_id})

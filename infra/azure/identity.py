@@ -1,0 +1,96 @@
+"""trainfleet:azure:NodeIdentity — the managed identity a fleet's VMs run as.
+
+Storage Blob Data Contributor on its own container only, further limited by an ABAC condition to
+blobs under its own checkpoint prefix. The right to see and resize its own scale set is granted by
+the fleet (the scale set must exist before a role can be assigned on it); the custom role for that
+is declared here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_azure_native as azure_native
+
+STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+BLOB = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+GROUP_ACTIONS = [
+    "Microsoft.Compute/virtualMachineScaleSets/read",
+    "Microsoft.Compute/virtualMachineScaleSets/write",  # PATCH sku.capacity = 0
+    "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
+    "Microsoft.Compute/virtualMachineScaleSets/networkInterfaces/read",  # peer IPs
+    "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/networkInterfaces/read",
+]
+
+
+def prefix_condition(prefix: str) -> str:
+    """ABAC: blob reads, writes and deletes only under `prefix` (listing is a container-level action)."""
+    actions = " AND ".join(
+        f"!(ActionMatches{{'{BLOB}/{a}'}})" for a in ("read", "write", "delete", "add/action")
+    )
+    return f"(({actions}) OR (@Resource[{BLOB}:path] StringStartsWith '{prefix}'))"
+
+
+@dataclass
+class NodeIdentityArgs:
+    resource_group_name: pulumi.Input[str]
+    resource_group_id: pulumi.Input[str]
+    location: str
+    container_id: pulumi.Input[str]
+    prefix: str
+    group_name: str
+    role_seed: str  # makes the custom role's id deterministic per stack and fleet
+    tags: dict[str, str]
+
+
+class NodeIdentity(pulumi.ComponentResource):
+    identity_id: pulumi.Output[str]
+    principal_id: pulumi.Output[str]
+    client_id: pulumi.Output[str]
+    group_role_id: pulumi.Output[str]
+
+    def __init__(self, name: str, args: NodeIdentityArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("trainfleet:azure:NodeIdentity", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        client = azure_native.authorization.get_client_config_output(opts=pulumi.InvokeOptions(parent=self))
+        identity = azure_native.managedidentity.UserAssignedIdentity(
+            f"{name}-identity",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            tags=args.tags,
+            opts=child,
+        )
+        azure_native.authorization.RoleAssignment(
+            f"{name}-checkpoints",
+            principal_id=identity.principal_id,
+            principal_type="ServicePrincipal",
+            role_definition_id=client.subscription_id.apply(
+                lambda sub: (
+                    f"/subscriptions/{sub}/providers/Microsoft.Authorization/roleDefinitions/"
+                    f"{STORAGE_BLOB_DATA_CONTRIBUTOR}"
+                )
+            ),
+            scope=args.container_id,
+            condition=prefix_condition(args.prefix),
+            condition_version="2.0",
+            description=f"trainfleet {args.group_name}: own checkpoint prefix",
+            opts=child,
+        )
+        role = azure_native.authorization.RoleDefinition(
+            f"{name}-group-role",
+            role_definition_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"trainfleet:{args.role_seed}")),
+            role_name=f"trainfleet node {args.role_seed}",
+            description="peer discovery and scale-to-zero of its own scale set",
+            role_type="CustomRole",
+            scope=args.resource_group_id,
+            assignable_scopes=[args.resource_group_id],
+            permissions=[azure_native.authorization.PermissionArgs(actions=GROUP_ACTIONS)],
+            opts=child,
+        )
+        self.identity_id = identity.id
+        self.principal_id = identity.principal_id
+        self.client_id = identity.client_id
+        self.group_role_id = role.id
+        self.register_outputs({"identity_id": self.identity_id, "principal_id": self.principal_id})
