@@ -27,10 +27,6 @@ def refreshed(offer, price: float, as_of="2026-11-20T10:00:00Z"):
 def test_round_trip_keeps_every_field_and_merge_keeps_untouched_rows(tmp_path):
     path = tmp_path / "o.csv"
     a, b, c = [o for o in SNAPSHOT if o.cloud == "azure"][:3]
-        (o for o in SNAPSHOT if o.cloud == "azure")[:3]
-        if False
-        else [o for o in SNAPSHOT if o.cloud == "azure"][:3]
-    )
     first = [refreshed(a, 1.234567891), refreshed(b, 2.0)]
     write_overlay(path, first)
     assert sorted(read_overlay(path), key=render_key) == sorted(first, key=render_key)
