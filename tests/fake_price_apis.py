@@ -582,7 +582,7 @@ class MotoServer:
                 self.proc.kill()
 
     def env(self) -> dict[str, str]:
-        return {"AWS_ENDPOINT_URL_EC2": self.url, "AWS_ENDPOINT_URL_CE": self.url}
+        return {"AWS_ENDPOINT_URL_EC2": self.url, "AWS_ENDPOINT_URL_COST_EXPLORER": self.url}
 
 
 def isolated_env(home) -> dict[str, str]:

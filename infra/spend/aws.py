@@ -1,7 +1,7 @@
 """AWS actual cost: Cost Explorer get_cost_and_usage filtered by the stack's tag, by service and day.
 
 The tag must be activated as a cost allocation tag (Billing > Cost allocation tags) before Cost
-Explorer can filter by it. The endpoint follows boto3's settings (AWS_ENDPOINT_URL_CE).
+Explorer can filter by it. The endpoint follows boto3's settings (AWS_ENDPOINT_URL_COST_EXPLORER).
 """
 
 from __future__ import annotations
