@@ -149,6 +149,6 @@ free(
     "Cost Management budgets and exports carry no charge; an export's files are priced on its storage account",
     "azure-native:consumption:Budget",
     "azure-native:costmanagement:Export",
-    "azure-native:insights:ActionGroup",
+    "azure-native:monitor:ActionGroup",
 )
 free("a provider is configuration, not a cloud resource", "pulumi:providers:azure-native")
