@@ -22,10 +22,10 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import importlib
 import json
 import shlex
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import jinja2
@@ -122,7 +122,15 @@ def _b64_len(n: int) -> int:
 
 
 def templates_root() -> Path:
-    return Path(str(resources.files(TEMPLATES_PACKAGE)))
+    """The installed `templates` package (a sibling of `infra` in the source tree and in site-packages)."""
+    try:
+        module = importlib.import_module(TEMPLATES_PACKAGE)
+    except ImportError:
+        module = None
+    here = getattr(module, "__file__", None)
+    if here:
+        return Path(here).parent
+    return Path(__file__).resolve().parent.parent / TEMPLATES_PACKAGE
 
 
 def _environment() -> jinja2.Environment:
