@@ -130,8 +130,10 @@ class SpotFleet(pulumi.ComponentResource):
         for key, text in sorted(args.node_assets.items()):
             if args.assets_bucket is None:
                 raise ValueError("node_assets need assets_bucket")
+            # Named by content (the key holds its hash) and kept on delete: nodes still booting from an
+            # older launch template fetch the files it pins.
             aws.s3.BucketObjectv2(
-                f"{name}-asset-{key.rsplit('/', 1)[-1]}",
+                f"{name}-asset-{key.rsplit('/', 2)[-2]}-{key.rsplit('/', 1)[-1]}",
                 bucket=args.assets_bucket,
                 key=key,
                 content=text,
@@ -139,7 +141,7 @@ class SpotFleet(pulumi.ComponentResource):
                 server_side_encryption="AES256",
                 region=region,
                 tags=tags,
-                opts=child,
+                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
             )
 
         placement = None

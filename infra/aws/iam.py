@@ -49,7 +49,8 @@ def node_policy(bucket_arn: str, prefix: str, group_arn: str) -> dict:
             {
                 "Sid": "ScaleOwnGroup",
                 "Effect": "Allow",
-                "Action": "autoscaling:SetDesiredCapacity",
+                # The node agent scales to zero with UpdateAutoScalingGroup (MinSize 0, DesiredCapacity 0).
+                "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:UpdateAutoScalingGroup"],
                 "Resource": group_arn,
             },
         ],

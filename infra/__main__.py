@@ -1,0 +1,37 @@
+"""The Pulumi program (`pulumi up -s <env>`): read the stack config, declare every component, export.
+
+Thin on purpose: validation is StackConfig's, composition is `infra.program.declare`'s.
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+# Run by Pulumi as a directory program (main: infra/), only infra/ itself is on sys.path; make the
+# repository root importable unless trainfleet is installed into the stack's virtualenv.
+if importlib.util.find_spec("infra") is None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pulumi  # noqa: E402
+
+from infra.config import NAMESPACE, SECTIONS, StackConfig  # noqa: E402
+from infra.errors import TrainfleetError  # noqa: E402
+from infra.program import declare  # noqa: E402
+
+
+def read_sections() -> dict:
+    config = pulumi.Config(NAMESPACE)
+    return {key: value for key in SECTIONS if (value := config.get_object(key)) is not None}
+
+
+def main() -> None:
+    try:
+        stack_config = StackConfig.from_sections(read_sections())
+    except TrainfleetError as exc:
+        # One line in `pulumi up`'s diagnostics, no Python traceback.
+        raise pulumi.RunError(f"stack {pulumi.get_stack()}: {exc.message}") from None
+    for name, value in declare(pulumi.get_stack(), stack_config).items():
+        pulumi.export(name, value)
+
+
+main()
