@@ -31,6 +31,8 @@ COMMAND_MODULES = [
     "cli.commands.refresh",
     "cli.commands.spend",
     "cli.commands.plan",
+    "cli.commands.stacks",
+    "cli.commands.preview",
 ]
 
 
