@@ -10,10 +10,18 @@ from infra.config import StackConfig, slug
 PROVIDER_REGION_KEY = {"aws": "aws:region", "gcp": "gcp:region", "azure": "azure-native:location"}
 
 
+def job_name(text: str) -> str:
+    """A valid job name (letters first, 2-32 characters): llama-7b -> llama-7b, 7B-params -> train-7b."""
+    name = slug(text.removesuffix("-params"))
+    if not name[:1].isalpha():
+        name = f"train-{name}"
+    return name[:32].rstrip("-")
+
+
 def plan_sections(c: Candidate, req: Request, name: str | None = None) -> dict[str, Any]:
     w, s = req.workload, c.setup
     job: dict[str, Any] = {
-        "name": slug(name or w.shape.name)[:32].rstrip("-") or "train",
+        "name": job_name(name or w.shape.name),
         "params": w.params,
         "tokens": w.tokens,
         "seq_len": w.seq_len,

@@ -1,0 +1,106 @@
+"""Plan wall time over the full embedded catalog: as a whole CLI process, and per stage in-process.
+
+    .venv/bin/python benchmarks/plan_speed.py [--repeat 5]
+
+Whole process: `trainfleet plan ... --json` in a fresh interpreter (start-up, imports, catalog load,
+calibration fit, search, ranking, JSON). Per stage: the same work in this process, timed separately
+(catalog load and calibration fit are cached after the first call, so they are timed cold once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CASES = [
+    ["--model", "llama-7b", "--tokens", "200B", "--deadline", "72h"],
+    ["--params", "13B", "--tokens", "1T", "--budget", "400000", "--clouds", "aws,gcp", "--purchase", "spot"],
+    ["--params", "70B", "--tokens", "100B", "--objective", "time", "--max-nodes", "16"],
+    ["--params", "70B", "--tokens", "1T", "--max-nodes", "128"],
+    ["--model", "llama-7b", "--tokens", "1B", "--method", "lora"],
+]
+
+
+def whole_process(args: list[str], repeat: int) -> list[float]:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "cli", "plan", *args, "--json"], cwd=ROOT, check=True,
+                       capture_output=True)  # fmt: skip
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def stages(args: list[str]) -> dict[str, float]:
+    from cli.planner.calibration import fit_rows, load_rows
+    from cli.planner.optimizer import Request, alternatives, frontier, rank, search
+    from cli.planner.report import plan_dict
+    from cli.planner.workload import Workload, resolve_shape
+    from infra.catalog import load_catalog
+    from infra.units import parse_count, parse_hours
+
+    opts = dict(zip(args[::2], args[1::2], strict=True))
+    out = {}
+    t = time.perf_counter()
+    catalog = load_catalog()
+    out["catalog load"] = time.perf_counter() - t
+    t = time.perf_counter()
+    fit = fit_rows(load_rows())
+    out["calibration fit"] = time.perf_counter() - t
+    shape = resolve_shape(opts.get("--model"), parse_count(opts["--params"]) if "--params" in opts else None)
+    w = Workload(shape, parse_count(opts["--tokens"]), method=opts.get("--method", "full"))
+    req = Request(
+        w,
+        clouds=frozenset(opts["--clouds"].split(",")) if "--clouds" in opts else None,
+        max_nodes=int(opts.get("--max-nodes", 64)),
+        deadline_hours=parse_hours(opts["--deadline"]) if "--deadline" in opts else None,
+        budget_usd=float(opts["--budget"]) if "--budget" in opts else None,
+        purchase=opts.get("--purchase", "any"),
+        objective=opts.get("--objective", "cost"),
+    )
+    t = time.perf_counter()
+    result = search(req, catalog.all_offers, catalog.accelerators, fit)
+    out["search (memory, throughput, reliability, cost)"] = time.perf_counter() - t
+    t = time.perf_counter()
+    ranked = rank(result.feasible, req)
+    alts, front = alternatives(ranked, 3), frontier(result.feasible)
+    out["rank + frontier"] = time.perf_counter() - t
+    t = time.perf_counter()
+    if ranked:
+        [plan_dict(c, req, True, fit) for c in [ranked[0], *alts, *front]]
+    out["report"] = time.perf_counter() - t
+    out["_candidates"] = result.stats.candidates
+    out["_setups"] = result.stats.setups_evaluated
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=5)
+    repeat = parser.parse_args().repeat
+    from infra.catalog import default_catalog
+
+    print(f"catalog: {len(default_catalog().all_offers)} offers; python {sys.version.split()[0]}")
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "cli", "--help"], cwd=ROOT, check=True, capture_output=True)
+    print(f"trainfleet --help: {time.perf_counter() - t:.3f} s")
+    for args in CASES:
+        times = whole_process(args, repeat)
+        st = stages(args)
+        print(f"\ntrainfleet plan {' '.join(args)}")
+        print(f"  whole CLI process: median {statistics.median(times):.3f} s, min {min(times):.3f} s "
+              f"over {repeat} runs")  # fmt: skip
+        print(f"  candidates {st.pop('_candidates'):,}, DeepSpeed setups evaluated {st.pop('_setups'):,}")
+        for name, sec in st.items():
+            print(f"  {name:<48} {sec * 1000:8.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

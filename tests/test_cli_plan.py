@@ -1,0 +1,195 @@
+"""`trainfleet plan` and `trainfleet estimate`, run as a user runs them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from infra.catalog import default_catalog
+from infra.stack_file import read_stack_file
+from tests.conftest import REPO, assert_one_line_error, run_trainfleet
+
+PLAN_KEYS = {
+    "cloud", "region", "zones", "instance_type", "accelerator", "accelerators_per_node", "nodes", "purchase",
+    "zero_stage", "offload", "micro_batch", "grad_accum", "activation_checkpointing",
+    "checkpoint_interval_minutes", "wallclock_hours", "expected_cost_usd", "breakdown",
+}  # fmt: skip
+BREAKDOWN = {"compute_usd", "interruption_loss_usd", "checkpoint_overhead_usd", "storage_usd", "egress_usd"}
+
+
+def plan_json(*args: str) -> dict:
+    result = run_trainfleet("plan", *args, "--json")
+    assert result.code == 0, result.stderr
+    return result.json()
+
+
+def test_quick_start_plan_meets_its_deadline():
+    data = plan_json("--model", "llama-7b", "--tokens", "200B", "--deadline", "72h")
+    assert set(data) >= {"best", "alternatives", "frontier"}
+    best = data["best"]
+    assert PLAN_KEYS <= set(best) and set(best["breakdown"]) == BREAKDOWN
+    assert best["wallclock_hours"] <= 72
+    parts = sum(best["breakdown"].values())
+    assert parts == pytest.approx(best["expected_cost_usd"], abs=0.05)
+    # the plan exists in the catalog, in one region, at the price it claims
+    offers = default_catalog().offers(
+        cloud=best["cloud"], region=best["region"], instance_type=best["instance_type"]
+    )
+    assert offers and set(best["zones"]) <= {o.zone for o in offers}
+    prices = {o.price(best["purchase"]) for o in offers if not best["zones"] or o.zone in best["zones"]}
+    assert best["price_usd_per_node_hour"] in {round(p, 6) for p in prices if p}
+    # nothing listed is cheaper than the best under the cost objective
+    for other in data["alternatives"] + data["frontier"]:
+        assert other["expected_cost_usd"] >= best["expected_cost_usd"] - 0.01
+        assert other["wallclock_hours"] <= 72
+
+
+def test_filters_budget_and_purchase_are_respected():
+    data = plan_json("--params", "13B", "--tokens", "100B", "--budget", "40000", "--clouds", "aws,gcp",
+                     "--purchase", "spot", "--top", "5")  # fmt: skip
+    plans = [data["best"], *data["alternatives"], *data["frontier"]]
+    assert len(data["alternatives"]) <= 4
+    for p in plans:
+        assert p["cloud"] in ("aws", "gcp") and p["purchase"] == "spot" and p["expected_cost_usd"] <= 40000
+
+
+def test_time_objective_is_fastest_within_max_nodes():
+    data = plan_json("--params", "70B", "--tokens", "100B", "--objective", "time", "--max-nodes", "16")
+    best = data["best"]
+    assert best["nodes"] <= 16
+    assert all(
+        p["wallclock_hours"] >= best["wallclock_hours"] for p in data["frontier"] + data["alternatives"]
+    )
+    # a 70B model does not fit one device without sharding: ZeRO-3 or offload
+    assert best["zero_stage"] == 3 or best["offload"] != "none"
+
+
+def test_time_value_trades_cost_for_hours():
+    cheap = plan_json("--params", "7B", "--tokens", "50B", "--accelerators", "A100-80GB,H100-80GB")["best"]
+    valued = plan_json("--params", "7B", "--tokens", "50B", "--accelerators", "A100-80GB,H100-80GB",
+                       "--time-value", "1000")["best"]  # fmt: skip
+    assert valued["wallclock_hours"] <= cheap["wallclock_hours"]
+    assert valued["expected_cost_usd"] >= cheap["expected_cost_usd"]
+
+
+def test_lora_lands_on_one_device():
+    best = plan_json("--model", "llama-7b", "--tokens", "1B", "--method", "lora")["best"]
+    assert best["nodes"] == 1 and best["accelerators_per_node"] == 1
+    full = plan_json("--model", "llama-7b", "--tokens", "1B", "--accelerators", best["accelerator"],
+                     "--max-nodes", "1")  # fmt: skip
+    assert full["best"]["expected_cost_usd"] > best["expected_cost_usd"]
+
+
+def test_explain_shows_formulas_and_inputs():
+    result = run_trainfleet("plan", "--model", "llama-7b", "--tokens", "20B", "--explain")
+    assert result.code == 0, result.stderr
+    for needle in ("6N + 12*L*h*s", "ln HFU", "Young/Daly", "device memory =", "cost =", "egress $0"):
+        assert needle in result.stdout, needle
+    data = plan_json("--model", "llama-7b", "--tokens", "20B", "--explain")
+    assert any("tokens/s per device" in line for line in data["best"]["explain"])
+
+
+def test_impossible_deadline_names_bound_and_closest_plan():
+    result = run_trainfleet(
+        "plan", "--params", "70B", "--tokens", "1T", "--deadline", "72h", "--max-nodes", "4"
+    )
+    assert_one_line_error(result, "deadline 72 h", "fastest plan that fits", " x ", " h at $")
+
+
+def test_impossible_budget_and_memory():
+    assert_one_line_error(
+        run_trainfleet("plan", "--params", "70B", "--tokens", "1T", "--budget", "100"),
+        "budget $100", "cheapest plan",
+    )  # fmt: skip
+    assert_one_line_error(
+        run_trainfleet("plan", "--params", "70B", "--tokens", "1B", "--accelerators", "T4", "--max-nodes", "1"),
+        "no offer fits", "in memory",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--model", "llama-7b", "--tokens", "7X"], "--tokens"),
+        (["--model", "lama-7b", "--tokens", "1B"], "llama-7b"),
+        (["--tokens", "1B"], "--model"),
+        (["--model", "llama-7b", "--tokens", "1B", "--clouds", "aws,ibm"], "ibm"),
+        (["--model", "llama-7b", "--tokens", "1B", "--accelerators", "A100"], "A100-"),
+        (["--model", "llama-7b", "--tokens", "1B", "--purchase", "reserved"], "--purchase"),
+        (["--model", "llama-7b", "--tokens", "1B", "--deadline", "soon"], "--deadline"),
+        (["--model", "llama-7b", "--tokens", "1B", "--method", "qlora"], "--method"),
+    ],
+)
+def test_bad_input_is_one_line(args, needle):
+    assert_one_line_error(run_trainfleet("plan", *args), needle)
+
+
+def test_write_stack_writes_a_valid_stack_and_refuses_to_overwrite(tmp_path):
+    args = (
+        "plan",
+        "--params",
+        "7B",
+        "--tokens",
+        "50B",
+        "--time-value",
+        "100",
+        "--write-stack",
+        "dev",
+        "--json",
+    )
+    result = run_trainfleet(*args, cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    path = tmp_path / "stacks" / "Pulumi.dev.yaml"
+    best = result.json()["best"]
+    stack = read_stack_file(path)  # validates through StackConfig, against the catalog
+    cfg = stack.config
+    assert cfg.job.params == 7 * 10**9 and cfg.job.tokens == 50 * 10**9
+    assert cfg.job.planned_hours == pytest.approx(best["wallclock_hours"], rel=1e-3)
+    assert cfg.job.planned_cost_usd == pytest.approx(best["expected_cost_usd"], rel=1e-3)
+    fleet = cfg.fleets[0]
+    assert (fleet.cloud, fleet.region, fleet.instance_type, fleet.nodes) == (
+        best["cloud"], best["region"], best["instance_type"], best["nodes"])  # fmt: skip
+    assert fleet.zones == best["zones"] and fleet.purchase == best["purchase"]
+    assert cfg.deepspeed.zero_stage == best["zero_stage"]
+    assert (cfg.deepspeed.micro_batch, cfg.deepspeed.grad_accum) == (best["micro_batch"], best["grad_accum"])
+    assert cfg.checkpoint.interval_minutes == pytest.approx(best["checkpoint_interval_minutes"], abs=0.05)
+    before = path.read_text()
+    again = run_trainfleet(*args, cwd=tmp_path)
+    assert_one_line_error(again, "exists", "--force")
+    assert path.read_text() == before
+    forced = run_trainfleet(*args, "--force", cwd=tmp_path)
+    assert forced.code == 0, forced.stderr
+
+
+def test_estimate_prices_a_fixed_choice():
+    result = run_trainfleet("estimate", "--params", "6.7B", "--tokens", "1000B", "--accelerator", "A100-80GB",
+                            "--devices", "2048", "--json")  # fmt: skip
+    assert result.code == 0, result.stderr
+    d = result.json()
+    assert {"gpu_hours", "wallclock_hours", "cost_usd", "mfu", "tokens_per_second", "assumptions"} <= set(d)
+    assert 0 < d["mfu"] < 1 and d["devices"] == 2048
+    assert d["gpu_hours"] == pytest.approx(d["wallclock_hours"] * 2048, rel=1e-3)
+    # tokens / throughput gives the useful hours, the rest is interruption/checkpoint overhead
+    assert d["useful_hours"] == pytest.approx(1e12 / d["tokens_per_second"] / 3600, rel=1e-3)
+    assert d["wallclock_hours"] >= d["useful_hours"]
+    assert d["cost_usd"] == pytest.approx(d["wallclock_hours"] * d["nodes"] * d["price_usd_per_node_hour"]
+                                          + d["breakdown"]["storage_usd"], rel=1e-3)  # fmt: skip
+    assert isinstance(d["assumptions"], list) and d["assumptions"]
+
+
+def test_estimate_bad_devices_is_one_line():
+    result = run_trainfleet("estimate", "--params", "7B", "--tokens", "1B", "--accelerator", "H200",
+                            "--devices", "12")  # fmt: skip
+    assert_one_line_error(result, "--devices 12", "8 per node", "multiple")
+    result = run_trainfleet("estimate", "--params", "7B", "--tokens", "1B", "--accelerator", "H100",
+                            "--devices", "8")  # fmt: skip
+    assert_one_line_error(result, "H100-80GB")
+
+
+def test_help_does_not_import_the_planner():
+    code = "import sys; from cli.app import _register; _register(); print(any(m.startswith('cli.planner') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    assert run_trainfleet("--help").code == 0
