@@ -153,3 +153,37 @@ def make_step(ckpt_dir: Path, step: int, files: dict[str, int | bytes]) -> Path:
     tmp.rename(final)
     (final / "COMPLETE").touch()
     return final
+
+
+class GcsEmulator:
+    """gcp-storage-emulator (PyPI) in its own process on 127.0.0.1, in memory, one default bucket."""
+
+    LAUNCH = (
+        "import sys\n"
+        "from gcp_storage_emulator.server import create_server\n"
+        "s = create_server('127.0.0.1', 0, in_memory=True, default_bucket=sys.argv[1])\n"
+        "s.start()\n"
+        "print(s._api._httpd.server_address[1], flush=True)\n"
+        "s._api.join_event = None\n"
+        "import time\n"
+        "while True: time.sleep(3600)\n"
+    )
+
+    def __init__(self, bucket: str):
+        self.p = subprocess.Popen(
+            [sys.executable, "-c", self.LAUNCH, bucket],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        port = self.p.stdout.readline().strip()
+        if not port.isdigit():
+            self.stop()
+            raise RuntimeError("gcp-storage-emulator did not start")
+        self.host = f"127.0.0.1:{port}"
+        self.url = "http://" + self.host
+
+    def stop(self):
+        if self.p.poll() is None:
+            os.kill(self.p.pid, signal.SIGKILL)
+            self.p.wait(10)

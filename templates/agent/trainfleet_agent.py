@@ -640,6 +640,23 @@ class GcsStore(ObjectStore):
         return r
 
     def _upload(self, key, body, size):
+        """Large files: a streamed ``uploadType=media`` request. Small ones: ``uploadType=multipart``."""
+        if isinstance(body, (bytes, bytearray)):  # noqa: UP038
+            boundary = "trainfleet" + hashlib.sha256(bytes(body)).hexdigest()[:24]
+            meta = json.dumps({"name": key}).encode()
+            data = b"".join(
+                [
+                    f"--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n".encode(),
+                    meta,
+                    f"\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n\r\n".encode(),
+                    bytes(body),
+                    f"\r\n--{boundary}--\r\n".encode(),
+                ]
+            )
+            url = f"{self.base}/upload/storage/v1/b/{_q(self.bucket)}/o?uploadType=multipart"
+            hdrs = self._h({"Content-Type": f"multipart/related; boundary={boundary}"})
+            self._check(http_request("POST", url, hdrs, data, timeout=60), "gcs upload " + key)
+            return
         q = urllib.parse.urlencode({"uploadType": "media", "name": key})
         url = f"{self.base}/upload/storage/v1/b/{_q(self.bucket)}/o?{q}"
         hdrs = self._h({"Content-Type": "application/octet-stream", "Content-Length": str(size)})
@@ -649,6 +666,11 @@ class GcsStore(ObjectStore):
         with_retries(lambda: self._upload(key, data, len(data)), "gcs put " + key)
 
     def put_file(self, key, path, size, sha256):
+        if size < CHUNK:
+            with open(path, "rb") as f:
+                data = f.read()
+            return self.put_bytes(key, data)
+
         def once():
             with open(path, "rb") as f:
                 self._upload(key, f, size)
@@ -1099,7 +1121,9 @@ class NoticeSource:
         params = {"wait_for_change": "true", "timeout_sec": str(int(max(1, self.poll_s * 10)))}
         if self._etag:
             params["last_etag"] = self._etag
-        val, etag = self.md.get("instance/preempted", params, timeout=float(params["timeout_sec"]) + 5)
+        val, etag = self.md.get(
+            "instance/preempted", params, timeout=float(params["timeout_sec"]) + self.timeout_s
+        )
         self._etag = etag or None
         if (val or "").strip().upper() == "TRUE":
             return [Notice("gcp-preempted", True, val.strip(), self._deadline())]
