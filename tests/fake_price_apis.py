@@ -90,6 +90,7 @@ class FakePriceApis:
             azure_cost_rows or []
         )  # dicts: cost, date (YYYYMMDD int), service, currency, tags
         self.bigquery_tables: set[str] = set()
+        self.bigquery_page_size = 2
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -442,7 +443,10 @@ class FakePriceApis:
         job = f"job_{len(self.requests)}"
         self._bq_results = getattr(self, "_bq_results", {})
         self._bq_results[job] = result
-        self._bq_page(h, project, job, 0, int(req.get("maxResults", 2)), first=True)
+        # Like BigQuery (which pages by response size too), answer at most bigquery_page_size rows a page.
+        self._bq_page(
+            h, project, job, 0, min(int(req.get("maxResults", 1000)), self.bigquery_page_size), first=True
+        )
 
     def bigquery_results(self, h, project: str, job: str, query: dict) -> None:
         if not self._bq_auth(h):
@@ -604,5 +608,7 @@ def isolated_env(home) -> dict[str, str]:
         "GOOGLE_API_KEY": "",
         "GOOGLE_OAUTH_ACCESS_TOKEN": "",
         "AZURE_ACCESS_TOKEN": "",
-        "PATH": str(home / "no-bin"),  # no gcloud/az from the developer's machine (the CLI runs by absolute path)
+        "PATH": str(
+            home / "no-bin"
+        ),  # no gcloud/az from the developer's machine (the CLI runs by absolute path)
     }
