@@ -151,6 +151,8 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
             out.update(flatten(v, f"{prefix}[{i}]"))
     elif value == UNKNOWN:
         out[prefix] = "(known after apply)"
+    elif isinstance(value, float) and value.is_integer():
+        out[prefix] = int(value)  # protobuf numbers arrive as floats: 2.0 is the 2 the program wrote
     else:
         out[prefix] = value
     return out
