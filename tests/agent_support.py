@@ -187,3 +187,54 @@ class GcsEmulator:
         if self.p.poll() is None:
             os.kill(self.p.pid, signal.SIGKILL)
             self.p.wait(10)
+
+
+AZURITE_BIN = REPO / ".venv" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
+# Azurite's documented development account (public, fixed in Azurite and the Azure Storage Emulator).
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+class Azurite:
+    """Azurite's blob service (npm, installed by .ci/run under .venv/azurite) in memory on 127.0.0.1."""
+
+    def __init__(self, workdir: Path):
+        self.p = subprocess.Popen(
+            [str(AZURITE_BIN), "--blobHost", "127.0.0.1", "--blobPort", "0", "--inMemoryPersistence",
+             "--disableTelemetry", "--skipApiVersionCheck", "--silent"],
+            cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        self.url = None
+        end = time.time() + 30
+        while time.time() < end:
+            line = self.p.stdout.readline()
+            m = re.search(r"listens on (http://127\.0\.0\.1:\d+)", line or "")
+            if m:
+                self.url = m.group(1)
+                break
+            if not line and self.p.poll() is not None:
+                break
+        if not self.url:
+            self.stop()
+            raise RuntimeError("azurite did not start")
+        threading.Thread(target=lambda: [None for _ in self.p.stdout], daemon=True).start()
+        self.endpoint = f"{self.url}/{AZURITE_ACCOUNT}"
+
+    def stop(self):
+        if self.p.poll() is None:
+            os.kill(self.p.pid, signal.SIGTERM)
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.p.pid, signal.SIGKILL)
+                self.p.wait(10)
+
+
+def load_agent_module():
+    """The agent file as a module (for test setup such as creating an Azure container)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("trainfleet_agent_under_test", AGENT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
