@@ -182,3 +182,25 @@ def test_kill_9_mid_refresh_never_corrupts_the_overlay(tmp_path):
         assert kills_during_run >= 6  # the kills really landed mid-refresh
     finally:
         fake.stop()
+
+
+def test_unwritable_overlay_location_is_one_line(tmp_path):
+    blocker = tmp_path / "file-not-dir"
+    blocker.write_text("x")
+    fake = FakePriceApis().start()
+    try:
+        env = {**isolated_env(tmp_path), **fake.env()}
+        result = run_trainfleet(
+            "catalog",
+            "refresh",
+            "--cloud",
+            "azure",
+            "--regions",
+            "westus",
+            "--overlay",
+            str(blocker / "o.csv"),
+            env=env,
+        )
+    finally:
+        fake.stop()
+    assert_one_line_error(result, "cannot write the catalog overlay", "TRAINFLEET_HOME")

@@ -47,7 +47,7 @@ def refresh_command(
         TextColumn("{task.description}"),
         TimeElapsedColumn(),
         console=err_console,
-        transient=False,
+        transient=True,  # the bar while it runs; the table stays
     )
     task = None
 

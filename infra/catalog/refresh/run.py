@@ -153,7 +153,10 @@ def refresh(
     as_of = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     report = RefreshReport(cloud, overlay, as_of)
     remove_stale_temp_files(overlay)
-    previous = load_previous(overlay, report.notes)
+    try:
+        previous = load_previous(overlay, report.notes)
+    except OSError as exc:
+        raise TrainfleetError(f"cannot read the catalog overlay {overlay} ({exc.strerror or exc})") from None
     # Hardware facts for every known instance type of this cloud: the snapshot, then earlier refreshes.
     known = [o for o in merge(snapshot, previous) if o.cloud == cloud]
     on_start(chosen)
@@ -185,7 +188,13 @@ def refresh(
             result, rows = future.result()
             if rows:  # merge and write now: regions done so far survive a crash later on
                 current = merge(current, rows)
-                write_overlay(overlay, current)
+                try:
+                    write_overlay(overlay, current)
+                except OSError as exc:
+                    raise TrainfleetError(
+                        f"cannot write the catalog overlay {overlay} ({exc.strerror or exc}); "
+                        f"use --overlay PATH or set TRAINFLEET_HOME to a writable folder"
+                    ) from None
             report.regions.append(result)
             on_region(result)
     report.regions.sort(key=lambda r: chosen.index(r.region))
