@@ -104,8 +104,13 @@ def test_impossible_budget_and_memory():
         "budget $100", "cheapest plan",
     )  # fmt: skip
     assert_one_line_error(
-        run_trainfleet("plan", "--params", "70B", "--tokens", "1B", "--accelerators", "T4", "--max-nodes", "1"),
+        run_trainfleet("plan", "--params", "70B", "--tokens", "1B", "--accelerators", "T4", "--max-nodes", "1",
+                       "--precision", "fp16"),
         "no offer fits", "in memory",
+    )  # fmt: skip
+    assert_one_line_error(
+        run_trainfleet("plan", "--params", "7B", "--tokens", "1B", "--precision", "fp8", "--accelerators", "A100-80GB"),
+        "no catalog offer is usable for fp8",
     )  # fmt: skip
 
 

@@ -23,7 +23,10 @@ SeqOpt = Annotated[int, typer.Option("--seq-len", min=128, max=1_048_576, help="
 PrecOpt = Annotated[str, typer.Option("--precision", help="bf16, fp16, fp8 or fp32")]
 MethodOpt = Annotated[str, typer.Option("--method", help="full (pre-training / full fine-tune) or lora")]
 RankOpt = Annotated[int, typer.Option("--lora-rank", min=1, max=1024, help="LoRA rank")]
-BatchOpt = Annotated[str, typer.Option("--global-batch", help="tokens per optimizer step, e.g. 4M")]
+BatchOpt = Annotated[
+    str | None,
+    typer.Option("--global-batch", help="tokens per optimizer step; default 4M (full), 256K (lora)"),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of tables.")]
 ExplainOpt = Annotated[
     bool, typer.Option("--explain", help="Show the formulas and inputs behind every figure.")
@@ -68,7 +71,7 @@ def _workload(model, params, tokens, seq_len, precision, method, lora_rank, glob
     _choice(method, ("full", "lora"), "--method")
     shape = resolve_shape(model, parse_count(params, "--params") if params else None)
     return Workload(shape, parse_count(tokens, "--tokens"), seq_len, precision, method, lora_rank,
-                    parse_count(global_batch, "--global-batch"))  # fmt: skip
+                    parse_count(global_batch or ("4M" if method == "full" else "256K"), "--global-batch"))  # fmt: skip
 
 
 @app.command("plan")
@@ -80,7 +83,7 @@ def plan_command(
     precision: PrecOpt = "bf16",
     method: MethodOpt = "full",
     lora_rank: RankOpt = 16,
-    global_batch: BatchOpt = "4M",
+    global_batch: BatchOpt = None,
     clouds: Annotated[str | None, typer.Option(help="comma list: aws,gcp,azure")] = None,
     regions: Annotated[str | None, typer.Option(help="comma list, e.g. us-east-1,us-central1")] = None,
     accelerators: Annotated[str | None, typer.Option(help="comma list, e.g. H100-80GB,A100-80GB")] = None,
@@ -256,7 +259,7 @@ def estimate_command(
     precision: PrecOpt = "bf16",
     method: MethodOpt = "full",
     lora_rank: RankOpt = 16,
-    global_batch: BatchOpt = "4M",
+    global_batch: BatchOpt = None,
     instance_type: Annotated[
         str | None, typer.Option(help="node type; default: the cheapest that carries it")
     ] = None,

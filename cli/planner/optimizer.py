@@ -82,6 +82,11 @@ class Candidate:
     def devices(self) -> int:
         return self.nodes * self.hardware.devices_per_node
 
+    @property
+    def checkpoint_interval_minutes(self) -> float:
+        """The Young/Daly interval as the stack file states it (0.1 min steps, at least 1 min)."""
+        return max(1.0, round(self.rel.interval_s / 60, 1))
+
     def score(self, req: Request) -> tuple[float, float, float]:
         if req.objective == "time":
             return (self.wall_hours, self.cost_usd, 0.0)
@@ -98,6 +103,8 @@ class Stats:
     offers_considered: int = 0
     offers_skipped: dict[str, int] = field(default_factory=dict)
     hardware_evaluated: int = 0
+    price_points: int = 0  # offer x purchase pairs with usable hardware
+    unbearable: int = 0  # fit memory but interruptions would dominate the run
     setups_evaluated: int = 0
     candidates: int = 0
 
@@ -230,6 +237,7 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
         if hw is None:
             stats.skip(f"no peak TFLOP/s for {w.precision} or unknown accelerator")
             continue
+        stats.price_points += 1
         for nodes in counts:
             key = (hw, nodes)
             if key not in hw_cache:
@@ -242,6 +250,8 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
             stats.candidates += 1
             if c.rel.feasible:
                 unbounded.append(c)
+            else:
+                stats.unbearable += 1
     feasible = [c for c in unbounded if meets_bounds(c, req)]
     return Search(req, feasible, unbounded, stats)
 

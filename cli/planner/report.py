@@ -52,7 +52,7 @@ def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None
         "micro_batch": st.micro_batch,
         "grad_accum": st.grad_accum,
         "activation_checkpointing": s.checkpointing,
-        "checkpoint_interval_minutes": round(c.rel.interval_s / 60, 2),
+        "checkpoint_interval_minutes": c.checkpoint_interval_minutes,
         "wallclock_hours": round(c.wall_hours, 3),
         "useful_hours": round(c.rel.useful_hours, 3),
         "gpu_hours": round(c.wall_hours * c.devices, 1),
@@ -102,10 +102,22 @@ def impossible(result: Search) -> TrainfleetError:
     """One line: which bound fails, and the closest plan."""
     req, w = result.request, result.request.workload
     what = f"{w.shape.name} ({w.params / 1e9:.3g}B params, {w.method})"
-    if not result.unbounded:
-        skipped = "; ".join(f"{n} offers: {why}" for why, n in result.stats.offers_skipped.items())
+    stats = result.stats
+    priced = "a known" if req.purchase == "any" else f"a {req.purchase}"
+    skipped = "; ".join(f"{n} offers: {why}" for why, n in stats.offers_skipped.items())
+    if not stats.price_points:
         return TrainfleetError(
-            f"no offer fits {what} in memory with up to {req.max_nodes} nodes and a {req.purchase} price"
+            f"no catalog offer is usable for {w.precision} with {priced} price under these filters"
+            f"{' (' + skipped + ')' if skipped else ''}; widen --clouds/--regions/--accelerators or --purchase"
+        )
+    if not result.unbounded and stats.unbearable:
+        return TrainfleetError(
+            f"every plan that fits {what} in memory would spend most of its time on spot interruptions and "
+            f"restarts ({stats.unbearable} candidates); use --purchase on-demand or any"
+        )
+    if not result.unbounded:
+        return TrainfleetError(
+            f"no offer fits {what} in memory with up to {req.max_nodes} nodes and {priced} price"
             f"{' (' + skipped + ')' if skipped else ''}; raise --max-nodes, allow more --clouds/--accelerators, "
             f"or try --method lora"
         )

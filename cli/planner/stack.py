@@ -57,7 +57,7 @@ def plan_sections(c: Candidate, req: Request, name: str | None = None) -> dict[s
             "grad_accum": s.step.grad_accum,
             "activation_checkpointing": s.checkpointing,
         },
-        "checkpoint": {"interval_minutes": max(1.0, round(c.rel.interval_s / 60, 1))},
+        "checkpoint": {"interval_minutes": c.checkpoint_interval_minutes},
     }
 
 
