@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from cli.planner.calibration import Fit, attention_share, family_of
+from cli.planner.calibration import Fit, family_of
 from cli.planner.memory import Sharding
 from cli.planner.workload import Workload
 
@@ -122,9 +122,7 @@ def step(
     devices = g * nodes
     ga = grad_accum if grad_accum is not None else grad_accum_for(w, micro_batch, devices)
     fam, _ = family_of(hw.accelerator, w.precision)
-    dense = 6.0 if w.method == "full" else 4.0
-    share = attention_share(w.shape.layers, w.shape.hidden, w.seq_len, w.params, dense)
-    mfu = fit.mfu(fam, w.shape.hidden, share, devices, micro_batch * w.seq_len, checkpointing)
+    mfu = fit.mfu(fam, w.shape.hidden, w.attention_share, devices, micro_batch * w.seq_len, checkpointing)
     compute = micro_batch * w.seq_len * w.flops_per_token / (mfu * hw.peak_tflops * 1e12)
     size = 2.0 * w.trainable_params
     if devices == 1:

@@ -9,6 +9,7 @@ FLOPs per trained token follow the PaLM/llm-foundry convention used by the calib
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from cli.planner.presets import PRESETS, ModelShape, shape_for_params
 from infra.errors import TrainfleetError, did_you_mean
@@ -17,7 +18,7 @@ BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
 LORA_TARGETS = 4  # adapters on the q, k, v and o projections of every layer
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Workload:
     shape: ModelShape
     tokens: int
@@ -31,28 +32,37 @@ class Workload:
     def params(self) -> int:
         return self.shape.params
 
-    @property
+    @cached_property
     def trainable_params(self) -> int:
         """full: every parameter; lora: 2 * rank * hidden per adapted (hidden x hidden) matrix."""
         if self.method == "full":
             return self.params
         return LORA_TARGETS * 2 * self.lora_rank * self.shape.hidden * self.shape.layers
 
-    @property
+    @cached_property
     def attention_flops_per_token(self) -> float:
         return 12.0 * self.shape.layers * self.shape.hidden * self.seq_len
 
-    @property
+    @cached_property
+    def dense_flops_factor(self) -> float:
+        """6 for full training, 4 for LoRA (no weight gradients for the frozen base)."""
+        return 6.0 if self.method == "full" else 4.0
+
+    @cached_property
+    def attention_share(self) -> float:
+        """Share of the FLOPs per token spent on attention scores."""
+        return self.attention_flops_per_token / self.flops_per_token
+
+    @cached_property
     def flops_per_token(self) -> float:
         """Model FLOPs per trained token (what MFU counts)."""
-        dense = 6.0 if self.method == "full" else 4.0
-        return dense * self.params + self.attention_flops_per_token
+        return self.dense_flops_factor * self.params + self.attention_flops_per_token
 
-    @property
+    @cached_property
     def total_flops(self) -> float:
         return self.flops_per_token * self.tokens
 
-    @property
+    @cached_property
     def checkpoint_bytes(self) -> float:
         """A resumable checkpoint: 16-bit weights plus fp32 master, Adam m and v (2 + 12 bytes/param) of
         what is trained; LoRA saves only the adapters (the base is already in the bucket)."""
