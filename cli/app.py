@@ -33,6 +33,7 @@ COMMAND_MODULES = [
     "cli.commands.plan",
     "cli.commands.stacks",
     "cli.commands.preview",
+    "cli.commands.render",
 ]
 
 

@@ -126,20 +126,45 @@ def weights_digest(engine) -> str:
     return h.hexdigest()
 
 
+def _node_files(folder: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
 def save(engine, ckpt_dir: Path, run_dir: Path, step: int, loss: float, local_rank: int) -> None:
-    """Write step-<N> atomically: temp folder, rename, then COMPLETE last (per node, local rank 0)."""
+    """Write step-<N> atomically: temp folder, rename, then COMPLETE last.
+
+    One node: every rank writes its shard files there. Several nodes (no shared disk): each node's shards
+    are gathered to the node of global rank 0, which alone holds the complete checkpoint (and so alone
+    uploads it); at every (re)launch every node restores it from the bucket (trainfleet-boot.sh)."""
     tag = f"step-{step:08d}"
     final = ckpt_dir / tag
     tmp_root = ckpt_dir / ".tmp"
+    rank = dist.get_rank()
+    nodes = dist.get_world_size() // int(os.environ.get("LOCAL_SIZE", dist.get_world_size()))
     if local_rank == 0:
         shutil.rmtree(tmp_root / tag, ignore_errors=True)
         tmp_root.mkdir(parents=True, exist_ok=True)
     dist.barrier()
-    if (final / "COMPLETE").exists():
+    already = torch.tensor([float((final / "COMPLETE").exists() and rank == 0)], device=engine.device)
+    dist.all_reduce(already, op=dist.ReduceOp.MAX)
+    if already.item():
         return  # already saved at this step (e.g. a request landed on the final step)
     engine.save_checkpoint(str(tmp_root), tag=tag, client_state={"step": step}, save_latest=False)
     dist.barrier()
-    if local_rank == 0:
+    if nodes > 1:
+        mine = _node_files(tmp_root / tag) if local_rank == 0 and rank != 0 else {}
+        gathered: list = [None] * dist.get_world_size() if rank == 0 else None
+        dist.gather_object(mine, gathered, dst=0)
+        if rank == 0:
+            for files in gathered:
+                for rel, data in (files or {}).items():
+                    out = tmp_root / tag / rel
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    out.write_bytes(data)
+    if local_rank == 0 and rank != 0 and nodes > 1:
+        shutil.rmtree(tmp_root / tag, ignore_errors=True)  # node 0 holds the whole checkpoint
+        (run_dir / "checkpoint-requested").unlink(missing_ok=True)
+    elif local_rank == 0:
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp_root / tag, final)
         marker = final / "COMPLETE.tmp"
@@ -153,15 +178,20 @@ def save(engine, ckpt_dir: Path, run_dir: Path, step: int, loss: float, local_ra
 
 
 def resume(engine, ckpt_dir: Path, device) -> int:
-    """Load the newest complete step every rank has; 0 if none."""
+    """Load the newest complete step, which every node must have (the boot script restores it); 0 if none."""
     have = step_dirs(ckpt_dir)
     newest = torch.tensor([max(have, default=0)], device=device)
-    dist.all_reduce(newest, op=dist.ReduceOp.MIN)
+    lowest = newest.clone()
+    dist.all_reduce(newest, op=dist.ReduceOp.MAX)
+    dist.all_reduce(lowest, op=dist.ReduceOp.MIN)
     step = int(newest.item())
     if step == 0:
         return 0
-    if step not in have:
-        raise SystemExit(f"trainfleet-train: step-{step:08d} is not complete on every node")
+    if step != int(lowest.item()) or step not in have:
+        raise SystemExit(
+            f"trainfleet-train: step-{step:08d} is not on every node; restore it from the bucket first "
+            "(trainfleet-boot.sh does at every launch)"
+        )
     _, client = engine.load_checkpoint(str(ckpt_dir), tag=f"step-{step:08d}")
     print(f"trainfleet-train: resumed from step-{step:08d}", flush=True)
     return int(client["step"])

@@ -1,0 +1,276 @@
+"""What the node gets, checked by running it: ds_config from the stack (and DeepSpeed's own config parser),
+the Gaudi variant, the AWS fetch script against moto's S3 (environment credentials and the IMDSv2 role),
+and the boot script's restore step keeping every node on the bucket's latest checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import boto3
+import pytest
+
+from infra.config import StackConfig
+from infra.stack_file import list_stack_files, read_stack_file
+from infra.userdata import ds_config, is_gaudi, render_user_data
+from tests.agent_support import AGENT, MotoServer, make_step
+from tests.conftest import STACKS
+from tests.metadata_servers import AwsImds
+
+
+def stack(fleet: dict | None = None, **sections) -> StackConfig:
+    base = {
+        "job": {"name": "tj", "params": "1B", "tokens": "1B"},
+        "fleets": [
+            fleet
+            or {
+                "name": "ff",
+                "cloud": "aws",
+                "region": "us-east-1",
+                "instance_type": "g5.12xlarge",
+                "nodes": 2,
+            }
+        ],
+    }
+    return StackConfig.from_sections({**base, **sections})
+
+
+@pytest.mark.parametrize(
+    "deepspeed,precision,expect",
+    [
+        (
+            {
+                "zero_stage": 3,
+                "offload_optimizer": "cpu",
+                "offload_param": "nvme",
+                "micro_batch": 2,
+                "grad_accum": 16,
+            },
+            "bf16",
+            {"stage": 3, "opt": "cpu", "param": "nvme", "micro": 2, "accum": 16, "bf16": True, "fp16": False},
+        ),
+        (
+            {"zero_stage": 1, "micro_batch": 8, "grad_accum": 1},
+            "fp16",
+            {"stage": 1, "opt": None, "param": None, "micro": 8, "accum": 1, "bf16": False, "fp16": True},
+        ),
+        (
+            {"zero_stage": 0, "micro_batch": 1, "grad_accum": 4, "activation_checkpointing": True},
+            "fp32",
+            {"stage": 0, "opt": None, "param": None, "micro": 1, "accum": 4, "bf16": False, "fp16": False},
+        ),
+    ],
+)
+def test_ds_config_follows_the_stack(deepspeed, precision, expect):
+    config = stack(
+        deepspeed=deepspeed, job={"name": "tj", "params": "1B", "tokens": "1B", "precision": precision}
+    )
+    c = ds_config(config, config.fleets[0])
+    zero = c["zero_optimization"]
+    assert zero["stage"] == expect["stage"]
+    assert zero.get("offload_optimizer", {}).get("device") == expect["opt"]
+    assert zero.get("offload_param", {}).get("device") == expect["param"]
+    if expect["param"] == "nvme":
+        assert zero["offload_param"]["nvme_path"].startswith("/var/lib/trainfleet")
+    assert c["train_micro_batch_size_per_gpu"] == expect["micro"]
+    assert c["gradient_accumulation_steps"] == expect["accum"]
+    assert c["bf16"]["enabled"] is expect["bf16"] and c["fp16"]["enabled"] is expect["fp16"]
+    assert ("activation_checkpointing" in c) is config.deepspeed.activation_checkpointing
+    # The node gets exactly this, as JSON.
+    rendered = render_user_data("t", config, config.fleets[0], bucket="b", group="g")
+    assert json.loads(rendered.parts["ds_config.json"]) == c
+
+
+@pytest.mark.parametrize("path", list_stack_files(STACKS.parent), ids=lambda p: p.name)
+def test_deepspeed_accepts_every_stacks_ds_config(path):
+    pytest.importorskip("deepspeed")
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    config = read_stack_file(path).config
+    for fleet in config.fleets:
+        c = ds_config(config, fleet)
+        parsed = DeepSpeedConfig(c)  # DeepSpeed's own validation (pydantic models)
+        assert parsed.zero_optimization_stage == config.deepspeed.zero_stage
+        assert parsed.gradient_accumulation_steps == config.deepspeed.grad_accum
+        assert parsed.train_micro_batch_size_per_gpu == config.deepspeed.micro_batch
+
+
+def test_gaudi_fleets_get_habanas_deepspeed_and_environment():
+    gaudi = stack(
+        {"name": "gg", "cloud": "aws", "region": "us-east-1", "instance_type": "dl1.24xlarge", "nodes": 2}
+    )
+    nvidia = stack()
+    assert is_gaudi(gaudi.fleets[0]) and not is_gaudi(nvidia.fleets[0])
+    g = render_user_data("s", gaudi, gaudi.fleets[0], bucket="b", group="g").parts
+    n = render_user_data("s", nvidia, nvidia.fleets[0], bucket="b", group="g").parts
+    assert "DS_ACCELERATOR=hpu" in g["trainfleet.env"] and "PT_HPU_LAZY_MODE=1" in g["trainfleet.env"]
+    assert "HabanaAI/DeepSpeed" in g["trainfleet.env"]
+    assert "TRAINFLEET_SLOTS=8" in g["trainfleet.env"]  # 8 Gaudi cards per dl1.24xlarge
+    assert "export DS_ACCELERATOR PT_HPU_LAZY_MODE" in g["trainfleet-launch.sh"]
+    assert "hpu" not in n["trainfleet.env"].lower() and "HabanaAI" not in n["trainfleet.env"]
+    assert "TRAINFLEET_SLOTS=4" in n["trainfleet.env"]  # 4 x A10G per g5.12xlarge
+    for parts in (g, n):
+        assert "--no_ssh --node_rank" in parts["trainfleet-launch.sh"]
+
+
+def test_gaudi_stack_files_render_the_gaudi_variant():
+    found = False
+    for path in list_stack_files(STACKS.parent):
+        config = read_stack_file(path).config
+        for fleet in config.fleets:
+            if is_gaudi(fleet):
+                found = True
+                env = render_user_data("s", config, fleet, bucket="b", group="g").parts["trainfleet.env"]
+                assert "DS_ACCELERATOR=hpu" in env
+    if not found:
+        pytest.skip("no stack with a Gaudi fleet in stacks/")
+
+
+@pytest.fixture(scope="module")
+def moto():
+    srv = MotoServer()
+    yield srv
+    srv.stop()
+
+
+def s3(moto):
+    return boto3.client(
+        "s3", endpoint_url=moto.url, region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t"
+    )
+
+
+def fetch_setup(moto, tmp_path, upload=True, tamper=False):
+    config = stack()
+    bucket = "fetch-" + uuid.uuid4().hex[:10]
+    s3(moto).create_bucket(Bucket=bucket)
+    r = render_user_data("t", config, config.fleets[0], bucket=bucket, group="g")
+    home = tmp_path / "opt"
+    script = tmp_path / "trainfleet-fetch.py"
+    script.write_text(r.parts["trainfleet-fetch.py"].replace("/opt/trainfleet", str(home)))
+    if upload:
+        for key, text in r.assets.items():
+            s3(moto).put_object(
+                Bucket=bucket, Key=key, Body=(text + "# tampered\n" if tamper else text).encode()
+            )
+    return r, home, script
+
+
+def run_fetch(script, env):
+    return subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | env,
+    )
+
+
+def test_fetch_installs_the_pinned_files_with_environment_credentials(moto, tmp_path):
+    r, home, script = fetch_setup(moto, tmp_path)
+    env = {
+        "AWS_ENDPOINT_URL": moto.url,
+        "AWS_ACCESS_KEY_ID": "t",
+        "AWS_SECRET_ACCESS_KEY": "t",
+        "AWS_REGION": "us-east-1",
+    }
+    result = run_fetch(script, env)
+    assert result.returncode == 0, result.stderr
+    assert (home / "trainfleet_agent.py").read_text() == r.parts["trainfleet_agent.py"]
+    assert (home / "train.py").read_text() == r.parts["train.py"]
+    assert os.access(home / "trainfleet_agent.py", os.X_OK)
+
+
+def test_fetch_signs_with_the_instance_role_from_imdsv2(moto, tmp_path):
+    r, home, script = fetch_setup(moto, tmp_path)
+    with AwsImds() as imds:
+        result = run_fetch(script, {"AWS_ENDPOINT_URL": moto.url, "TRAINFLEET_METADATA_URL": imds.url})
+        assert imds.count("/latest/meta-data/iam/security-credentials/", 200) >= 2
+    assert result.returncode == 0, result.stderr
+    assert (home / "trainfleet_agent.py").read_text() == r.parts["trainfleet_agent.py"]
+
+
+def test_fetch_refuses_a_file_that_does_not_match_its_pin(moto, tmp_path):
+    _, home, script = fetch_setup(moto, tmp_path, tamper=True)
+    env = {"AWS_ENDPOINT_URL": moto.url, "AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t"}
+    result = run_fetch(script, env | {"TRAINFLEET_FETCH_ATTEMPTS": "2"})
+    assert result.returncode == 1
+    assert "does not match its pinned sha256" in result.stderr
+    assert not (home / "trainfleet_agent.py").exists()
+
+
+def boot_node(tmp_path: Path, nodes: int, bucket: str, moto_url: str) -> tuple[Path, dict]:
+    config = stack(
+        {"name": "ff", "cloud": "aws", "region": "us-east-1", "instance_type": "g5.12xlarge", "nodes": nodes}
+    )
+    r = render_user_data("t", config, config.fleets[0], bucket=bucket, group="g")
+    state, home = tmp_path / "state", tmp_path / "opt"
+    home.mkdir(parents=True)
+    for name in ("trainfleet.env", "trainfleet-boot.sh"):
+        (home / name).write_text(
+            r.parts[name].replace("/var/lib/trainfleet", str(state)).replace("/opt/trainfleet", str(home))
+        )
+    (home / "trainfleet_agent.py").write_text(AGENT.read_text())
+    env = {
+        "TRAINFLEET_ENV_FILE": str(home / "trainfleet.env"),
+        "TRAINFLEET_PYTHON": sys.executable,
+        "AWS_ENDPOINT_URL": moto_url,
+        "AWS_ACCESS_KEY_ID": "t",
+        "AWS_SECRET_ACCESS_KEY": "t",
+        "AWS_REGION": "us-east-1",
+    }
+    prefix = r.parts["trainfleet.env"].split("TRAINFLEET_PREFIX=")[1].split("\n")[0]
+    return state, env | {"PREFIX": prefix}
+
+
+def upload_with_agent(env, ckpt_dir, bucket):
+    result = subprocess.run(
+        [sys.executable, str(AGENT), "sync", "--cloud", "aws", "--bucket", bucket, "--prefix", env["PREFIX"],
+         "--ckpt-dir", str(ckpt_dir)],
+        capture_output=True, text=True, timeout=60, env={**os.environ, **env},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+
+
+def restore_step(tmp_path, env):
+    home = tmp_path / "opt"
+    return subprocess.run(
+        ["bash", "-c", f'set -euo pipefail; . "{home}/trainfleet-boot.sh"; restore'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
+
+
+def test_boot_restore_puts_every_node_on_the_buckets_latest(moto, tmp_path):
+    bucket = "boot-" + uuid.uuid4().hex[:10]
+    s3(moto).create_bucket(Bucket=bucket)
+    # Another node made step 20 durable; this node has an older step 10 and a newer, never-synced step 30.
+    source = tmp_path / "source"
+    make_step(source, 20, {"model.pt": b"twenty"})
+    state, env = boot_node(tmp_path / "node", nodes=2, bucket=bucket, moto_url=moto.url)
+    upload_with_agent(env, source, bucket)
+    ckpt = state / "checkpoints"
+    make_step(ckpt, 10, {"model.pt": b"ten"})
+    make_step(ckpt, 30, {"model.pt": b"thirty, only here"})
+    result = restore_step(tmp_path / "node", env)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in ckpt.glob("step-*")) == ["step-00000010", "step-00000020"]
+    assert (ckpt / "step-00000020" / "model.pt").read_bytes() == b"twenty"
+    assert (ckpt / "step-00000020" / "COMPLETE").is_file()
+    assert (state / "stale" / "step-00000030" / "model.pt").is_file(), "moved aside, not deleted"
+
+
+def test_boot_restore_on_a_single_node_keeps_its_newer_local_checkpoint(moto, tmp_path):
+    bucket = "boot-" + uuid.uuid4().hex[:10]
+    s3(moto).create_bucket(Bucket=bucket)
+    state, env = boot_node(tmp_path / "node", nodes=1, bucket=bucket, moto_url=moto.url)
+    ckpt = state / "checkpoints"
+    make_step(ckpt, 30, {"model.pt": b"thirty"})
+    result = restore_step(tmp_path / "node", env)  # empty bucket: nothing to restore, nothing moved
+    assert result.returncode == 0, result.stderr
+    assert (ckpt / "step-00000030" / "COMPLETE").is_file()
