@@ -343,6 +343,7 @@ def _gcp_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) ->
                 limit_usd=config.budget.monthly_limit_usd,
                 thresholds_percent=list(config.budget.alert_thresholds_percent),
                 recipients=list(config.budget.recipients),
+                labels=labels,
             ),
         )
         exports["budgets"]["gcp"] = budget.budget_name

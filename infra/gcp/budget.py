@@ -21,6 +21,7 @@ class BudgetArgs:
     limit_usd: float
     thresholds_percent: list[float]
     recipients: list[str]
+    labels: dict[str, str]
 
 
 class Budget(pulumi.ComponentResource):
@@ -36,6 +37,7 @@ class Budget(pulumi.ComponentResource):
                 display_name=f"trainfleet budget: {email}",
                 type="email",
                 labels={"email_address": email},
+                user_labels=args.labels,
                 opts=child,
             )
             for i, email in enumerate(args.recipients)

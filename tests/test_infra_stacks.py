@@ -1,0 +1,579 @@
+"""Every stacks/Pulumi.*.yaml through the real Pulumi program under Pulumi's mock runtime.
+
+One program run per stack (module-scoped), then the properties a reviewer checks in an infra diff:
+spot settings match the config, IMDSv2, private encrypted buckets, no ingress from the internet, roles
+scoped to their bucket and group, budgets with notifications, billing exports, no secrets in user-data.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import math
+import re
+
+import pytest
+
+from infra import naming
+from infra.config import TAG_JOB, TAG_STACK
+from infra.mock_runtime import MOCK_AWS_ACCOUNT, ProgramRun, run_program
+from infra.program import fleet_zones, offers_efa
+from infra.stack_file import list_stack_files, read_stack_file
+from tests.conftest import STACKS
+
+STACK_FILES = {p.name.removeprefix("Pulumi.").removesuffix(".yaml"): p for p in list_stack_files(STACKS)}
+REQUIRED_STACKS = {"dev", "prod", "gcp-dev", "azure-dev", "gaudi"}
+OPEN = {"0.0.0.0/0", "::/0", "*", "Internet", "any"}
+
+# Secret *values* that must never appear in what a node receives as user-data. (The agent's code names
+# environment variables such as AWS_SECRET_ACCESS_KEY; a name is not a value, a value is what leaks.)
+SECRET_PATTERNS = {
+    "AWS access key id": re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
+    "AWS secret key value": re.compile(r"(?i)aws_secret_access_key\s*[=:]\s*['\"]?[A-Za-z0-9/+]{40}"),
+    "private key": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    "GCP service-account key": re.compile(r'"private_key"\s*:\s*"-----BEGIN'),
+    "Azure storage key": re.compile(r"AccountKey=[A-Za-z0-9+/]{40,}"),
+    "Azure SAS token": re.compile(r"[?&]sig=[A-Za-z0-9%+/]{20,}"),
+    "Azure client secret value": re.compile(r"(?i)client_secret\s*[=:]\s*['\"]?[A-Za-z0-9~._-]{30,}"),
+    "password value": re.compile(r"(?i)\bpassword\s*[:=]\s*['\"]?[^\s'\"$({]{6,}"),
+    "bearer token value": re.compile(r"Bearer [A-Za-z0-9._-]{20,}"),
+}
+
+
+MUST_BE_TAGGED = {
+    "aws:s3/bucket:Bucket": "tags",
+    "aws:ec2/launchTemplate:LaunchTemplate": "tags",
+    "aws:ec2/natGateway:NatGateway": "tags",
+    "gcp:storage/bucket:Bucket": "labels",
+    "gcp:compute/instanceTemplate:InstanceTemplate": "labels",
+    "azure-native:compute:VirtualMachineScaleSet": "tags",
+    "azure-native:storage:StorageAccount": "tags",
+    "azure-native:network:NatGateway": "tags",
+}
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, tuple]:
+    out = {}
+    for env, path in STACK_FILES.items():
+        sf = read_stack_file(path)
+        out[env] = (sf.config, run_program(env, sf.config))
+    return out
+
+
+def _stacks_on(cloud: str) -> list[str]:
+    return [
+        env
+        for env, p in STACK_FILES.items()
+        if any(f.cloud == cloud for f in read_stack_file(p).config.fleets)
+    ]
+
+
+def _decode(value: str) -> str:
+    raw = base64.b64decode(value, validate=True)
+    return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
+
+
+def _user_data_of(run: ProgramRun) -> list[tuple[str, str]]:
+    """(cloud, decoded cloud-config) for every group the run declares, exactly as passed to the provider."""
+    found = []
+    for lt in run.of_type("aws:ec2/launchTemplate:LaunchTemplate"):
+        found.append(("aws", _decode(lt.inputs["userData"])))
+    for tpl in run.of_type("gcp:compute/instanceTemplate:InstanceTemplate"):
+        found.append(("gcp", tpl.inputs["metadata"]["user-data"]))
+    for vmss in run.of_type("azure-native:compute:VirtualMachineScaleSet"):
+        found.append(("azure", _decode(vmss.inputs["virtualMachineProfile"]["osProfile"]["customData"])))
+    return found
+
+
+def _by_bucket(run: ProgramRun, token: str, bucket_id: str) -> list:
+    return [r for r in run.of_type(token) if r.inputs.get("bucket") == bucket_id]
+
+
+# ------------------------------------------------------------------------------------------ every stack
+
+
+def test_the_required_stacks_exist():
+    assert REQUIRED_STACKS <= set(STACK_FILES), sorted(STACK_FILES)
+
+
+@pytest.mark.parametrize("env", sorted(STACK_FILES))
+def test_program_runs_and_every_resource_belongs_to_a_component(runs, env):
+    config, run = runs[env]
+    assert len(run.cloud_resources) >= 10
+    components = [r for r in run.resources if r.type.startswith("trainfleet:")]
+    for c in components:
+        assert re.fullmatch(r"trainfleet:(aws|gcp|azure):[A-Z][A-Za-z]+", c.type), c.type
+    for r in run.cloud_resources:
+        chain = run.ancestors(r)
+        assert chain and chain[-1].type == "pulumi:pulumi:Stack", r.urn
+        assert any(a.type.startswith("trainfleet:") for a in chain), (
+            f"{r.type} {r.name} has no component parent"
+        )
+    # One group per fleet, named deterministically, and the exports say so with a catalog price.
+    for fleet in config.fleets:
+        out = run.exports["fleets"][fleet.name]
+        assert out["group"] == naming.group_name(env, fleet)
+        assert out["hourly_price"]["usd_per_hour"] > 0
+        assert out["checkpoint_url"].endswith(naming.checkpoint_prefix(env, config))
+    assert run.exports["hourly_price_usd"] == pytest.approx(
+        sum(f["hourly_price"]["usd_per_hour"] for f in run.exports["fleets"].values())
+    )
+
+
+@pytest.mark.parametrize("env", sorted(STACK_FILES))
+def test_no_secret_values_in_user_data(runs, env):
+    config, run = runs[env]
+    documents = _user_data_of(run)
+    assert len(documents) == len(config.fleets)
+    for (cloud, text), fleet in zip(documents, config.fleets, strict=True):
+        assert text.startswith("#cloud-config\n"), text[:80]
+        # It is the real rendering for this fleet (names filled in), so the scan below means something.
+        assert naming.group_name(env, fleet) in text
+        assert run.exports["fleets"][fleet.name]["bucket"] in text
+        for what, pattern in SECRET_PATTERNS.items():
+            assert not pattern.search(text), f"{env}/{fleet.name}: user-data holds a {what}"
+
+
+@pytest.mark.parametrize("env", sorted(STACK_FILES))
+def test_resources_carry_the_cost_tags(runs, env):
+    _, run = runs[env]
+    for r in run.cloud_resources:
+        key = {"aws": "tags", "azure": "tags", "gcp": "labels"}[r.cloud]
+        if r.type == "gcp:monitoring/notificationChannel:NotificationChannel":
+            key = "userLabels"  # its `labels` are the channel's settings (the email address)
+        tags = r.inputs.get(key)
+        if isinstance(tags, dict) and tags:
+            assert tags.get(TAG_STACK) == env and TAG_JOB in tags, (r.type, r.name, tags)
+    # What costs money is tagged, so `trainfleet spend` can find it.
+    for token, key in MUST_BE_TAGGED.items():
+        for r in run.of_type(token):
+            assert r.inputs[key][TAG_STACK] == env, (token, r.name)
+
+
+@pytest.mark.parametrize("env", sorted(STACK_FILES))
+def test_budget_notifies_actual_and_forecasted_at_the_configured_thresholds(runs, env):
+    config, run = runs[env]
+    if config.budget is None:
+        pytest.skip("no budget in this stack")
+    thresholds = sorted(set(config.budget.alert_thresholds_percent))
+    recipients = sorted(config.budget.recipients)
+    for cloud in {f.cloud for f in config.fleets}:
+        if cloud == "aws":
+            budgets = run.of_type("aws:budgets/budget:Budget")
+            notes = [n for b in budgets for n in b.inputs["notifications"]]
+            assert all(
+                b.inputs["timeUnit"] == "MONTHLY" and b.inputs["budgetType"] == "COST" for b in budgets
+            )
+            assert {float(b.inputs["limitAmount"]) for b in budgets} == {config.budget.monthly_limit_usd}
+            assert all(len(b.inputs["notifications"]) <= 5 for b in budgets)
+            assert sorted(n["threshold"] for n in notes if n["notificationType"] == "ACTUAL") == thresholds
+            assert [n["threshold"] for n in notes if n["notificationType"] == "FORECASTED"] == [
+                thresholds[-1]
+            ]
+            assert all(sorted(n["subscriberEmailAddresses"]) == recipients for n in notes)
+            assert budgets[0].inputs["costFilters"] == [
+                {"name": "TagKeyValue", "values": [f"user:{TAG_STACK}${env}"]}
+            ]
+        elif cloud == "gcp":
+            budget = run.one("gcp:billing/budget:Budget")
+            rules = budget.inputs["thresholdRules"]
+            current = sorted(r["thresholdPercent"] * 100 for r in rules if r["spendBasis"] == "CURRENT_SPEND")
+            assert current == pytest.approx(thresholds)
+            assert [r["thresholdPercent"] * 100 for r in rules if r["spendBasis"] == "FORECASTED_SPEND"] == [
+                pytest.approx(thresholds[-1])
+            ]
+            channels = run.of_type("gcp:monitoring/notificationChannel:NotificationChannel")
+            assert sorted(c.inputs["labels"]["email_address"] for c in channels) == recipients
+            assert sorted(budget.inputs["allUpdatesRule"]["monitoringNotificationChannels"]) == sorted(
+                c.id for c in channels
+            )
+            assert int(budget.inputs["amount"]["specifiedAmount"]["units"]) == int(
+                config.budget.monthly_limit_usd
+            )
+        else:
+            budgets = run.of_type("azure-native:consumption:Budget")
+            notes = [n for b in budgets for n in b.inputs["notifications"].values()]
+            assert sorted(n["threshold"] for n in notes if n["thresholdType"] == "Actual") == thresholds
+            assert [n["threshold"] for n in notes if n["thresholdType"] == "Forecasted"] == [thresholds[-1]]
+            assert all(sorted(n["contactEmails"]) == recipients and n["enabled"] for n in notes)
+            assert {b.inputs["amount"] for b in budgets} == {config.budget.monthly_limit_usd}
+
+
+@pytest.mark.parametrize("env", sorted(STACK_FILES))
+def test_billing_export_declared_exactly_when_enabled(runs, env):
+    config, run = runs[env]
+    clouds = {f.cloud for f in config.fleets}
+    exports = {
+        "aws": run.of_type("aws:bcmdata/export:Export"),
+        "gcp": run.of_type("gcp:bigquery/dataset:Dataset"),
+        "azure": run.of_type("azure-native:costmanagement:Export"),
+    }
+    for cloud, found in exports.items():
+        expected = 1 if config.billing_export.enabled and cloud in clouds else 0
+        assert len(found) == expected, (cloud, len(found))
+    assert set(run.exports["billing_exports"]) == (clouds if config.billing_export.enabled else set())
+
+
+# ------------------------------------------------------------------------------------------------ AWS
+
+
+@pytest.mark.parametrize("env", _stacks_on("aws"))
+def test_aws_group_spot_settings_match_the_config(runs, env):
+    config, run = runs[env]
+    for fleet in (f for f in config.fleets if f.cloud == "aws"):
+        asg = run.one("aws:autoscaling/group:Group", f"{fleet.name}-asg")
+        policy = asg.inputs["mixedInstancesPolicy"]
+        dist = policy["instancesDistribution"]
+        assert dist["spotAllocationStrategy"] == "price-capacity-optimized"
+        assert asg.inputs["capacityRebalance"] is True
+        assert asg.inputs["name"] == naming.group_name(env, fleet)
+        assert asg.inputs["desiredCapacity"] == asg.inputs["maxSize"] == fleet.nodes
+        base, pct = int(dist["onDemandBaseCapacity"]), int(dist["onDemandPercentageAboveBaseCapacity"])
+        assert base + math.ceil((fleet.nodes - base) * pct / 100) == fleet.on_demand_nodes
+        if fleet.purchase == "mixed":
+            assert (base, pct) == (fleet.on_demand_base, fleet.on_demand_percentage_above_base)
+        overrides = [o["instanceType"] for o in policy["launchTemplate"]["overrides"]]
+        assert overrides == [fleet.instance_type, *fleet.fallback_instance_types]
+        assert ("spotMaxPrice" in dist) == (fleet.max_price not in (None, -1))
+        # Several zones: one subnet per zone of the fleet.
+        zones = fleet_zones(fleet)
+        assert len(zones) >= 1 and len(asg.inputs["vpcZoneIdentifiers"]) == len(zones)
+        subnets = {s.id: s for s in run.of_type("aws:ec2/subnet:Subnet")}
+        assert [subnets[i].inputs["availabilityZoneId"] for i in asg.inputs["vpcZoneIdentifiers"]] == zones
+        pg = run.of_type("aws:ec2/placementGroup:PlacementGroup")
+        if fleet.nodes > 1:
+            assert [p.inputs["strategy"] for p in pg] == ["cluster"]
+            assert asg.inputs["placementGroup"] == pg[0].outputs["name"]
+        else:
+            assert not pg and "placementGroup" not in asg.inputs
+
+
+@pytest.mark.parametrize("env", _stacks_on("aws"))
+def test_aws_launch_template_imdsv2_encrypted_root_efa_no_public_ip(runs, env):
+    config, run = runs[env]
+    for fleet in (f for f in config.fleets if f.cloud == "aws"):
+        lt = run.one("aws:ec2/launchTemplate:LaunchTemplate", f"{fleet.name}-lt")
+        meta = lt.inputs["metadataOptions"]
+        assert meta["httpTokens"] == "required" and meta["httpEndpoint"] == "enabled"
+        ami = next(i for i in run.invocations if i.token == "aws:ec2/getAmi:getAmi")
+        (root,) = lt.inputs["blockDeviceMappings"]
+        assert root["deviceName"] == "/dev/sda1"  # the mocked AMI's root device, looked up not guessed
+        assert root["ebs"]["encrypted"] == "true" and root["ebs"]["volumeSize"] == fleet.root_volume_gb
+        (nic,) = lt.inputs["networkInterfaces"]
+        assert nic["associatePublicIpAddress"] == "false"
+        assert (nic.get("interfaceType") == "efa") == offers_efa(fleet)
+        profile = run.one("aws:iam/instanceProfile:InstanceProfile")
+        assert lt.inputs["iamInstanceProfile"]["arn"] == profile.outputs["arn"]
+        assert ami.args["mostRecent"] is True
+
+
+def test_efa_on_multi_node_efa_types_only(runs):
+    assert run_efa(runs, "prod") and run_efa(runs, "gaudi")
+    assert not run_efa(runs, "dev")  # one node: nothing to talk to
+
+
+def run_efa(runs, env) -> bool:
+    _, run = runs[env]
+    return all(
+        nic.get("interfaceType") == "efa"
+        for lt in run.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+        for nic in lt.inputs["networkInterfaces"]
+    )
+
+
+@pytest.mark.parametrize("env", _stacks_on("aws"))
+def test_aws_security_group_admits_only_members_and_named_ssh(runs, env):
+    config, run = runs[env]
+    (sg,) = run.of_type("aws:ec2/securityGroup:SecurityGroup")
+    assert not sg.inputs.get("ingress") and not sg.inputs.get("egress")  # rules are separate resources
+    ingress = run.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    ssh_cidrs = [c for f in config.fleets for c in f.ssh_cidrs]
+    members = [r for r in ingress if r.inputs.get("referencedSecurityGroupId") == sg.id]
+    ssh = [r for r in ingress if "cidrIpv4" in r.inputs]
+    assert len(members) == 1 and len(members) + len(ssh) == len(ingress)
+    assert sorted(r.inputs["cidrIpv4"] for r in ssh) == sorted(ssh_cidrs)
+    for r in ssh:
+        assert (r.inputs["ipProtocol"], r.inputs["fromPort"], r.inputs["toPort"]) == ("tcp", 22, 22)
+    assert not [r for r in ingress if r.inputs.get("cidrIpv4") in OPEN or r.inputs.get("cidrIpv6") in OPEN]
+    default_sg = run.of_type("aws:ec2/defaultSecurityGroup:DefaultSecurityGroup")
+    assert all(not d.inputs.get("ingress") for d in default_sg)
+
+
+@pytest.mark.parametrize("env", _stacks_on("aws"))
+def test_aws_buckets_private_encrypted_versioned_tls_only(runs, env):
+    config, run = runs[env]
+    buckets = run.of_type("aws:s3/bucket:Bucket")
+    assert len(buckets) == len(config.fleets) + (1 if config.billing_export.enabled else 0)
+    for bucket in buckets:
+        (block,) = _by_bucket(run, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", bucket.id)
+        assert all(
+            block.inputs[k] is True
+            for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+        )
+        (sse,) = _by_bucket(
+            run,
+            "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+            bucket.id,
+        )
+        assert sse.inputs["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"] in (
+            "AES256",
+            "aws:kms",
+        )
+        (ver,) = _by_bucket(run, "aws:s3/bucketVersioning:BucketVersioning", bucket.id)
+        assert ver.inputs["versioningConfiguration"]["status"] == "Enabled"
+        (own,) = _by_bucket(run, "aws:s3/bucketOwnershipControls:BucketOwnershipControls", bucket.id)
+        assert own.inputs["rule"]["objectOwnership"] == "BucketOwnerEnforced"
+        (pol,) = _by_bucket(run, "aws:s3/bucketPolicy:BucketPolicy", bucket.id)
+        statements = json.loads(pol.inputs["policy"])["Statement"]
+        deny = [s for s in statements if s["Effect"] == "Deny"]
+        assert deny and deny[0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        assert bucket.outputs["arn"] in deny[0]["Resource"]
+        assert not [s for s in statements if s["Effect"] == "Allow" and s.get("Principal") == "*"]
+        (life,) = _by_bucket(
+            run, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", bucket.id
+        )
+        rules = {r["id"]: r for r in life.inputs["rules"]}
+        assert rules["abort-incomplete-uploads"]["abortIncompleteMultipartUpload"]["daysAfterInitiation"] >= 1
+        days = rules["expire-replaced-versions"]["noncurrentVersionExpiration"]["noncurrentDays"]
+        if bucket.name.endswith("-ckpt"):
+            assert days == config.checkpoint.retention_days
+
+
+@pytest.mark.parametrize("env", _stacks_on("aws"))
+def test_aws_role_is_scoped_to_its_bucket_prefix_and_group(runs, env):
+    config, run = runs[env]
+    (fleet,) = [f for f in config.fleets if f.cloud == "aws"]
+    bucket = run.one("aws:s3/bucket:Bucket", f"{fleet.name}-ckpt")
+    arn, prefix = bucket.outputs["arn"], naming.checkpoint_prefix(env, config)
+    role = run.one("aws:iam/role:Role")
+    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert [s["Principal"] for s in trust] == [{"Service": "ec2.amazonaws.com"}]
+    (policy,) = run.of_type("aws:iam/rolePolicy:RolePolicy")
+    assert policy.inputs["role"] == role.outputs["name"]
+    group = naming.group_name(env, fleet)
+    for s in json.loads(policy.inputs["policy"])["Statement"]:
+        actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
+        assert s["Effect"] == "Allow" and not any(a.endswith("*") for a in actions), s
+        services = {a.split(":")[0] for a in actions}
+        if services == {"s3"}:
+            if actions == ["s3:ListBucket"]:
+                assert s["Resource"] == arn and s["Condition"]["StringLike"]["s3:prefix"] == [
+                    prefix,
+                    f"{prefix}*",
+                ]
+            else:
+                assert s["Resource"] == f"{arn}/{prefix}*"
+        elif services == {"ec2"}:
+            assert actions == ["ec2:DescribeInstances"]  # no resource-level scoping exists for Describe*
+        elif services == {"autoscaling"}:
+            assert s["Resource"] == (
+                f"arn:aws:autoscaling:{fleet.region}:{MOCK_AWS_ACCOUNT}:autoScalingGroup:*:autoScalingGroupName/{group}"
+            )
+        else:
+            raise AssertionError(f"unexpected statement {s}")
+    # The node files fetched at boot live under the prefix the role may read.
+    assets = run.of_type("aws:s3/bucketObjectv2:BucketObjectv2")
+    assert assets and all(
+        a.inputs["bucket"] == bucket.id and a.inputs["key"].startswith(prefix) for a in assets
+    )
+
+
+def test_aws_billing_export_is_cur2_into_a_bucket_only_billing_may_write(runs):
+    config, run = runs["prod"]
+    assert config.billing_export.enabled
+    (export,) = run.of_type("aws:bcmdata/export:Export")
+    spec = export.inputs["export"]
+    (query,) = spec["dataQueries"]
+    assert (
+        "FROM COST_AND_USAGE_REPORT" in query["queryStatement"] and "resource_tags" in query["queryStatement"]
+    )
+    assert query["tableConfigurations"]["COST_AND_USAGE_REPORT"]["INCLUDE_RESOURCES"] == "TRUE"
+    (dest,) = spec["destinationConfigurations"][0]["s3Destinations"]
+    bucket = run.one("aws:s3/bucket:Bucket", "aws-billing")
+    assert dest["s3Bucket"] == bucket.outputs["bucket"]
+    (pol,) = _by_bucket(run, "aws:s3/bucketPolicy:BucketPolicy", bucket.id)
+    allow = [s for s in json.loads(pol.inputs["policy"])["Statement"] if s["Effect"] == "Allow"]
+    assert allow and "bcm-data-exports.amazonaws.com" in allow[0]["Principal"]["Service"]
+    assert allow[0]["Condition"]["StringLike"]["aws:SourceAccount"] == MOCK_AWS_ACCOUNT
+    assert run.exports["billing_exports"]["aws"]["export_arn"].startswith("arn:aws:bcm-data-exports:")
+
+
+def test_aws_network_is_private_with_an_s3_gateway(runs):
+    _, run = runs["dev"]
+    subnets = run.of_type("aws:ec2/subnet:Subnet")
+    assert all(s.inputs["mapPublicIpOnLaunch"] is False for s in subnets)
+    (endpoint,) = run.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")
+    assert (
+        endpoint.inputs["vpcEndpointType"] == "Gateway"
+        and endpoint.inputs["serviceName"] == "com.amazonaws.us-east-1.s3"
+    )
+    private_rt = run.one("aws:ec2/routeTable:RouteTable", "dev-net-private-rt")
+    assert endpoint.inputs["routeTableIds"] == [private_rt.id]
+    assert [r.get("natGatewayId") for r in private_rt.inputs["routes"]] == [
+        run.one("aws:ec2/natGateway:NatGateway").id
+    ]
+
+
+def test_gaudi_group_boots_the_habana_image(runs):
+    _, run = runs["gaudi"]
+    gaudi = run.one("trainfleet:aws:GaudiGroup")
+    fleet = run.one("trainfleet:aws:SpotFleet")
+    assert fleet.parent == gaudi.urn
+    (ami,) = [i for i in run.invocations if i.token == "aws:ec2/getAmi:getAmi"]
+    names = [f["values"][0] for f in ami.args["filters"] if f["name"] == "name"]
+    assert names and "Habana" in names[0] and ami.args["owners"] == ["amazon"]
+    lt = run.one("aws:ec2/launchTemplate:LaunchTemplate")
+    assert lt.inputs["imageId"] == run.exports["fleets"]["gaudi"]["image"]
+    asg = run.one("aws:autoscaling/group:Group")
+    assert {o["instanceType"] for o in asg.inputs["mixedInstancesPolicy"]["launchTemplate"]["overrides"]} == {
+        "dl1.24xlarge"
+    }
+
+
+# ------------------------------------------------------------------------------------------------ GCP
+
+
+@pytest.mark.parametrize("env", _stacks_on("gcp"))
+def test_gcp_template_is_spot_shielded_private_with_its_own_account(runs, env):
+    config, run = runs[env]
+    (fleet,) = [f for f in config.fleets if f.cloud == "gcp"]
+    tpl = run.one("gcp:compute/instanceTemplate:InstanceTemplate")
+    sched = tpl.inputs["scheduling"]
+    assert sched["provisioningModel"] == "SPOT" and sched["preemptible"] is True
+    assert sched["instanceTerminationAction"] == fleet.spot_termination_action
+    assert sched["onHostMaintenance"] == "TERMINATE" and sched["automaticRestart"] is False
+    shielded = tpl.inputs["shieldedInstanceConfig"]
+    assert shielded["enableVtpm"] and shielded["enableIntegrityMonitoring"]
+    assert all(not nic.get("accessConfigs") for nic in tpl.inputs["networkInterfaces"])
+    account = run.one("gcp:serviceaccount/account:Account")
+    assert tpl.inputs["serviceAccount"]["email"] == account.outputs["email"]
+    scopes = tpl.inputs["serviceAccount"]["scopes"]
+    assert "https://www.googleapis.com/auth/cloud-platform" not in scopes and len(scopes) <= 4
+    assert tpl.inputs["machineType"] == fleet.instance_type
+    assert tpl.inputs["metadata"]["block-project-ssh-keys"] == "TRUE"
+    mig = run.one("gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager")
+    assert mig.inputs["name"] == naming.group_name(env, fleet) and mig.inputs["targetSize"] == fleet.nodes
+    assert mig.inputs["distributionPolicyZones"] == fleet_zones(fleet) and len(fleet_zones(fleet)) >= 2
+    assert mig.inputs["versions"][0]["instanceTemplate"] == tpl.outputs["selfLinkUnique"]
+
+
+@pytest.mark.parametrize("env", _stacks_on("gcp"))
+def test_gcp_firewall_admits_only_the_group_tag(runs, env):
+    config, run = runs[env]
+    (fleet,) = [f for f in config.fleets if f.cloud == "gcp"]
+    tag = naming.group_name(env, fleet)
+    rules = run.of_type("gcp:compute/firewall:Firewall")
+    members = [r for r in rules if r.inputs.get("sourceTags")]
+    assert [(r.inputs["sourceTags"], r.inputs["targetTags"]) for r in members] == [([tag], [tag])]
+    for r in rules:
+        assert r.inputs["direction"] == "INGRESS" and not set(r.inputs.get("sourceRanges", [])) & OPEN
+        assert r.inputs["targetTags"] == [tag]
+    assert sorted(c for r in rules for c in r.inputs.get("sourceRanges", [])) == sorted(fleet.ssh_cidrs)
+
+
+@pytest.mark.parametrize("env", _stacks_on("gcp"))
+def test_gcp_bucket_and_iam_are_private_and_scoped(runs, env):
+    config, run = runs[env]
+    bucket = run.one("gcp:storage/bucket:Bucket")
+    assert bucket.inputs["uniformBucketLevelAccess"] is True
+    assert bucket.inputs["publicAccessPrevention"] == "enforced"
+    assert bucket.inputs["versioning"] == {"enabled": True}
+    delete = [r for r in bucket.inputs["lifecycleRules"] if r["action"]["type"] == "Delete"]
+    assert delete[0]["condition"]["daysSinceNoncurrentTime"] == config.checkpoint.retention_days
+    prefix = naming.checkpoint_prefix(env, config)
+    (member,) = run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+    assert (
+        member.inputs["bucket"] == bucket.outputs["name"]
+        and member.inputs["role"] == "roles/storage.objectUser"
+    )
+    assert f"buckets/{bucket.outputs['name']}/objects/{prefix}" in member.inputs["condition"]["expression"]
+    (project_member,) = run.of_type("gcp:projects/iAMMember:IAMMember")
+    role = run.one("gcp:projects/iAMCustomRole:IAMCustomRole")
+    assert project_member.inputs["role"] == role.outputs["name"]
+    assert naming.group_name(env, config.fleets[0]) in project_member.inputs["condition"]["expression"]
+    assert all(p.startswith("compute.instance") for p in role.inputs["permissions"])
+
+
+def test_gcp_billing_export_dataset_and_console_step(runs):
+    config, run = runs["gcp-dev"]
+    dataset = run.one("gcp:bigquery/dataset:Dataset")
+    note = run.exports["billing_exports"]["gcp"]["action_required"]
+    assert dataset.inputs["datasetId"] in note and "console" in note
+
+
+# ---------------------------------------------------------------------------------------------- Azure
+
+
+@pytest.mark.parametrize("env", _stacks_on("azure"))
+def test_azure_scale_set_spot_settings_identity_and_network(runs, env):
+    config, run = runs[env]
+    (fleet,) = [f for f in config.fleets if f.cloud == "azure"]
+    vmss = run.one("azure-native:compute:VirtualMachineScaleSet")
+    profile = vmss.inputs["virtualMachineProfile"]
+    assert profile["priority"] == "Spot" and profile["evictionPolicy"] == "Delete"
+    assert profile["billingProfile"]["maxPrice"] == (-1 if fleet.max_price in (None, -1) else fleet.max_price)
+    assert vmss.inputs["sku"] == {"name": fleet.instance_type, "tier": "Standard", "capacity": fleet.nodes}
+    assert vmss.inputs["vmScaleSetName"] == naming.group_name(env, fleet)
+    assert vmss.inputs.get("zones", []) == fleet.zones
+    identity = run.one("azure-native:managedidentity:UserAssignedIdentity")
+    assert vmss.inputs["identity"] == {"type": "UserAssigned", "userAssignedIdentities": [identity.id]}
+    (nic,) = profile["networkProfile"]["networkInterfaceConfigurations"]
+    assert nic["enableAcceleratedNetworking"] is True
+    assert all("publicIPAddressConfiguration" not in ip for ip in nic["ipConfigurations"])
+    assert profile["osProfile"]["linuxConfiguration"]["disablePasswordAuthentication"] is True
+    assert "adminPassword" not in profile["osProfile"]
+
+
+@pytest.mark.parametrize("env", _stacks_on("azure"))
+def test_azure_nsg_admits_only_the_subnet(runs, env):
+    config, run = runs[env]
+    (nsg,) = run.of_type("azure-native:network:NetworkSecurityGroup")
+    (subnet,) = run.of_type("azure-native:network:Subnet")
+    allow = [r for r in nsg.inputs["securityRules"] if r["direction"] == "Inbound" and r["access"] == "Allow"]
+    deny = [r for r in nsg.inputs["securityRules"] if r["access"] == "Deny"]
+    assert (
+        deny
+        and deny[0]["sourceAddressPrefix"] == "*"
+        and deny[0]["priority"] > max(r["priority"] for r in allow)
+    )
+    assert allow[0]["sourceAddressPrefix"] == subnet.inputs["addressPrefix"]
+    assert all(r["sourceAddressPrefix"] not in OPEN for r in allow)
+    assert subnet.inputs["defaultOutboundAccess"] is False
+    assert subnet.inputs["networkSecurityGroup"]["id"] == nsg.id
+
+
+@pytest.mark.parametrize("env", _stacks_on("azure"))
+def test_azure_storage_private_tls12_versioned_and_scoped(runs, env):
+    config, run = runs[env]
+    for account in run.of_type("azure-native:storage:StorageAccount"):
+        assert account.inputs["allowBlobPublicAccess"] is False
+        assert (
+            account.inputs["minimumTlsVersion"] == "TLS1_2"
+            and account.inputs["enableHttpsTrafficOnly"] is True
+        )
+    ckpt = run.one("azure-native:storage:StorageAccount", f"{config.fleets[0].name}-ckpt")
+    assert ckpt.inputs["allowSharedKeyAccess"] is False
+    blob = run.one("azure-native:storage:BlobServiceProperties", f"{config.fleets[0].name}-ckpt-blob")
+    assert blob.inputs["isVersioningEnabled"] is True and blob.inputs["accountName"] == ckpt.outputs["name"]
+    container = run.one("azure-native:storage:BlobContainer", f"{config.fleets[0].name}-ckpt-container")
+    assert container.inputs["publicAccess"] == "None"
+    policy = run.one("azure-native:storage:ManagementPolicy", f"{config.fleets[0].name}-ckpt-lifecycle")
+    (rule,) = policy.inputs["policy"]["rules"]
+    assert (
+        rule["definition"]["actions"]["version"]["delete"]["daysAfterCreationGreaterThan"]
+        == config.checkpoint.retention_days
+    )
+    storage_grant = run.one(
+        "azure-native:authorization:RoleAssignment", f"{config.fleets[0].name}-node-checkpoints"
+    )
+    assert storage_grant.inputs["scope"] == container.id
+    assert f"StringStartsWith '{naming.checkpoint_prefix(env, config)}'" in storage_grant.inputs["condition"]
+    group_grant = run.one("azure-native:authorization:RoleAssignment", f"{config.fleets[0].name}-own-group")
+    assert group_grant.inputs["scope"] == run.one("azure-native:compute:VirtualMachineScaleSet").id
+    export = run.one("azure-native:costmanagement:Export")
+    assert (
+        export.inputs["deliveryInfo"]["destination"]["resourceId"]
+        == run.one("azure-native:storage:StorageAccount", "azurebilling").id
+    )
