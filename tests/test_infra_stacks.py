@@ -127,7 +127,7 @@ def test_no_secret_values_in_user_data(runs, env):
     config, run = runs[env]
     documents = _user_data_of(run)
     assert len(documents) == len(config.fleets)
-    for (cloud, text), fleet in zip(documents, config.fleets, strict=True):
+    for (_cloud, text), fleet in zip(documents, config.fleets, strict=True):
         assert text.startswith("#cloud-config\n"), text[:80]
         # It is the real rendering for this fleet (names filled in), so the scan below means something.
         assert naming.group_name(env, fleet) in text
