@@ -89,3 +89,47 @@ def test_render_out_that_is_a_file_is_refused(tmp_path):
     f.write_text("x")
     result = run_trainfleet("render", "--stack", STACK_NAMES[0], "--out", str(f))
     assert_one_line_error(result, "is a file")
+
+
+def test_a_non_editable_install_ships_the_templates_and_renders(tmp_path):
+    """pyproject ships templates/**/* as package data: a plain `pip install .` must render on its own."""
+    import shutil
+    import subprocess
+    import sys
+
+    src = tmp_path / "src"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
+    for name in ("infra", "cli", "templates"):
+        shutil.copytree(STACKS.parent / name, src / name, ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(STACKS.parent / name, src / name)
+    site = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
+    result = subprocess.run(
+        [*pip, "--target", str(site), str(src)], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    shipped = {
+        p.relative_to(site / "templates").as_posix() for p in (site / "templates").rglob("*") if p.is_file()
+    }
+    repo = STACKS.parent / "templates"
+    wanted = {
+        p.relative_to(repo).as_posix()
+        for p in repo.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    assert wanted <= shipped, sorted(wanted - shipped)
+    stack = STACK_NAMES[0]
+    probe = (
+        "import sys, infra.userdata as u; from pathlib import Path;"
+        "from infra.stack_file import read_stack_file;"
+        f"assert u.templates_root() == Path({str(site / 'templates')!r}), u.templates_root();"
+        f"sf = read_stack_file(Path({str(STACKS / f'Pulumi.{stack}.yaml')!r}));"
+        f"print(len(u.render_fleets({stack!r}, sf.config)))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert int(run.stdout) == len(read_stack_file(STACKS / f"Pulumi.{stack}.yaml").config.fleets)
