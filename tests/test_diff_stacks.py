@@ -110,10 +110,13 @@ def test_cli_diff_against_a_git_ref(tmp_path, trainfleet):
     table = trainfleet("diff", "--base", "main", "--stack", "dev", cwd=repo)
     assert table.code == 0 and "dev-asg" in table.stdout and "main:Pulumi.dev.yaml" in table.stdout
     bad = trainfleet("diff", "--base", "no-such-ref", "--stack", "dev", cwd=repo)
-    assert_one_line_error(bad, "no-such-ref")
-    # the root commit has no stack file at all
-    missing = trainfleet("diff", "--base", "main~1", "--stack", "dev", cwd=repo)
-    assert_one_line_error(missing, "stacks/Pulumi.dev.yaml")
+    assert_one_line_error(bad, "no-such-ref", "does not exist")
+    # the root commit has no stack file: a pull request that adds the stack adds every resource
+    new = trainfleet("diff", "--base", "main~1", "--stack", "dev", "--format", "json", cwd=repo)
+    assert new.code == 0, new.stderr
+    summary = new.json()["summary"]
+    assert summary["base_monthly_cost"] == 0 and summary["head_monthly_cost"] > 0
+    assert summary["added"] == len(new.json()["resources"]) and summary["unchanged"] == 0
 
 
 def test_cli_diff_needs_a_stack_for_a_git_ref(trainfleet):

@@ -99,6 +99,7 @@ def diff_command(
     """Cost delta per resource and in total, plus the infra summary, between two versions of a stack."""
     from cli.preview.diff import diff_estimates, diff_preview_files, git_show
     from cli.preview.engine import estimate_stack, estimate_text
+    from cli.preview.model import Estimate
     from infra.stack_file import stack_name, stack_path
 
     base_path = Path(base)
@@ -128,10 +129,14 @@ def diff_command(
         head_path = head or stack_path(stack)
         name = stack_name(head_path)
         text = git_show(base, head_path)
-        with _status(fmt == Format.table, "running the program offline twice ..."):
-            b = estimate_text(text, name, f"{base}:{head_path}", usage_file)
+        with _status(fmt == Format.table, "running the program offline ..."):
             h = estimate_stack(str(head_path), usage_file)
-        diff = diff_estimates(b, h, f"{base}:{head_path.name}", f"working tree {head_path.name}")
+            if text is None:  # the stack is new in this change: everything is added
+                b = Estimate(name, f"no {head_path.name} at {base}", [], h.usage)
+            else:
+                b = estimate_text(text, name, f"{base}:{head_path}", usage_file)
+        base_label = f"{base}:{head_path.name}" if text is not None else f"{base} (no {head_path.name})"
+        diff = diff_estimates(b, h, base_label, f"working tree {head_path.name}")
         command = f"trainfleet diff --base {base} --stack {stack}"
     if fmt == Format.json:
         import json

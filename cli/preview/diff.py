@@ -194,8 +194,9 @@ def diff_estimates(
 # ---- where the two sides come from ------------------------------------------------------------
 
 
-def git_show(ref: str, path: Path) -> str:
-    """The text of `path` at git ref `ref` (`git show REF:path`, path relative to the repository)."""
+def git_show(ref: str, path: Path) -> str | None:
+    """The text of `path` at git ref `ref` (`git show REF:path`); None when the ref has no such file
+    (a pull request that adds the stack), an error when the ref itself does not exist."""
     try:
         top = subprocess.run(
             ["git", "rev-parse", "--show-toplevel"], cwd=path.parent if path.parent.exists() else None,
@@ -206,6 +207,21 @@ def git_show(ref: str, path: Path) -> str:
             f"{path} is not inside a git repository; give --base a stack file or a preview JSON"
         ) from None
     rel = path.resolve().relative_to(Path(top).resolve()).as_posix()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+        cwd=top,
+        capture_output=True,
+        text=True,
+    )
+    if commit.returncode != 0:
+        raise TrainfleetError(
+            f"git ref {ref!r} does not exist here; use a branch, tag or commit (e.g. origin/main)"
+        )
+    listed = subprocess.run(
+        ["git", "ls-tree", "--name-only", ref, "--", rel], cwd=top, capture_output=True, text=True
+    )
+    if listed.returncode == 0 and not listed.stdout.strip():
+        return None
     proc = subprocess.run(["git", "show", f"{ref}:{rel}"], cwd=top, capture_output=True, text=True)
     if proc.returncode != 0:
         problem = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
