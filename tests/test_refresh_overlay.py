@@ -163,7 +163,7 @@ def test_kill_9_mid_refresh_never_corrupts_the_overlay(tmp_path):
         assert done.returncode == 0
         previous = {(o.region, o.instance_type): o for o in read_overlay(path)}
         kills_during_run = 0
-        for delay in [0.3 + 0.15 * i for i in range(12)]:
+        for delay in [0.3 + 0.2 * i for i in range(8)]:
             proc = subprocess.Popen([sys.executable, "-m", "cli", "catalog", "refresh", "--cloud", "azure",
                                      "--parallel", "2"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)  # fmt: skip
@@ -179,7 +179,7 @@ def test_kill_9_mid_refresh_never_corrupts_the_overlay(tmp_path):
             for o in rows:
                 per_region.setdefault(o.region, set()).add(o.as_of)
             assert all(len(stamps) == 1 for stamps in per_region.values())  # each region whole, one refresh
-        assert kills_during_run >= 6  # the kills really landed mid-refresh
+        assert kills_during_run >= 5  # the kills really landed mid-refresh
     finally:
         fake.stop()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import UTC, datetime, timedelta
 
 from infra.catalog.model import Offer
@@ -113,8 +113,13 @@ class AwsPrices:
             positive = [p for p in prices if p > 0]
             return instance_type, (min(positive) if positive else None)
 
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            results = list(pool.map(one, types))
+        pool = ThreadPoolExecutor(max_workers=8)
+        try:
+            results = [f.result() for f in as_completed([pool.submit(one, t) for t in types])]
+        except FetchError:  # throttled or down: fail the region now, do not retry the other types
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
         return {t: p for t, p in results if p is not None}
 
     # -- EC2 spot price history -------------------------------------------------------------------
