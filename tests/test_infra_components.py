@@ -1,0 +1,320 @@
+"""The components' contracts: typed Args catch misspelt keys, names are deterministic, the program
+rejects configs the clouds would reject, `infra/__main__.py` reads the stack config and exports."""
+
+from __future__ import annotations
+
+import ast
+import json
+import runpy
+import sys
+import types
+from pathlib import Path
+
+import pulumi
+import pulumi_aws as aws
+import pytest
+
+from infra import naming
+from infra.aws.budget import notifications
+from infra.aws.iam import node_policy
+from infra.azure.identity import prefix_condition
+from infra.config import StackConfig
+from infra.errors import ConfigError
+from infra.mock_runtime import run_program
+from infra.program import declare, fleet_price
+from infra.stack_file import read_stack_file
+from tests.conftest import REPO, STACKS
+
+COMPONENT_DIRS = [REPO / "infra" / cloud for cloud in ("aws", "gcp", "azure")]
+# Inputs whose type *is* a map of free-form keys: a dict literal is right there.
+MAP_INPUTS = {
+    "tags",
+    "labels",
+    "user_labels",
+    "metadata",
+    "table_configurations",
+    "notifications",  # azure consumption budget: name -> NotificationArgs
+}
+
+
+def _dev() -> StackConfig:
+    return read_stack_file(STACKS / "Pulumi.dev.yaml").config
+
+
+def _with_fleet(config: StackConfig, **changes) -> StackConfig:
+    sections = config.to_sections()
+    sections["fleets"] = [{**sections["fleets"][0], **changes}]
+    return StackConfig.from_sections(sections)
+
+
+# ------------------------------------------------------------------------ misspelt nested keys fail
+
+
+def test_typed_args_reject_a_misspelt_key():
+    with pytest.raises(TypeError, match="http_token"):
+        aws.ec2.LaunchTemplateMetadataOptionsArgs(http_token="required")
+
+
+MISSPELLINGS = [
+    # (module, stack file, correct text, misspelt text)
+    ("infra.aws.fleet", "Pulumi.dev.yaml", 'http_tokens="required"', 'http_token="required"'),
+    (
+        "infra.aws.bucket",
+        "Pulumi.dev.yaml",
+        "noncurrent_days=noncurrent_days",
+        "noncurent_days=noncurrent_days",
+    ),
+    ("infra.gcp.fleet", "Pulumi.gcp-dev.yaml", 'provisioning_model="SPOT"', 'provisioning_modle="SPOT"'),
+    ("infra.azure.fleet", "Pulumi.azure-dev.yaml", 'eviction_policy="Delete"', 'evicton_policy="Delete"'),
+]
+
+
+@pytest.fixture
+def infra_modules_restored():
+    """Modules imported while a broken component was installed must not outlive the test."""
+    before = {k: v for k, v in sys.modules.items() if k.startswith("infra.")}
+    yield
+    for name in [k for k in sys.modules if k.startswith("infra.")]:
+        if name not in before:
+            del sys.modules[name]
+    sys.modules.update(before)
+
+
+@pytest.mark.parametrize("module, stack_file, right, wrong", MISSPELLINGS)
+def test_a_misspelt_nested_key_in_a_component_fails_the_program(
+    monkeypatch, infra_modules_restored, module, stack_file, right, wrong
+):
+    """Misspell one nested key in a component's source: running the program for a stack must fail,
+    naming the key. Dict inputs would pass it silently to `pulumi up`; typed Args classes do not."""
+    path = REPO / Path(*module.split(".")).with_suffix(".py")
+    source = path.read_text()
+    assert source.count(right) == 1, f"{right} not found once in {path}"
+    broken = types.ModuleType(module)
+    broken.__file__ = str(path)
+    monkeypatch.setitem(sys.modules, module, broken)
+    exec(compile(source.replace(right, wrong), str(path), "exec"), broken.__dict__)
+    sf = read_stack_file(STACKS / stack_file)
+    with pytest.raises(TypeError, match=wrong.split("=")[0]):
+        run_program(sf.env, sf.config)
+    monkeypatch.undo()
+    assert run_program(sf.env, sf.config).cloud_resources  # and the real source runs
+
+
+def _provider_calls(tree: ast.AST):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            root = node.func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in ("aws", "gcp", "azure_native"):
+                yield node
+
+
+@pytest.mark.parametrize("folder", COMPONENT_DIRS, ids=lambda p: p.name)
+def test_components_pass_nested_inputs_as_typed_args_not_dicts(folder):
+    """No provider call takes a dict literal (or a list of them) for a structured input."""
+    calls = 0
+    for path in sorted(folder.glob("*.py")):
+        for call in _provider_calls(ast.parse(path.read_text())):
+            calls += 1
+            for kw in call.keywords:
+                values = kw.value.elts if isinstance(kw.value, ast.List) else [kw.value]
+                dicts = [v for v in values if isinstance(v, ast.Dict | ast.DictComp)]
+                assert not dicts or kw.arg in MAP_INPUTS, (
+                    f"{path.name}:{call.lineno}: {kw.arg}= is a dict literal"
+                )
+    assert calls > 10
+
+
+@pytest.mark.parametrize("folder", COMPONENT_DIRS, ids=lambda p: p.name)
+def test_one_component_per_file_with_typed_args_and_register_outputs(folder):
+    files = [p for p in sorted(folder.glob("*.py")) if p.name != "__init__.py"]
+    assert files
+    for path in files:
+        tree = ast.parse(path.read_text())
+        components = [
+            c
+            for c in tree.body
+            if isinstance(c, ast.ClassDef)
+            and any(ast.unparse(b) == "pulumi.ComponentResource" for b in c.bases)
+        ]
+        assert len(components) == 1, path.name
+        (component,) = components
+        assert any(isinstance(c, ast.ClassDef) and c.name == f"{component.name}Args" for c in tree.body), (
+            path.name
+        )
+        strings = {
+            n.value for n in ast.walk(component) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        }
+        assert f"trainfleet:{folder.name}:{component.name}" in strings, path.name
+        assert "self.register_outputs(" in ast.unparse(component), path.name
+
+
+# ------------------------------------------------------------------------------------- naming
+
+
+def test_names_are_deterministic_and_fit():
+    config = _dev()
+    fleet = config.fleets[0]
+    assert naming.group_name("dev", fleet) == "tf-dev-dev" == naming.group_name("dev", fleet)
+    assert naming.checkpoint_prefix("Prod.EU_1", config) == "prod-eu-1/llama-1b-dev/"
+    long = naming.group_name("x" * 80, fleet)
+    assert len(long) <= naming.GROUP_NAME_MAX and long != naming.group_name("x" * 81, fleet)
+    account = naming.gcp_account_id("a-very-long-stack-name-indeed", fleet)
+    assert 6 <= len(account) <= 30 and account[0].isalpha() and account[-1].isalnum()
+    assert naming.billing_dataset_id("gcp-dev") == "trainfleet_billing_gcp_dev"
+    assert naming.gcp_labels({"Team": "ML Platform"}) == {"team": "ml_platform"}
+
+
+# ----------------------------------------------------------------------------- policy builders
+
+
+def test_node_policy_grants_only_the_prefix_and_the_group():
+    policy = node_policy(
+        "arn:aws:s3:::b", "dev/job/", "arn:aws:autoscaling:r:1:autoScalingGroup:*:autoScalingGroupName/g"
+    )
+    resources = [s["Resource"] for s in policy["Statement"]]
+    assert resources == ["arn:aws:s3:::b", "arn:aws:s3:::b/dev/job/*", "*", resources[3]]
+    assert resources[3].endswith("autoScalingGroupName/g")
+    assert policy["Statement"][2]["Action"] == "ec2:DescribeInstances"
+
+
+def test_budget_notifications_actual_at_each_threshold_forecasted_at_the_top():
+    assert notifications([80, 50, 100, 50], ["a@x.io"]) == [
+        ("ACTUAL", 50),
+        ("ACTUAL", 80),
+        ("ACTUAL", 100),
+        ("FORECASTED", 100),
+    ]
+
+
+def test_azure_prefix_condition_limits_blob_data_actions():
+    condition = prefix_condition("dev/job/")
+    assert condition.count("ActionMatches") == 4 and "StringStartsWith 'dev/job/'" in condition
+
+
+def test_more_than_four_thresholds_spill_into_a_second_aws_budget():
+    sections = _dev().to_sections()
+    sections["budget"] = {**sections["budget"], "alert_thresholds_percent": [25, 50, 75, 90, 100, 120]}
+    run = run_program("dev", StackConfig.from_sections(sections))
+    budgets = run.of_type("aws:budgets/budget:Budget")
+    assert [len(b.inputs["notifications"]) for b in budgets] == [5, 2]
+    assert run.exports["budgets"]["aws"] == ["trainfleet-dev", "trainfleet-dev-2"]
+
+
+# ---------------------------------------------------------------------- config the program rejects
+
+
+@pytest.mark.parametrize(
+    "changes, needle",
+    [
+        ({"cloud": "gcp", "region": "us-central1", "zones": [], "instance_type": "a2-highgpu-1g",
+          "fallback_instance_types": [], "purchase": "mixed", "on_demand_base": 1, "nodes": 2}, "cannot mix Spot"),
+        ({"cloud": "azure", "region": "eastus", "zones": [], "instance_type": "Standard_NC24ads_A100_v4",
+          "fallback_instance_types": [], "purchase": "mixed", "on_demand_base": 1, "nodes": 2}, "cannot mix Spot"),
+    ],
+)  # fmt: skip
+def test_configs_a_cloud_cannot_build_fail_with_one_clear_line(changes, needle):
+    config = _with_fleet(_dev(), **changes)
+    with pytest.raises(ConfigError, match=needle) as err:
+        run_program("dev", config)
+    assert "\n" not in str(err.value)
+
+
+def test_bucket_name_with_several_fleets_is_rejected():
+    sections = _dev().to_sections()
+    sections["checkpoint"] = {**sections["checkpoint"], "bucket_name": "my-ckpts"}
+    sections["fleets"] = [sections["fleets"][0], {**sections["fleets"][0], "name": "second"}]
+    with pytest.raises(ConfigError, match="bucket_name"):
+        run_program("dev", StackConfig.from_sections(sections))
+
+
+# ----------------------------------------------------------------------------- overrides and fleets
+
+
+def test_gaudi_image_override_pins_the_ami():
+    sf = read_stack_file(STACKS / "Pulumi.gaudi.yaml")
+    config = _with_fleet(sf.config, image="ami-0123456789abcdef0")
+    run = run_program("gaudi", config)
+    (ami,) = [i for i in run.invocations if i.token == "aws:ec2/getAmi:getAmi"]
+    assert ami.args["filters"] == [{"name": "image-id", "values": ["ami-0123456789abcdef0"]}]
+    assert run.one("aws:ec2/launchTemplate:LaunchTemplate").inputs["imageId"] == "ami-0123456789abcdef0"
+
+
+def test_existing_vpc_and_subnets_are_used_not_created():
+    config = _with_fleet(_dev(), network={"name": "vpc-0abc", "subnets": ["subnet-1", "subnet-2"]})
+    run = run_program("dev", config)
+    assert not run.of_type("aws:ec2/vpc:Vpc") and not run.of_type("aws:ec2/subnet:Subnet")
+    asg = run.one("aws:autoscaling/group:Group")
+    assert asg.inputs["vpcZoneIdentifiers"] == ["subnet-1", "subnet-2"]
+    assert run.one("aws:ec2/securityGroup:SecurityGroup").inputs["vpcId"] == "vpc-0abc"
+
+
+def test_existing_vpc_without_subnets_looks_them_up_in_the_fleet_zones():
+    config = _with_fleet(_dev(), network={"name": "vpc-0abc"})
+    run = run_program("dev", config)
+    (lookup,) = [i for i in run.invocations if i.token == "aws:ec2/getSubnets:getSubnets"]
+    filters = {f["name"]: f["values"] for f in lookup.args["filters"]}
+    assert filters == {"vpc-id": ["vpc-0abc"], "availability-zone-id": ["use1-az1", "use1-az2", "use1-az4"]}
+    assert len(run.one("aws:autoscaling/group:Group").inputs["vpcZoneIdentifiers"]) == 3
+
+
+def test_a_stack_can_hold_fleets_on_several_clouds():
+    dev = _dev().to_sections()
+    gcp = read_stack_file(STACKS / "Pulumi.gcp-dev.yaml").config.to_sections()["fleets"][0]
+    dev["fleets"].append(gcp)
+    dev["billing_export"] = {"enabled": True}
+    run = run_program("multi", StackConfig.from_sections(dev))
+    assert set(run.exports["fleets"]) == {"dev", "gdev"}
+    assert set(run.exports["budgets"]) == {"aws", "gcp"} == set(run.exports["billing_exports"])
+    assert run.one("aws:autoscaling/group:Group") and run.one(
+        "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager"
+    )
+
+
+def test_fleet_price_uses_on_demand_for_the_base_and_spot_for_the_rest():
+    prod = read_stack_file(STACKS / "Pulumi.prod.yaml").config
+    price = fleet_price(prod.fleets[0])
+    assert (price["on_demand_nodes"], price["spot_nodes"]) == (1, 3)
+    expected = price["on_demand_usd_per_node_hour"] + 3 * price["spot_usd_per_node_hour"]
+    assert price["usd_per_hour"] == pytest.approx(expected, abs=1e-3)
+    assert price["source"]
+
+
+# ------------------------------------------------------------------------------------ __main__
+
+
+def test_main_reads_every_section_from_pulumi_config_and_exports_what_declare_returns(monkeypatch):
+    sf = read_stack_file(STACKS / "Pulumi.dev.yaml")
+    exported: dict = {}
+    monkeypatch.setattr(pulumi, "export", lambda name, value: exported.__setitem__(name, value))
+
+    def program(stack: str, config: StackConfig) -> dict:
+        pulumi.runtime.set_all_config(
+            {f"trainfleet:{k}": json.dumps(v) for k, v in config.to_sections().items()}
+        )
+        runpy.run_path(str(REPO / "infra" / "__main__.py"), run_name="__main__")
+        return exported
+
+    try:
+        run = run_program("dev", sf.config, declare=program)
+    finally:
+        pulumi.runtime.set_all_config({})
+    direct = run_program("dev", sf.config, declare=declare)
+    assert run.exports == direct.exports
+    assert len(run.cloud_resources) == len(direct.cloud_resources)
+
+
+def test_main_turns_a_bad_config_into_one_pulumi_error(monkeypatch):
+    def program(stack: str, config: StackConfig) -> dict:
+        pulumi.runtime.set_all_config(
+            {"trainfleet:job": json.dumps({"params": "7B"})}
+        )  # no tokens, no fleets
+        runpy.run_path(str(REPO / "infra" / "__main__.py"), run_name="__main__")
+        return {}
+
+    try:
+        with pytest.raises(pulumi.RunError, match="trainfleet:job.tokens is required"):
+            run_program("dev", _dev(), declare=program)
+    finally:
+        pulumi.runtime.set_all_config({})
