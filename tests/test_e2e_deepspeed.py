@@ -38,7 +38,7 @@ STEPS = 60
 VENV_BIN = str(Path(sys.executable).parent)
 
 
-def e2e_config(master_port: int) -> StackConfig:
+def e2e_config(master_port: int, nodes: int = 1) -> StackConfig:
     return StackConfig.from_sections(
         {
             "job": {"name": "e2e", "params": "1M", "tokens": "1M", "precision": "fp32"},
@@ -48,7 +48,7 @@ def e2e_config(master_port: int) -> StackConfig:
                     "cloud": "aws",
                     "region": "us-east-1",
                     "instance_type": "g5.12xlarge",
-                    "nodes": 1,
+                    "nodes": nodes,
                 }
             ],
             "deepspeed": {"zero_stage": 2, "micro_batch": 4, "grad_accum": 2},
@@ -78,13 +78,14 @@ def s3(moto):
 class Node:
     """One "node": the rendered files laid out under `root` instead of /opt, /etc and /var/lib."""
 
-    def __init__(self, root: Path, rendered, moto_url: str):
+    def __init__(self, root: Path, rendered, moto_url: str, env_overrides: dict | None = None):
         self.root = root
         self.home, self.etc, self.state = root / "opt", root / "etc", root / "state"
         self.rendered = rendered
         self.env = {
             "PATH": VENV_BIN + os.pathsep + os.environ.get("PATH", ""),
             "DS_ACCELERATOR": "cpu",
+            "GLOO_SOCKET_IFNAME": "lo",  # ranks talk over loopback only
             "TRAINFLEET_ENV_FILE": str(self.etc / "trainfleet.env"),
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
@@ -99,7 +100,12 @@ class Node:
                 continue  # fetched from the bucket by trainfleet-fetch.py, as on a real node
             dest = self.move(f.path)
             dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(self.move_text(rendered.parts[f.part]))
+            text = self.move_text(rendered.parts[f.part])
+            if f.part == "trainfleet.env":
+                for key, value in (env_overrides or {}).items():
+                    text, n = re.subn(rf"^{key}=.*$", f"{key}={value}", text, flags=re.M)
+                    assert n == 1, key
+            dest.write_text(text)
             dest.chmod(int(f.permissions, 8))
         self.env_values = dict(
             line.split("=", 1)
@@ -134,6 +140,17 @@ class Node:
         fh = open(log, "w")  # noqa: SIM115 - closed with the process
         return subprocess.Popen(
             [str(self.home / "trainfleet-launch.sh"), str(self.hostfile), "0", "127.0.0.1"],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **self.env},
+            start_new_session=True,
+        )
+
+    def boot(self, log: Path) -> subprocess.Popen:
+        """trainfleet-trainer.service's ExecStart: the boot script, in its own process group."""
+        fh = open(log, "w")  # noqa: SIM115 - closed with the process
+        return subprocess.Popen(
+            [str(self.home / "trainfleet-boot.sh")],
             stdout=fh,
             stderr=subprocess.STDOUT,
             env={**os.environ, **self.env},
@@ -184,28 +201,50 @@ def wait_for(pred, timeout: float, what: str):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-def test_spot_notice_then_fresh_node_finishes_identical_to_an_uninterrupted_run(moto, tmp_path):
-    client = s3(moto)
+def new_bucket(moto) -> str:
     bucket = "e2e-" + uuid.uuid4().hex[:10]
-    client.create_bucket(Bucket=bucket)
-    config = e2e_config(master_port=29600 + os.getpid() % 200)
-    rendered = render_user_data("e2e", config, config.fleets[0], bucket=bucket, group="tf-e2e-cpu")
-    for key, text in rendered.assets.items():  # what the Pulumi component uploads before nodes boot
-        client.put_object(Bucket=bucket, Key=key, Body=text.encode())
-    prefix = rendered.parts["trainfleet.env"].split("TRAINFLEET_PREFIX=")[1].split("\n")[0]
+    s3(moto).create_bucket(Bucket=bucket)
+    return bucket
 
-    # 1. The uninterrupted reference run.
-    ref = Node(tmp_path / "reference", rendered, moto.url)
-    ref.fetch()
-    proc = ref.launch(tmp_path / "reference.log")
+
+def render_for(moto, bucket: str, nodes: int, group: str, port_offset: int):
+    config = e2e_config(master_port=29600 + (os.getpid() + port_offset) % 300, nodes=nodes)
+    rendered = render_user_data("e2e", config, config.fleets[0], bucket=bucket, group=group)
+    for key, text in rendered.assets.items():  # what the Pulumi component uploads before nodes boot
+        s3(moto).put_object(Bucket=bucket, Key=key, Body=text.encode())
+    prefix = rendered.parts["trainfleet.env"].split("TRAINFLEET_PREFIX=")[1].split("\n")[0]
+    return rendered, prefix
+
+
+def latest_in(moto, bucket: str, prefix: str) -> str | None:
     try:
-        assert proc.wait(170) == 0, (tmp_path / "reference.log").read_text()[-4000:]
+        return s3(moto).get_object(Bucket=bucket, Key=f"{prefix}/LATEST")["Body"].read().decode()
+    except s3(moto).exceptions.NoSuchKey:
+        return None
+
+
+@pytest.fixture(scope="module")
+def reference(moto, tmp_path_factory) -> dict:
+    """The uninterrupted run: 2 ranks, same stack, never stopped."""
+    tmp = tmp_path_factory.mktemp("reference")
+    rendered, _ = render_for(moto, new_bucket(moto), nodes=1, group="tf-e2e-ref", port_offset=0)
+    node = Node(tmp / "node", rendered, moto.url)
+    node.fetch()
+    proc = node.launch(tmp / "reference.log")
+    try:
+        assert proc.wait(170) == 0, (tmp / "reference.log").read_text()[-4000:]
     finally:
         kill_group(proc)
-    reference = ref.final()
-    assert reference["step"] == STEPS
+    result = node.final()
+    assert result["step"] == STEPS
+    return result
 
-    # 2. Node A: agent + trainer; periodic checkpoints reach the bucket; then a spot notice.
+
+def test_spot_notice_then_fresh_node_finishes_identical_to_an_uninterrupted_run(moto, reference, tmp_path):
+    bucket = new_bucket(moto)
+    rendered, prefix = render_for(moto, bucket, nodes=1, group="tf-e2e-cpu", port_offset=1)
+
+    # Node A: agent + trainer; periodic checkpoints reach the bucket; then a spot notice.
     a = Node(tmp_path / "node-a", rendered, moto.url)
     a.fetch()
     with AwsImds(slow_s=2.0) as imds:
@@ -216,7 +255,6 @@ def test_spot_notice_then_fresh_node_finishes_identical_to_an_uninterrupted_run(
             agent.wait_event("durable", timeout=120)  # a periodic checkpoint made it to the bucket
             wait_for(lambda: re.search(r"step (\d+)/", log_a.read_text()), 60, "training progress")
             imds.notice("terminate", in_s=120)
-            noticed_at = time.time()
             assert proc.wait(60) == 0, log_a.read_text()[-4000:]  # checkpointed at a step boundary, exit 0
             durable = agent.wait_event("notice_durable", timeout=60)
             assert agent.wait(30) == 0
@@ -226,14 +264,14 @@ def test_spot_notice_then_fresh_node_finishes_identical_to_an_uninterrupted_run(
     stopped = int(re.search(r"stopping at step (\d+) after its checkpoint", log_a.read_text()).group(1))
     assert 0 < stopped < STEPS, "the notice must land mid-training"
     assert not (a.run_dir / "DONE").exists()
-    latest = client.get_object(Bucket=bucket, Key=f"{prefix}/LATEST")["Body"].read().decode()
+    latest = latest_in(moto, bucket, prefix)
     steps_lost = stopped - int(latest.removeprefix("step-"))
     assert steps_lost == 0, f"the bucket's latest is {latest}, the trainer stopped at {stopped}"
     notice_to_durable = durable["notice_to_durable_s"]
     assert notice_to_durable < 120, "AWS gives 120 s from the notice"
     assert durable["step"] == stopped
 
-    # 3. Node B: empty disks; the boot script's restore step brings the bucket's latest, then launch.
+    # Node B: empty disks; the boot script's restore step brings the bucket's latest, then launch.
     b = Node(tmp_path / "node-b", rendered, moto.url)
     b.fetch()
     assert not list(b.ckpt_dir.glob("step-*"))
@@ -253,8 +291,142 @@ def test_spot_notice_then_fresh_node_finishes_identical_to_an_uninterrupted_run(
     assert resumed["loss"] == reference["loss"]
     assert (b.run_dir / "DONE").read_text().strip() == str(STEPS)
     print(
-        f"\ne2e: stopped at step {stopped}, bucket LATEST {latest}, steps lost {steps_lost}, "
-        f"notice-to-durable {notice_to_durable:.2f}s (measured by the agent; "
-        f"{time.time() - noticed_at:.1f}s since the notice incl. the fresh node's run), "
-        f"final step {resumed['step']}, loss {resumed['loss']:.6f} = reference"
+        f"\ne2e spot notice: stopped at step {stopped}, bucket LATEST {latest}, steps lost {steps_lost}, "
+        f"notice-to-durable {notice_to_durable:.2f}s (agent), final step {resumed['step']}, "
+        f"loss {resumed['loss']:.6f} = reference"
+    )
+
+
+class Group:
+    """An auto scaling group in moto whose instances get 127.0.0.x addresses (a VPC on loopback)."""
+
+    def __init__(self, moto, name: str):
+        kw = dict(
+            endpoint_url=moto.url, region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t"
+        )
+        self.ec2, self.asg, self.name = boto3.client("ec2", **kw), boto3.client("autoscaling", **kw), name
+        vpc = self.ec2.create_vpc(CidrBlock="127.0.0.0/16")["Vpc"]["VpcId"]
+        subnet = self.ec2.create_subnet(VpcId=vpc, CidrBlock="127.0.0.0/24", AvailabilityZone="us-east-1a")
+        template = "lt-" + name
+        self.ec2.create_launch_template(
+            LaunchTemplateName=template,
+            LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "g5.12xlarge"},
+        )
+        self.asg.create_auto_scaling_group(
+            AutoScalingGroupName=name,
+            LaunchTemplate={"LaunchTemplateName": template},
+            MinSize=0,
+            MaxSize=3,
+            DesiredCapacity=2,
+            VPCZoneIdentifier=subnet["Subnet"]["SubnetId"],
+        )
+
+    def members(self) -> dict[str, str]:
+        """instance id -> private IP of running members"""
+        r = self.ec2.describe_instances(
+            Filters=[
+                {"Name": "tag:aws:autoscaling:groupName", "Values": [self.name]},
+                {"Name": "instance-state-name", "Values": ["running", "pending"]},
+            ]
+        )
+        return {i["InstanceId"]: i["PrivateIpAddress"] for res in r["Reservations"] for i in res["Instances"]}
+
+    def replace(self, instance_id: str) -> None:
+        """The spot instance is gone; the group launches a replacement (new address)."""
+        self.asg.terminate_instance_in_auto_scaling_group(
+            InstanceId=instance_id, ShouldDecrementDesiredCapacity=False
+        )
+
+    def desired(self) -> int:
+        return self.asg.describe_auto_scaling_groups(AutoScalingGroupNames=[self.name])["AutoScalingGroups"][
+            0
+        ]["DesiredCapacity"]
+
+
+class BootedNode:
+    """A node running both units: the agent (watch) and the boot script, with its own IMDSv2 server."""
+
+    def __init__(self, root: Path, rendered, moto_url: str, instance_id: str, ip: str):
+        self.node = Node(
+            root,
+            rendered,
+            moto_url,
+            env_overrides={
+                "TRAINFLEET_SLOTS": "1",
+                "TRAINFLEET_PEER_POLL_SECONDS": "2",
+                "TRAINFLEET_STOP_GRACE_SECONDS": "20",
+            },
+        )
+        self.ip = ip
+        self.imds = AwsImds(slow_s=2.0).start()
+        self.imds.values.update({"local-ipv4": ip, "instance-id": instance_id})
+        self.node.env["TRAINFLEET_METADATA_URL"] = self.imds.url
+        self.node.fetch()
+        self.agent = Proc(self.node.agent_command("--poll-s", "0.2", "--scan-s", "0.1"), self.node.env)
+        self.log = root / "boot.log"
+        self.boot = self.node.boot(self.log)
+
+    def lose(self) -> None:
+        """The VM vanishes: every process of the node is killed at once, no checkpoint."""
+        kill_group(self.boot)
+        self.agent.kill()
+
+    def stop(self) -> None:
+        self.lose()
+        self.imds.stop()
+
+
+def test_lost_peer_and_replacement_relaunch_from_the_bucket_with_no_manual_step(moto, reference, tmp_path):
+    """Two nodes (one rank each) run the rendered boot script: restore -> peers -> launch. One VM vanishes; the
+    group replaces it; the survivor's boot script notices, relaunches from the bucket's latest checkpoint with
+    the new membership, the replacement joins, training ends identical to the reference and the group is
+    scaled to zero."""
+    bucket = new_bucket(moto)
+    group = Group(moto, "tf-e2e-mn-" + uuid.uuid4().hex[:6])
+    rendered, prefix = render_for(moto, bucket, nodes=2, group=group.name, port_offset=2)
+    members = sorted(group.members().items(), key=lambda kv: tuple(map(int, kv[1].split("."))))
+    (id0, ip0), (id1, ip1) = members
+    nodes = {}
+    try:
+        nodes["a"] = BootedNode(tmp_path / "a", rendered, moto.url, id0, ip0)  # node rank 0 (lowest address)
+        nodes["b"] = BootedNode(tmp_path / "b", rendered, moto.url, id1, ip1)
+        a, b = nodes["a"], nodes["b"]
+        a.agent.wait_event("durable", timeout=150)  # rank 0's node holds and uploads complete checkpoints
+        durable_before = latest_in(moto, bucket, prefix)
+        wait_for(lambda: "step 10/" in a.log.read_text(), 90, "training progress on node a")
+
+        b.lose()
+        group.replace(id1)
+        lost_at = time.time()
+        ((id2, ip2),) = [(i, ip) for i, ip in group.members().items() if i not in (id0, id1)]
+        assert ip2 not in (ip0, ip1)
+        nodes["c"] = BootedNode(tmp_path / "c", rendered, moto.url, id2, ip2)
+        c = nodes["c"]
+
+        assert c.boot.wait(240) == 0, c.log.read_text()[-4000:]
+        assert a.boot.wait(60) == 0, a.log.read_text()[-4000:]
+        relaunched_at = time.time()
+    finally:
+        for n in nodes.values():
+            n.stop()
+    a_log, c_log = a.log.read_text(), c.log.read_text()
+    assert re.search(r"membership changed|relaunching", a_log), a_log[-3000:]
+    resumed = re.findall(r"resumed from (step-\d+)", a_log)
+    assert resumed and resumed == re.findall(r"resumed from (step-\d+)", c_log)[-1:], (
+        "same step on both nodes"
+    )
+    assert int(resumed[-1].removeprefix("step-")) >= int(durable_before.removeprefix("step-"))
+    final = a.node.final()
+    assert final["step"] == reference["step"] == STEPS
+    assert final["weights_sha256"] == reference["weights_sha256"]
+    assert final["loss"] == reference["loss"]
+    assert (c.node.run_dir / "DONE").read_text().strip() == str(STEPS)
+    assert latest_in(moto, bucket, prefix) == f"step-{STEPS:08d}", (
+        "final checkpoint durable before scaling down"
+    )
+    assert group.desired() == 0, "the fleet scaled itself to zero"
+    print(
+        f"\ne2e membership change: node {ip1} lost, replacement {ip2} joined, both resumed from {resumed[-1]}, "
+        f"finished at step {final['step']} identical to the reference, "
+        f"{relaunched_at - lost_at:.0f}s from the loss to the end of training; group scaled to 0"
     )
