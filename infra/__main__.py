@@ -7,10 +7,13 @@ import importlib.util
 import sys
 from pathlib import Path
 
-# Run by Pulumi as a directory program (main: infra/), only infra/ itself is on sys.path; make the
-# repository root importable unless trainfleet is installed into the stack's virtualenv.
+# Run by Pulumi as a directory program (main: infra/), infra/ itself is first on sys.path: take it off
+# (its aws/, gcp/, config.py must not shadow top-level modules) and make the repository root
+# importable unless trainfleet is installed into the stack's virtualenv.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if not p or Path(p).resolve() != _HERE]
 if importlib.util.find_spec("infra") is None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(_HERE.parent))
 
 import pulumi  # noqa: E402
 

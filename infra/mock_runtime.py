@@ -389,6 +389,14 @@ def _call(token: str, args: dict) -> dict:
             "name": pid,
             "id": f"projects/{pid}",
         }
+    if token == "azure-native:network:getSubnet":
+        sub, rg = MOCK_AZURE_SUBSCRIPTION, args.get("resourceGroupName")
+        vnet, name = args.get("virtualNetworkName"), args.get("subnetName")
+        return {
+            "id": f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/virtualNetworks/{vnet}/subnets/{name}",
+            "name": name,
+            "addressPrefix": "10.20.1.0/24",
+        }
     if token == "azure-native:authorization:getClientConfig":
         return {
             "subscriptionId": MOCK_AZURE_SUBSCRIPTION,

@@ -263,6 +263,11 @@ def _gcp_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
             f"fleet {fleet.name!r}: a GCP managed instance group cannot mix Spot and standard VMs; "
             "use purchase: spot or on-demand (or a second fleet)"
         )
+    if fleet.max_price not in (None, -1):
+        raise ConfigError(
+            f"fleet {fleet.name!r}: GCP Spot VMs have no maximum price (they stop at preemption, not at a bid); "
+            "remove max_price"
+        )
     labels = naming.gcp_labels(config.resource_tags(stack, fleet))
     group = naming.group_name(stack, fleet)
     prefix = naming.checkpoint_prefix(stack, config)

@@ -318,3 +318,42 @@ def test_main_turns_a_bad_config_into_one_pulumi_error(monkeypatch):
             run_program("dev", _dev(), declare=program)
     finally:
         pulumi.runtime.set_all_config({})
+
+
+def test_azure_existing_subnet_is_admitted_by_its_own_prefix():
+    sf = read_stack_file(STACKS / "Pulumi.azure-dev.yaml")
+    subnet = (
+        "/subscriptions/s/resourceGroups/net-rg/providers/Microsoft.Network/virtualNetworks/hub/subnets/train"
+    )
+    run = run_program("azure-dev", _with_fleet(sf.config, network={"name": "hub", "subnets": [subnet]}))
+    assert not run.of_type("azure-native:network:VirtualNetwork")
+    (lookup,) = [i for i in run.invocations if i.token == "azure-native:network:getSubnet"]
+    assert (
+        lookup.args["resourceGroupName"],
+        lookup.args["virtualNetworkName"],
+        lookup.args["subnetName"],
+    ) == (
+        "net-rg",
+        "hub",
+        "train",
+    )
+    rules = run.one("azure-native:network:NetworkSecurityGroup").inputs["securityRules"]
+    assert rules[0]["sourceAddressPrefix"] == "10.20.1.0/24"  # what the (mocked) lookup answered
+    nic = run.one("azure-native:compute:VirtualMachineScaleSet").inputs["virtualMachineProfile"][
+        "networkProfile"
+    ]
+    assert nic["networkInterfaceConfigurations"][0]["ipConfigurations"][0]["subnet"]["id"] == subnet
+
+
+@pytest.mark.parametrize(
+    "stack_file, changes, needle",
+    [
+        ("Pulumi.gcp-dev.yaml", {"max_price": 5.0}, "no maximum price"),
+        ("Pulumi.azure-dev.yaml", {"image": "not-an-urn"}, "publisher:offer:sku:version"),
+        ("Pulumi.azure-dev.yaml", {"network": {"name": "hub"}}, "network.subnets"),
+    ],
+)
+def test_more_cloud_specific_config_errors(stack_file, changes, needle):
+    sf = read_stack_file(STACKS / stack_file)
+    with pytest.raises(ConfigError, match=needle):
+        run_program(sf.env, _with_fleet(sf.config, **changes))

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_azure_native as azure_native
 
+from infra.errors import ConfigError
+
 # Microsoft's Ubuntu HPC image: NVIDIA driver, CUDA, InfiniBand (OFED), NCCL.
 DEFAULT_IMAGE = azure_native.compute.ImageReferenceArgs(
     publisher="microsoft-dsvm", offer="ubuntu-hpc", sku="2204", version="latest"
@@ -42,7 +44,9 @@ def image_reference(image: str | None) -> azure_native.compute.ImageReferenceArg
         return azure_native.compute.ImageReferenceArgs(id=image)
     parts = image.split(":")
     if len(parts) != 4:
-        raise ValueError(f"image {image!r}: use publisher:offer:sku:version or an image resource id")
+        raise ConfigError(
+            f"fleets[].image: {image!r} is not an Azure image; use publisher:offer:sku:version or an image resource id"
+        )
     return azure_native.compute.ImageReferenceArgs(
         publisher=parts[0], offer=parts[1], sku=parts[2], version=parts[3]
     )

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_azure_native as azure_native
 
+from infra.errors import ConfigError
+
 DENY_ALL_PRIORITY = 4000
 
 
@@ -24,13 +26,35 @@ class NetworkArgs:
     zones: list[str] = field(default_factory=list)
     vnet_id: str | None = None  # an existing VNet; its subnet must be named too
     subnet_id: str | None = None
-    subnet_cidr: str | None = None  # the existing subnet's CIDR; None: admit the VirtualNetwork tag
     cidr: str = "10.42.0.0/16"
     subnet_prefix: str = "10.42.0.0/20"
     ssh_cidrs: list[str] = field(default_factory=list)
 
 
-def security_rules(source: str, ssh_cidrs: list[str]) -> list[azure_native.network.SecurityRuleArgs]:
+def existing_subnet_prefix(subnet_id: str, parent: pulumi.Resource) -> pulumi.Output[str]:
+    """The address prefix of an existing subnet, looked up from its resource id."""
+    parts = subnet_id.strip("/").split("/")
+    try:
+        group = parts[parts.index("resourceGroups") + 1]
+        vnet = parts[parts.index("virtualNetworks") + 1]
+        subnet = parts[parts.index("subnets") + 1]
+    except (ValueError, IndexError):
+        raise ConfigError(
+            f"network.subnets: {subnet_id!r} is not a subnet resource id "
+            "(/subscriptions/.../resourceGroups/RG/providers/Microsoft.Network/virtualNetworks/VNET/subnets/NAME)"
+        ) from None
+    found = azure_native.network.get_subnet_output(
+        resource_group_name=group,
+        virtual_network_name=vnet,
+        subnet_name=subnet,
+        opts=pulumi.InvokeOptions(parent=parent),
+    )
+    return found.apply(lambda s: s.address_prefix or (s.address_prefixes or ["VirtualNetwork"])[0])
+
+
+def security_rules(
+    source: pulumi.Input[str], ssh_cidrs: list[str]
+) -> list[azure_native.network.SecurityRuleArgs]:
     rules = [
         azure_native.network.SecurityRuleArgs(
             name="allow-fleet-subnet",
@@ -90,7 +114,10 @@ class Network(pulumi.ComponentResource):
         group = azure_native.resources.ResourceGroup(
             f"{name}-rg", location=args.location, tags=args.tags, opts=child
         )
-        source = (args.subnet_cidr or "VirtualNetwork") if args.vnet_id else args.subnet_prefix
+        if args.vnet_id is not None:
+            source: pulumi.Input[str] = existing_subnet_prefix(args.subnet_id, self)
+        else:
+            source = args.subnet_prefix
         nsg = azure_native.network.NetworkSecurityGroup(
             f"{name}-nsg",
             resource_group_name=group.name,
