@@ -53,9 +53,12 @@ def preview_command(
     if pulumi_json is not None:
         from cli.preview.diff import diff_one_preview
 
-        usage, regions, name = _usage_for(stack, usage_file)
+        usage, regions, name, config = _usage_for(stack, usage_file)
         diff = diff_one_preview(pulumi_json, usage, name, regions)
         estimate = diff.head
+        if config is not None and config.budget is not None:
+            estimate.guardrail_usd = config.budget.fail_above_usd
+            estimate.budget_usd = config.budget.monthly_limit_usd
         if json_out:
             print_json({"estimate": estimate.to_json(), "diff": diff.to_json()})
         else:
@@ -108,8 +111,10 @@ def diff_command(
             raise TrainfleetError(
                 "--base is a preview JSON, so --head must be one too (pulumi preview --json > FILE)"
             )
-        usage, regions, name = _usage_for(stack, usage_file)
+        usage, regions, name, config = _usage_for(stack, usage_file)
         diff = diff_preview_files(base_path, head, usage, name, regions)
+        if config is not None and config.budget is not None:
+            diff.head.guardrail_usd = config.budget.fail_above_usd
         command = f"trainfleet diff --base {base} --head {head}"
     elif base.endswith((".yaml", ".yml")) and base_path.is_file():
         head_path = head or (stack_path(stack) if stack else None)
@@ -166,13 +171,13 @@ def diff_command(
 
 
 def _usage_for(stack: str | None, usage_file: Path | None):
-    """Usage figures (and regions) for pricing a preview document: from the stack file when named."""
+    """Usage figures, regions, stack name and config for pricing a preview document (from --stack)."""
     from cli.preview.engine import provider_regions
     from cli.preview.usage import read_usage_file, resolve_usage
 
     uf = read_usage_file(usage_file) if usage_file else None
     if stack is None:
-        return resolve_usage(None, uf, str(usage_file or "")), {}, None
+        return resolve_usage(None, uf, str(usage_file or "")), {}, None, None
     from infra.stack_file import read_stack_file, stack_name, stack_path
 
     sf = read_stack_file(stack_path(stack))
@@ -180,6 +185,7 @@ def _usage_for(stack: str | None, usage_file: Path | None):
         resolve_usage(sf.config, uf, str(usage_file or "")),
         provider_regions(sf.config, sf.other_config),
         stack_name(sf.path),
+        sf.config,
     )
 
 

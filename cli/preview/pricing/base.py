@@ -166,6 +166,8 @@ def price_resource(resource: Resource, ctx: PricingContext) -> PricedResource:
         return PricedResource(resource, FREE, reason="component: groups resources that are priced one by one")
     if resource.type in FREE_TYPES:
         return PricedResource(resource, FREE, reason=FREE_TYPES[resource.type])
+    if resource.type.startswith("pulumi:providers:"):
+        return PricedResource(resource, FREE, reason="a provider is configuration, not a cloud resource")
     fn = PRICERS.get(resource.type)
     if fn is None:
         return PricedResource(resource, NOT_PRICED, reason=f"no pricing function for {resource.type}")
