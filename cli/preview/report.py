@@ -11,7 +11,7 @@ from rich.text import Text
 from cli.output import money, table
 from cli.preview.diff import CostDiff
 from cli.preview.markdown import OP_LABEL
-from cli.preview.model import FREE, Estimate
+from cli.preview.model import FREE, Estimate, PricedResource
 
 
 def estimate_renderable(est: Estimate, *, show_free: bool = False) -> Group:
@@ -72,15 +72,15 @@ def diff_renderable(diff: CostDiff) -> Group:
     shown = [r for r in diff.rows if r.op != "same"] or []
     shown.sort(key=lambda r: -(abs(r.delta) if r.delta is not None else float("inf")))
     for r in shown:
-        reason = "" if r.delta is not None else f" ({r.status}: {(r.head or r.base).reason})"  # type: ignore[union-attr]
+        reason = "" if r.delta is not None else f"unknown ({r.status}: {(r.head or r.base).reason})"  # type: ignore[union-attr]
         rows.append(
             (
                 r.name,
                 r.type,
                 OP_LABEL.get(r.op, r.op),
-                money(r.base_monthly) if r.base is not None else "—",
-                money(r.head_monthly) if r.head is not None else "—",
-                (_signed(r.delta) if r.delta is not None else "not estimable") + reason,
+                _side(r.base),
+                _side(r.head),
+                _signed(r.delta) if r.delta is not None else reason,
             )
         )
         for c in r.changes[:12]:
@@ -110,6 +110,12 @@ def diff_renderable(diff: CostDiff) -> Group:
         ),
     ]
     return Group(t, *lines)
+
+
+def _side(side: PricedResource | None) -> str:
+    if side is None:
+        return "—"
+    return "free" if side.status == FREE else money(side.monthly_cost)
 
 
 def _escaped(rows: list[tuple]) -> list[tuple]:
