@@ -386,9 +386,15 @@ def render_fleets(
 
 
 def placeholder_names(stack: str, config: StackConfig, fleet: Fleet) -> tuple[str, str]:
-    """Names for review: the group name is deterministic (infra/naming.py); the bucket's, unless the stack
-    names it, is only known after `pulumi up`, so review output shows an obvious placeholder."""
+    """Names for review, in the form each cloud's agent takes them. The group name is deterministic
+    (infra/naming.py); names that exist only after `pulumi up` (bucket, storage account, GCP project) show
+    as obvious REPLACE-ME placeholders. The AWS assets do not depend on either name."""
     from infra.naming import group_name
 
+    group = group_name(stack, fleet)
     bucket = config.checkpoint.bucket_name or f"REPLACE-ME-bucket-of-{stack}"
-    return bucket, group_name(stack, fleet)
+    if fleet.cloud == "gcp":  # a regional managed instance group, as the program declares it
+        group = f"projects/REPLACE-ME-project/regions/{fleet.region}/instanceGroupManagers/{group}"
+    elif fleet.cloud == "azure":  # the agent takes `account/container` (infra/azure/storage.py)
+        bucket = "REPLACE-ME-storage-account/checkpoints"
+    return bucket, group
