@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 import uuid
 
@@ -75,7 +76,7 @@ def bucket_steps(s3, bucket, prefix="run1"):
     return sorted({k.split("/")[1] for k in keys if k.split("/")[1].startswith("step-")}), keys
 
 
-def watch_args(bucket, tmp_path, imds, *extra):
+def watch_args(bucket, tmp_path, imds, *extra, poll_s="0.5"):
     return (
         "watch",
         "--cloud",
@@ -91,7 +92,7 @@ def watch_args(bucket, tmp_path, imds, *extra):
         "--metadata-url",
         imds.url,
         "--poll-s",
-        "0.5",
+        poll_s,
         "--scan-s",
         "0.2",
         "--http-timeout-s",
@@ -124,12 +125,12 @@ def wait_notice_checkpoint_durable(s3, bucket, tr, deadline_s: float) -> tuple[s
     )
 
 
-def notice_run(moto, env, bucket, imds, tmp_path, faults=()):
+def notice_run(moto, env, bucket, imds, tmp_path, faults=(), poll_s="0.5"):
     s3 = client(moto)
     tr = trainer(
         tmp_path / "ckpt", tmp_path / "run", "--step-s", "0.05", "--blob-mb", "8", "--ckpt-every", "20"
     )
-    ag = agent(*watch_args(bucket, tmp_path, imds, "--keep-last", "3"), env=env)
+    ag = agent(*watch_args(bucket, tmp_path, imds, "--keep-last", "3", poll_s=poll_s), env=env)
     try:
         first = ag.wait_event("durable", timeout=30)  # a periodic checkpoint went up: the agent is watching
         if faults:
@@ -190,17 +191,17 @@ def test_spot_notice_mid_run_makes_the_checkpoint_durable_within_the_window(
 
 
 def test_faults_never_crash_the_watcher_and_the_notice_is_still_caught(moto, env, bucket, imds, tmp_path):
-    faults = ["expire", "500", "503", "timeout", "hang", "expire", "503"]
-    r = notice_run(moto, env, bucket, imds, tmp_path, faults=faults)
+    faults = ["expire", "500", "timeout", "hang", "503"]
+    r = notice_run(moto, env, bucket, imds, tmp_path, faults=faults, poll_s="0.2")
     ag = r["agent"]
     assert imds.faults_served == faults
-    assert len(ag.named("imds_token_expired")) >= 2
+    assert len(ag.named("imds_token_expired")) >= 1
     errors = ag.named("metadata_error")
-    assert len(errors) >= 4, errors
+    assert len(errors) >= 3, errors
     assert any("timed out" in e["error"] or "Timeout" in e["error"] for e in errors), errors
     assert any("503" in e["error"] for e in errors) and any("500" in e["error"] for e in errors)
     assert ag.named("metadata_recovered")
-    assert imds.count("/spot/instance-action", 401) >= 2
+    assert imds.count("/spot/instance-action", 401) >= 1
     assert r["step"] == f"step-{r['exit_step']:08d}"
     assert r["seconds"] < AWS_WINDOW_S
     print(f"\nAWS notice-to-durable after faults {faults}: {r['seconds']:.2f}s")
@@ -216,7 +217,7 @@ def test_kill9_during_upload_leaves_the_previous_checkpoint_restorable(moto, env
     try:
         ag.wait_event("durable", timeout=30, pred=lambda e: e["step"] == 10)
         assert latest(s3, bucket) == "step-00000010"
-        make_step(ckpt, 20, {"a.bin": 1 << 20, "b.bin": 1 << 20, "z-big.bin": 96 << 20})
+        make_step(ckpt, 20, {"a.bin": 1 << 20, "b.bin": 1 << 20, "z-big.bin": 24 << 20})
         ag.wait_event("upload_start", timeout=30, pred=lambda e: e["step"] == 20)
         end = time.time() + 30
         while time.time() < end:
@@ -389,7 +390,7 @@ def test_role_credentials_from_imds_and_multipart(moto, bucket, imds, tmp_path):
 def _asg(moto, name, n, min_size=None):
     ec2 = client(moto, "ec2")
     asg = client(moto, "autoscaling")
-    image = ec2.describe_images()["Images"][0]["ImageId"]
+    image = "ami-12c6146b"  # one of moto's default AMIs (listing them all is slow)
     lt = "lt-" + uuid.uuid4().hex[:8]
     ec2.create_launch_template(
         LaunchTemplateName=lt, LaunchTemplateData={"ImageId": image, "InstanceType": "t3.micro"}
@@ -460,3 +461,71 @@ def test_scale_to_zero_sets_the_group_to_zero(moto, env):
         "AutoScalingGroups"
     ][0]
     assert g["DesiredCapacity"] == 0 and g["MinSize"] == 0
+
+
+def test_a_stuck_trainer_does_not_eat_the_window(moto, env, bucket, imds, tmp_path):
+    """The trainer ignores SIGTERM and never checkpoints: the agent gives up waiting with time to spare and
+    makes sure the newest complete checkpoint on disk is durable."""
+    import subprocess
+    import sys
+
+    ckpt, run = tmp_path / "ckpt", tmp_path / "run"
+    ckpt.mkdir()
+    run.mkdir()
+    make_step(ckpt, 5, {"model.bin": 1000})
+    stuck = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)",
+        ]
+    )
+    (run / "trainer.pid").write_text(str(stuck.pid))
+    ag = agent(*watch_args(bucket, tmp_path, imds, "--notice-window-s", "8"), env=env)
+    try:
+        ag.wait_event("durable", timeout=30, pred=lambda e: e["step"] == 5)
+        make_step(ckpt, 6, {"model.bin": 2000})  # the newest complete checkpoint on disk
+        t0 = time.time()
+        imds.notice()
+        assert ag.wait(15) == 0
+        assert time.time() - t0 < 8.0
+    finally:
+        ag.kill()
+        stuck.kill()
+        stuck.wait()
+    assert latest(client(moto), bucket) == "step-00000006"
+    assert ag.named("notice_durable")
+
+
+def test_the_agent_runs_as_a_zipapp(env, bucket, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    import zipapp
+
+    from tests.agent_support import AGENT
+
+    src = tmp_path / "app"
+    src.mkdir()
+    shutil.copy(AGENT, src / "__main__.py")
+    pyz = tmp_path / "trainfleet_agent.pyz"
+    zipapp.create_archive(src, pyz, interpreter="/usr/bin/env python3")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    make_step(ckpt, 3, {"m.bin": 100})
+
+    def run(*a):
+        return subprocess.run(
+            [sys.executable, str(pyz), *a],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+            timeout=60,
+        )
+
+    assert (
+        run("sync", "--cloud", "aws", "--bucket", bucket, "--prefix", "z", "--ckpt-dir", str(ckpt)).returncode
+        == 0
+    )
+    res = run("restore", "--cloud", "aws", "--bucket", bucket, "--prefix", "z", "--dest", str(tmp_path / "r"))
+    assert res.returncode == 0 and res.stdout.strip() == "3", res.stderr

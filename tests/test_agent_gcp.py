@@ -138,13 +138,11 @@ def test_gcp_preemption_checkpoint_is_durable_within_30s_and_restores(gcs, gce, 
 
 
 def test_gcp_faults_never_crash_the_watcher(gcs, gce, tmp_path):
-    faults = ["503", "timeout", "hang", "500"]
+    faults = ["503", "hang", "500"]
     ag, _prefix, step, seconds, _env = run_notice(gcs, gce, tmp_path, faults=faults)
     assert gce.faults_served == faults
     errors = ag.named("metadata_error")
-    # 503, the hanging endpoint (timed out) and 500 are errors; a slow answer inside the hanging GET's own
-    # timeout_sec is not one
-    assert len(errors) >= 3, errors
+    assert len(errors) >= 3, errors  # 503, the hanging endpoint (timed out), 500
     assert any("timed out" in e["error"] for e in errors), errors
     assert ag.named("metadata_recovered")
     assert seconds < GCP_WINDOW_S
