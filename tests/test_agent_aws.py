@@ -3,7 +3,7 @@ server, the agent and a fake trainer as separate processes.
 
 Notice-to-durable is measured from the moment the IMDS starts answering spot/instance-action to the moment an
 independent S3 client (boto3) sees LATEST point at the new step with its manifest in place. Run
-``pytest tests/test_agent_aws.py -k notice -s`` to see the figures.
+``pytest tests/test_agent_aws.py -k "notice or faults" -s`` to see the figures.
 """
 
 from __future__ import annotations
