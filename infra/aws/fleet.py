@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-# AWS Deep Learning Base AMI with the NVIDIA driver, CUDA, EFA and NCCL (Ubuntu 22.04), by Amazon.
-GPU_AMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
+# AWS Deep Learning Base AMI with the NVIDIA driver, CUDA, EFA and NCCL (newest Ubuntu release), by Amazon.
+GPU_AMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu *"
 AMI_OWNERS = ["amazon"]
 SPOT_ALLOCATION_STRATEGY = "price-capacity-optimized"
 SSH_PORT = 22
