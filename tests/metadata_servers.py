@@ -87,6 +87,9 @@ class MetadataServer:
             def do_POST(self):
                 self._go("POST")
 
+            def do_PATCH(self):
+                self._go("PATCH")
+
         self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -393,3 +396,147 @@ class AzureImds(MetadataServer):
             }
             return 200, js, json.dumps(tok)
         return 404, js, json.dumps({"error": "Not found"})
+
+
+class _ApiServer(MetadataServer):
+    """A cloud control-plane API on loopback that requires a bearer token."""
+
+    def authorized(self, h) -> bool:
+        return (h.headers.get("Authorization") or "").startswith("Bearer ")
+
+
+class GceComputeApi(_ApiServer):
+    """Compute Engine API v1: instanceGroupManagers.listManagedInstances / resize, instances.get."""
+
+    def __init__(self, project="trainfleet-test", zone="us-central1-a", **kw):
+        super().__init__(**kw)
+        self.project, self.zone = project, zone
+        self.groups: dict[str, list[tuple[str, str, str]]] = {}  # group -> [(name, ip, status)]
+        self.sizes: dict[str, int] = {}
+        self.regional: set[str] = set()
+
+    def add_group(
+        self, name: str, members: list[tuple[str, str]], status: str = "RUNNING", regional: bool = False
+    ):
+        self.groups[name] = [(n, ip, status) for n, ip in members]
+        self.sizes[name] = len(members)
+        if regional:
+            self.regional.add(name)
+
+    def dispatch(self, h, method):
+        if not self.authorized(h):
+            return (
+                401,
+                {},
+                json.dumps(
+                    {
+                        "error": {
+                            "code": 401,
+                            "message": "Request is missing required authentication credential.",
+                        }
+                    }
+                ),
+            )
+        parts = urllib.parse.urlsplit(h.path)
+        zonal = f"/compute/v1/projects/{self.project}/zones/{self.zone}/"
+        regional = f"/compute/v1/projects/{self.project}/regions/{self.zone.rsplit('-', 1)[0]}/"
+        js = {"Content-Type": "application/json"}
+        self.body(h)
+        if parts.path.startswith(zonal):
+            rest = parts.path[len(zonal) :].split("/")
+            is_regional = False
+        elif parts.path.startswith(regional):
+            rest = parts.path[len(regional) :].split("/")
+            is_regional = True
+        else:
+            return 404, js, json.dumps({"error": {"code": 404}})
+        if (
+            rest[0] == "instanceGroupManagers"
+            and len(rest) == 3
+            and rest[1] in self.groups
+            and (rest[1] in self.regional) == is_regional
+        ):
+            g = rest[1]
+            if method == "POST" and rest[2] == "listManagedInstances":
+                items = [
+                    {
+                        "instance": f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/{self.zone}/instances/{n}",
+                        "instanceStatus": st,
+                        "currentAction": "NONE",
+                        "id": str(abs(hash(n)) % 10**12),
+                    }
+                    for n, _ip, st in self.groups[g]
+                ]
+                return 200, js, json.dumps({"managedInstances": items})
+            if method == "POST" and rest[2] == "resize":
+                self.sizes[g] = int(dict(urllib.parse.parse_qsl(parts.query))["size"])
+                return (
+                    200,
+                    js,
+                    json.dumps(
+                        {
+                            "kind": "compute#operation",
+                            "operationType": "compute.instanceGroupManagers.resize",
+                            "status": "RUNNING",
+                        }
+                    ),
+                )
+        if rest[0] == "instances" and len(rest) == 2 and method == "GET" and not is_regional:
+            for members in self.groups.values():
+                for n, ip, _st in members:
+                    if n == rest[1]:
+                        return (
+                            200,
+                            js,
+                            json.dumps({"name": n, "networkInterfaces": [{"name": "nic0", "networkIP": ip}]}),
+                        )
+        return 404, js, json.dumps({"error": {"code": 404, "message": "not found"}})
+
+
+class AzureArmApi(_ApiServer):
+    """Azure Resource Manager: VMSS network interfaces (list) and VMSS update (PATCH sku.capacity)."""
+
+    def __init__(self, subscription="00000000-0000-0000-0000-000000000000", rg="trainfleet-rg", **kw):
+        super().__init__(**kw)
+        self.prefix = f"/subscriptions/{subscription}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/"
+        self.groups: dict[str, list[str]] = {}
+        self.capacity: dict[str, int] = {}
+
+    def add_group(self, name: str, ips: list[str]):
+        self.groups[name] = ips
+        self.capacity[name] = len(ips)
+
+    def dispatch(self, h, method):
+        if not self.authorized(h):
+            return 401, {}, json.dumps({"error": {"code": "AuthenticationFailed"}})
+        parts = urllib.parse.urlsplit(h.path)
+        q = dict(urllib.parse.parse_qsl(parts.query))
+        js = {"Content-Type": "application/json"}
+        if "api-version" not in q:
+            return 400, js, json.dumps({"error": {"code": "MissingApiVersionParameter"}})
+        body = self.body(h)
+        if not parts.path.startswith(self.prefix):
+            return 404, js, json.dumps({"error": {"code": "ResourceNotFound"}})
+        rest = parts.path[len(self.prefix) :].split("/")
+        if rest[0] not in self.groups:
+            return 404, js, json.dumps({"error": {"code": "ResourceNotFound"}})
+        g = rest[0]
+        if len(rest) == 2 and rest[1] == "networkInterfaces" and method == "GET":
+            value = [
+                {
+                    "name": f"nic-{i}",
+                    "properties": {
+                        "primary": True,
+                        "ipConfigurations": [
+                            {"name": "ipconfig1", "properties": {"primary": True, "privateIPAddress": ip}}
+                        ],
+                        "virtualMachine": {"id": f"{self.prefix}{g}/virtualMachines/{i}"},
+                    },
+                }
+                for i, ip in enumerate(self.groups[g])
+            ]
+            return 200, js, json.dumps({"value": value})
+        if len(rest) == 1 and method == "PATCH":
+            self.capacity[g] = json.loads(body)["sku"]["capacity"]
+            return 200, js, json.dumps({"name": g, "sku": {"capacity": self.capacity[g]}})
+        return 405, js, ""

@@ -371,7 +371,11 @@ class AwsCredentials:
 
 
 def aws_region(metadata_url: str | None = None) -> str:
-    r = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    r = (
+        os.environ.get("AWS_REGION")
+        or os.environ.get("AWS_DEFAULT_REGION")
+        or os.environ.get("TRAINFLEET_REGION")
+    )
     if r:
         return r
     try:
@@ -1331,9 +1335,12 @@ class Watcher:
 
     def handle_notice(self, n: Notice) -> int:
         baseline = self.newest()
+        # Leave time to upload: stop waiting for the trainer's notice checkpoint with a quarter of the window
+        # (at least 5 s) to spare, and fall back to the newest complete checkpoint on disk.
+        wait_until = n.deadline - max(5.0, 0.25 * self.window)
         log("notice_wait", baseline=baseline, deadline_in_s=round(n.deadline - time.time(), 1))
         target = None
-        while time.time() < n.deadline:
+        while time.time() < wait_until:
             newest = self.newest()
             if newest is not None and (baseline is None or newest > baseline):
                 target = newest
@@ -1348,6 +1355,7 @@ class Watcher:
             time.sleep(0.05)
         if target is None:
             target = self.newest()
+            log("notice_fallback", step=target, reason="no new checkpoint from the trainer in time")
         ok = True
         if target is not None and (self.synced is None or target > self.synced):
             ok = False
@@ -1439,19 +1447,34 @@ def _gcp_api(method: str, path: str, metadata_url: str | None, body: dict | None
     return with_retries(once, "gcp " + path)
 
 
-def _gcp_group_path(group: str, metadata_url: str | None) -> str:
-    """--group is NAME (zone and project from the metadata server) or projects/P/zones|regions/L/.../NAME."""
+def _gcp_group_paths(group: str, metadata_url: str | None) -> list[str]:
+    """--group is NAME (project and zone from the metadata server; a zonal MIG is tried first, then the
+    regional one of the zone's region) or a full projects/P/zones|regions/L/instanceGroupManagers/NAME."""
     if group.startswith("projects/"):
-        return group
+        return [group]
     md = GcpMetadata(metadata_base("gcp", metadata_url))
     project = (md.get("project/project-id")[0] or "").strip()
     zone = (md.get("instance/zone")[0] or "").strip().rsplit("/", 1)[-1]
-    return f"projects/{project}/zones/{zone}/instanceGroupManagers/{group}"
+    region = zone.rsplit("-", 1)[0]
+    return [
+        f"projects/{project}/zones/{zone}/instanceGroupManagers/{group}",
+        f"projects/{project}/regions/{region}/instanceGroupManagers/{group}",
+    ]
+
+
+def _gcp_mig_call(group: str, metadata_url: str | None, suffix: str) -> dict:
+    paths = _gcp_group_paths(group, metadata_url)
+    for i, path in enumerate(paths):
+        try:
+            return _gcp_api("POST", path + suffix, metadata_url)
+        except HTTPError as e:
+            if e.status != 404 or i == len(paths) - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def gcp_group_ips(group: str, metadata_url: str | None) -> list[str]:
-    path = _gcp_group_path(group, metadata_url)
-    doc = _gcp_api("POST", path + "/listManagedInstances", metadata_url)
+    doc = _gcp_mig_call(group, metadata_url, "/listManagedInstances")
     ips = []
     for mi in doc.get("managedInstances", []):
         if mi.get("instanceStatus") not in (None, "RUNNING", "PROVISIONING", "STAGING"):
@@ -1584,7 +1607,7 @@ def cmd_scale_to_zero(a) -> int:
             a.metadata_url,
         )
     elif a.cloud == "gcp":
-        _gcp_api("POST", _gcp_group_path(a.group, a.metadata_url) + "/resize?size=0", a.metadata_url)
+        _gcp_mig_call(a.group, a.metadata_url, "/resize?size=0")
     else:
         _azure_api(
             "PATCH", _azure_group_path(a.group, a.metadata_url), a.metadata_url, {"sku": {"capacity": 0}}
