@@ -27,10 +27,13 @@ def main() -> None:
     args = parser.parse_args()
 
     from cli.preview.engine import estimate_stack
+    from infra.errors import TrainfleetError
     from infra.stack_file import list_stack_files, stack_name
 
     stacks = [stack_name(p) for p in list_stack_files(REPO)]
-    print(f"{'stack':<10} {'cli cold s':>10} {'warm s':>8} {'resources':>9} {'monthly USD':>14} {'job USD':>14} {'job h':>7}")
+    print(
+        f"{'stack':<10} {'cli cold s':>10} {'warm s':>8} {'resources':>9} {'monthly USD':>14} {'job USD':>14} {'job h':>7}"
+    )
     for stack in stacks:
         cold = []
         data = {}
@@ -47,14 +50,20 @@ def main() -> None:
                 break
             data = json.loads(proc.stdout)
         if not data:
-            print(f"{stack:<10} failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
+            print(
+                f"{stack:<10} failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"
+            )
             continue
         warm = []
-        for i in range(args.repeat + 1):
-            t = time.perf_counter()
-            estimate_stack(stack, start=REPO)
-            if i:  # the first run in this process also imports the cloud's SDK
-                warm.append(time.perf_counter() - t)
+        try:
+            for i in range(args.repeat + 1):
+                t = time.perf_counter()
+                estimate_stack(stack, start=REPO)
+                if i:  # the first run in this process also imports the cloud's SDK
+                    warm.append(time.perf_counter() - t)
+        except TrainfleetError as exc:
+            print(f"{stack:<10} failed in process: {exc}")
+            continue
         print(
             f"{stack:<10} {statistics.median(cold):>10.2f} {statistics.median(warm):>8.2f} "
             f"{len(data['resources']):>9} {data['monthly_cost']:>14,.2f} {data['job_cost']:>14,.2f} "
