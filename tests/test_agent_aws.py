@@ -529,3 +529,25 @@ def test_the_agent_runs_as_a_zipapp(env, bucket, tmp_path):
     )
     res = run("restore", "--cloud", "aws", "--bucket", bucket, "--prefix", "z", "--dest", str(tmp_path / "r"))
     assert res.returncode == 0 and res.stdout.strip() == "3", res.stderr
+
+
+def test_sigterm_to_the_agent_is_handled_like_a_notice(moto, env, bucket, imds, tmp_path):
+    """A shutdown without a metadata notice (systemd stops the agent): the trainer is asked to checkpoint and
+    exit, the checkpoint is made durable, then the agent exits 0."""
+    import signal
+
+    s3 = client(moto)
+    tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--step-s", "0.05", "--blob-mb", "1")
+    ag = agent(*watch_args(bucket, tmp_path, imds), env=env)
+    try:
+        ag.wait_event("watch_start", timeout=10)
+        time.sleep(0.5)
+        os.kill(ag.p.pid, signal.SIGTERM)
+        step, _t = wait_notice_checkpoint_durable(s3, bucket, tr, 30)
+        assert tr.wait(10) == 0
+        assert ag.wait(10) == 0, "\n".join(ag.stderr_lines)
+    finally:
+        ag.kill()
+        tr.kill()
+    assert ag.wait_event("notice", timeout=1)["kind"] == "sigterm"
+    assert step == f"step-{exit_step_of(tr):08d}"

@@ -1246,8 +1246,17 @@ class Watcher:
         self.notice: Notice | None = None
         self._lock = threading.Lock()
         self.stop = threading.Event()
+        self.sigterm_at: float | None = None
         base = metadata_base(args.cloud, args.metadata_url)
         self.source = NoticeSource(args.cloud, base, self.window, args.poll_s, args.http_timeout_s)
+
+    def on_sigterm(self, *_):
+        """The node is shutting down (systemd stop: a GCP preemption's ACPI soft-off, an AWS stop/terminate, a
+        missed notice): the first SIGTERM is handled as a spot notice, a second one exits at once."""
+        if self.sigterm_at is not None:
+            log("agent_sigterm", action="exit")
+            sys.exit(143)
+        self.sigterm_at = time.time()  # only a flag here: the main loop turns it into a notice
 
     def on_notice(self, n: Notice) -> None:
         log(
@@ -1298,6 +1307,15 @@ class Watcher:
         self.next_periodic = time.time() + self.interval if self.interval > 0 else float("inf")
         try:
             while True:
+                if self.sigterm_at is not None and self.notice is None:
+                    self.on_notice(
+                        Notice(
+                            "sigterm",
+                            True,
+                            "agent received SIGTERM",
+                            self.sigterm_at + min(self.window, 30.0),
+                        )
+                    )
                 with self._lock:
                     notice = self.notice
                 if notice is not None:
@@ -1336,8 +1354,9 @@ class Watcher:
     def handle_notice(self, n: Notice) -> int:
         baseline = self.newest()
         # Leave time to upload: stop waiting for the trainer's notice checkpoint with a quarter of the window
-        # (at least 5 s) to spare, and fall back to the newest complete checkpoint on disk.
-        wait_until = n.deadline - max(5.0, 0.25 * self.window)
+        # (at least 5 s, at most half) to spare, and fall back to the newest complete checkpoint on disk.
+        span = max(0.0, n.deadline - n.at)
+        wait_until = n.deadline - min(max(5.0, 0.25 * span), 0.5 * span)
         log("notice_wait", baseline=baseline, deadline_in_s=round(n.deadline - time.time(), 1))
         target = None
         while time.time() < wait_until:
@@ -1692,7 +1711,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if a.cmd == "watch":
             w = Watcher(a)
-            signal.signal(signal.SIGTERM, lambda *_: (log("agent_sigterm"), sys.exit(143)))
+            signal.signal(signal.SIGTERM, w.on_sigterm)
             return w.run()
         return {
             "restore": cmd_restore,
