@@ -140,12 +140,18 @@ def test_gcp_and_azure_fleets_use_their_catalog_spot_price(estimates, name):
     assert not unpriced, [(r.resource.type, r.reason) for r in unpriced]
 
 
-def test_usage_file_overrides_job_hours_checkpoint_and_egress(estimates, tmp_path):
-    usage = UsageFile(job_hours=100, checkpoint_gb=500, egress_gb_per_month=200)
+def test_usage_file_overrides_hours_checkpoint_and_egress(estimates, tmp_path):
+    usage = UsageFile(job_hours=100, hours_per_month=200, checkpoint_gb=500, egress_gb_per_month=200)
     config, est = estimates("aws-mixed", usage)
     fleet = config.fleets[0]
     _, lines = fleet_lines(est, fleet)
     assert lines["spot"].job_cost == pytest.approx(2 * 100 * catalog_price(fleet, "spot"))
+    # the fleet runs 200 h a month; the NAT gateway stays up all month
+    assert lines["spot"].monthly_cost == pytest.approx(2 * 200 * catalog_price(fleet, "spot"))
+    nat = next(r for r in est.resources if r.resource.type == "aws:ec2/natGateway:NatGateway")
+    assert nat.components[0].quantity == 730 and nat.monthly_cost == pytest.approx(
+        730 * RATES["aws-nat-gateway-hour"].usd
+    )
     bucket = next(r for r in est.resources if r.resource.type == "aws:s3/bucket:Bucket")
     storage = next(c for c in bucket.components if c.unit == "GB-month")
     egress = next(c for c in bucket.components if "transfer" in c.name)

@@ -114,7 +114,9 @@ def _public_ips(ctx: PricingContext, lt: Resource | None, nodes: int, region: st
     )
     if not public:
         return []
-    return [hourly_component(ctx, f"public IPv4 x {nodes}", nodes, "aws-public-ipv4", region)]
+    return [
+        hourly_component(ctx, f"public IPv4 x {nodes}", nodes, "aws-public-ipv4", region, with_nodes=True)
+    ]
 
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"

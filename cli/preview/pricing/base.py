@@ -279,15 +279,23 @@ def storage_component(
 
 
 def hourly_component(
-    ctx: PricingContext, name: str, count: float, rate_id: str, region: str | None
+    ctx: PricingContext,
+    name: str,
+    count: float,
+    rate_id: str,
+    region: str | None,
+    *,
+    with_nodes: bool = False,
 ) -> CostComponent:
+    """Per-hour charges: all month (730 h) for always-on infrastructure (NAT, addresses), or the fleet's
+    hours_per_month for charges that follow the nodes (`with_nodes`)."""
     from cli.preview.pricing.rates import rate, region_note
 
     r = rate(rate_id)
     return CostComponent(
         name=name,
         unit=r.unit,
-        quantity=count * ctx.hours_per_month,
+        quantity=count * (ctx.hours_per_month if with_nodes else 730.0),
         unit_price=r.usd,
         job_quantity=count * ctx.job_hours,
         source=f"rate:{rate_id}",

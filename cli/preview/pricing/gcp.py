@@ -178,7 +178,12 @@ def router_nat(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     vms = min(max(vms, 1), 32)  # Cloud NAT bills per VM up to 32 VMs per gateway
     return [
         hourly_component(
-            ctx, f"Cloud NAT for {vms} VM{'s' if vms != 1 else ''}", vms, "gcp-cloud-nat-vm-hour", region
+            ctx,
+            f"Cloud NAT for {vms} VM{'s' if vms != 1 else ''}",
+            vms,
+            "gcp-cloud-nat-vm-hour",
+            region,
+            with_nodes=True,
         )
     ]
 
