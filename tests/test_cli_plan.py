@@ -55,6 +55,14 @@ def test_filters_budget_and_purchase_are_respected():
         assert p["cloud"] in ("aws", "gcp") and p["purchase"] == "spot" and p["expected_cost_usd"] <= 40000
 
 
+def test_regions_filter_and_on_demand_purchase():
+    data = plan_json("--model", "llama-7b", "--tokens", "20B", "--regions", "us-central1,europe-west4",
+                     "--purchase", "on-demand", "--top", "4")  # fmt: skip
+    for p in [data["best"], *data["alternatives"], *data["frontier"]]:
+        assert p["region"] in ("us-central1", "europe-west4") and p["purchase"] == "on-demand"
+        assert p["breakdown"]["interruption_loss_usd"] >= 0 and p["interruption"].startswith("on-demand")
+
+
 def test_time_objective_is_fastest_within_max_nodes():
     data = plan_json("--params", "70B", "--tokens", "100B", "--objective", "time", "--max-nodes", "16")
     best = data["best"]

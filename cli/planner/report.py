@@ -15,6 +15,14 @@ def offload_label(c: Candidate) -> str:
     return "optimizer" if sh.offload_optimizer else "none"
 
 
+def interruption_label(c: Candidate) -> str:
+    if c.purchase != "spot":
+        return "on-demand: failures only"
+    if c.offer.interruption_bucket is None:
+        return "unknown (>20%/month assumed)"
+    return c.offer.interruption_label
+
+
 def assumptions(c: Candidate, req: Request) -> list[str]:
     w = req.workload
     out = c.hardware.assumptions(w.precision)
@@ -66,7 +74,7 @@ def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None
         "checkpoint_gb": round(w.checkpoint_bytes / 1e9, 2),
         "checkpoint_write_seconds": round(c.rel.checkpoint_write_s, 1),
         "expected_interruptions": round(c.rel.expected_interruptions, 2),
-        "interruption": o.interruption_label if c.purchase == "spot" else "on-demand: failures only",
+        "interruption": interruption_label(c),
         "assumptions": assumptions(c, req),
     }
     if explain:
