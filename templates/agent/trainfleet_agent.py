@@ -443,7 +443,10 @@ class BearerToken:
                 url = self.base + "/computeMetadata/v1/instance/service-accounts/default/token"
                 r = http_request("GET", url, GcpMetadata.HDR, timeout=5)
             else:
-                q = urllib.parse.urlencode({"api-version": "2018-02-01", "resource": self.resource})
+                params = {"api-version": "2018-02-01", "resource": self.resource}
+                if os.environ.get("AZURE_CLIENT_ID"):  # a user-assigned identity
+                    params["client_id"] = os.environ["AZURE_CLIENT_ID"]
+                q = urllib.parse.urlencode(params)
                 r = http_request(
                     "GET", self.base + "/metadata/identity/oauth2/token?" + q, AzureMetadata.HDR, timeout=5
                 )
@@ -502,6 +505,8 @@ class S3Store(ObjectStore):
         ep = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         if ep:
             self.base = ep.rstrip("/") + "/" + bucket  # path-style for custom endpoints
+        elif "." in bucket:  # a virtual-hosted name with dots would not match the TLS certificate
+            self.base = f"https://s3.{self.region}.amazonaws.com/{bucket}"
         else:
             self.base = f"https://{bucket}.s3.{self.region}.amazonaws.com"
 
@@ -998,6 +1003,9 @@ def verify_manifest(store: ObjectStore, prefix: str, step: int, listing: dict | 
 
 def restore(store: ObjectStore, prefix: str, dest: str) -> int | None:
     """Restore the newest verified checkpoint into dest/step-N (COMPLETE written last). None if nothing."""
+    for name in os.listdir(dest):
+        if name.startswith(".restore-step-"):  # left by a restore that was killed
+            shutil.rmtree(os.path.join(dest, name), ignore_errors=True)
     listing = store.list(_key(prefix, ""))
     candidates = sorted(bucket_steps(listing, prefix), reverse=True)
     latest = read_latest(store, prefix)
@@ -1297,16 +1305,18 @@ class Watcher:
             window_s=self.window,
             pid=os.getpid(),
         )
+        t = self._start_source()  # first: a slow bucket must not delay noticing a notice
         try:
             self.synced = read_latest(self.store, a.prefix)
         except Exception as e:  # noqa: BLE001
             log("latest_lookup_failed", error=str(e)[:200])
-        t = threading.Thread(target=self.source.run, args=(self.on_notice, self.stop), daemon=True)
-        t.start()
         self.interval = a.interval_minutes * 60.0
         self.next_periodic = time.time() + self.interval if self.interval > 0 else float("inf")
         try:
             while True:
+                if not t.is_alive() and self.notice is None and not self.stop.is_set():
+                    log("metadata_thread_restarted")  # it only ends on a hard notice; never go blind
+                    t = self._start_source()
                 if self.sigterm_at is not None and self.notice is None:
                     self.on_notice(
                         Notice(
@@ -1335,6 +1345,13 @@ class Watcher:
                 time.sleep(a.scan_s)
         finally:
             self.stop.set()
+
+    def _start_source(self) -> threading.Thread:
+        t = threading.Thread(
+            target=self.source.run, args=(self.on_notice, self.stop), daemon=True, name="notices"
+        )
+        t.start()
+        return t
 
     def tick(self) -> int | None:
         """Sync a new complete checkpoint; on DONE do the final sync and return the exit code."""
