@@ -38,7 +38,12 @@ def assumptions(c: Candidate, req: Request) -> list[str]:
         out.append(
             f"shape derived from the parameter count: {w.shape.layers} layers, hidden {w.shape.hidden}"
         )
-    out.append(f"global batch {w.global_batch_tokens:,} tokens; flash attention; bf16/fp16 gradients")
+    if w.precision in ("fp32", "fp8"):
+        out.append(
+            f"{w.precision}: memory follows DeepSpeed's mixed-precision estimators (16-bit weights, fp32 "
+            f"master copy); throughput uses the accelerator's {w.precision} peak"
+        )
+    out.append(f"global batch {w.global_batch_tokens:,} tokens; flash attention; 16-bit gradients")
     return out
 
 
