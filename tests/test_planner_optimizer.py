@@ -18,6 +18,7 @@ from cli.planner.optimizer import (
     frontier,
     hardware_for,
     meets_bounds,
+    micro_batch_allowed,
     node_counts,
     price_points,
     rank,
@@ -90,7 +91,7 @@ def brute_force(req: Request, catalog: list[Offer]):
             for sharding in SHARDINGS:
                 for ckpt in (False, True):
                     for mb in MICRO_BATCHES:
-                        if mb > 1 and mb * w.seq_len > 65536:
+                        if not micro_batch_allowed(w, nodes * hw.devices_per_node, mb):
                             continue
                         mem = memory.estimate(w, sharding, mb, ckpt, hw.device_memory_gib, hw.devices_per_node,
                                               nodes, hw.host_memory_gib)  # fmt: skip

@@ -2,7 +2,8 @@
 
 Search space: catalog offers that pass the filters and have a price for the purchase option (spot per
 zone, on-demand per region) x NODE_COUNTS up to --max-nodes x SHARDINGS x activation checkpointing
-on/off x MICRO_BATCHES. A candidate is feasible when it fits device and host memory, meets the deadline,
+on/off x MICRO_BATCHES (one sequence, or more while a micro-step over all devices stays within the
+global batch). A candidate is feasible when it fits device and host memory, meets the deadline,
 the budget, and its interruption load is bearable. The objective is expected cost, wall time, or
 cost + time-value x hours.
 
@@ -122,12 +123,22 @@ def hardware_for(offer: Offer, accel: Accelerator | None, precision: str) -> Har
                     offer.memory_gib, offer.vcpus, offer.network_gbps)  # fmt: skip
 
 
+def micro_batch_allowed(w: Workload, devices: int, mb: int) -> bool:
+    """Micro batches the search may use: one sequence always; more only while one micro-step over all
+    devices stays within the global batch (the optimizer never grows the batch the user trains with)
+    and within the calibrated range of tokens per micro-batch."""
+    if mb == 1:
+        return True
+    return mb * w.seq_len <= MAX_MICRO_TOKENS and mb * w.seq_len * devices <= w.global_batch_tokens
+
+
 def setups(w: Workload, hw: Hardware, nodes: int, fit: Fit) -> Iterable[Setup]:
     """Every setup in the search space that fits memory (the brute-force view)."""
+    devices = hw.devices_per_node * nodes
     for sharding in SHARDINGS:
         for ckpt in (False, True):
             for mb in MICRO_BATCHES:
-                if mb * w.seq_len > MAX_MICRO_TOKENS and mb > 1:
+                if not micro_batch_allowed(w, devices, mb):
                     break
                 mem = memory.estimate(w, sharding, mb, ckpt, hw.device_memory_gib, hw.devices_per_node, nodes,
                                       hw.host_memory_gib)  # fmt: skip
