@@ -31,6 +31,9 @@ def test_quick_start_plan_meets_its_deadline():
     best = data["best"]
     assert PLAN_KEYS <= set(best) and set(best["breakdown"]) == BREAKDOWN
     assert best["wallclock_hours"] <= 72
+    tokens_per_micro_step = best["micro_batch"] * 2048 * best["devices"]
+    assert best["micro_batch"] == 1 or tokens_per_micro_step <= 4_000_000
+    assert tokens_per_micro_step * best["grad_accum"] >= 4_000_000
     parts = sum(best["breakdown"].values())
     assert parts == pytest.approx(best["expected_cost_usd"], abs=0.05)
     # the plan exists in the catalog, in one region, at the price it claims
@@ -183,6 +186,8 @@ def test_estimate_prices_a_fixed_choice():
     d = result.json()
     assert {"gpu_hours", "wallclock_hours", "cost_usd", "mfu", "tokens_per_second", "assumptions"} <= set(d)
     assert 0 < d["mfu"] < 1 and d["devices"] == 2048
+    # 2048 devices x 2048 tokens already exceed the 4M-token global batch: one sequence per micro-batch
+    assert (d["micro_batch"], d["grad_accum"]) == (1, 1)
     assert d["gpu_hours"] == pytest.approx(d["wallclock_hours"] * 2048, rel=1e-3)
     # tokens / throughput gives the useful hours, the rest is interruption/checkpoint overhead
     assert d["useful_hours"] == pytest.approx(1e12 / d["tokens_per_second"] / 3600, rel=1e-3)
