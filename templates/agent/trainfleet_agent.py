@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import concurrent.futures
 import datetime as _dt
 import email.utils
 import hashlib
@@ -193,6 +194,35 @@ def sha256_file(path: str, offset: int = 0, length: int | None = None) -> str:
             if remaining is not None:
                 remaining -= len(b)
     return h.hexdigest()
+
+
+def hash_file(path: str, part_size: int) -> tuple[str, list[str]]:
+    """One read of the file: its sha256 and the sha256 of each `part_size` part (for signed part uploads)."""
+    whole, cur, parts, in_part = hashlib.sha256(), hashlib.sha256(), [], 0
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(min(CHUNK, part_size - in_part))
+            if not b:
+                break
+            whole.update(b)
+            cur.update(b)
+            in_part += len(b)
+            if in_part == part_size:
+                parts.append(cur.hexdigest())
+                cur, in_part = hashlib.sha256(), 0
+    if in_part or not parts:
+        parts.append(cur.hexdigest())
+    return whole.hexdigest(), parts
+
+
+def run_parallel(fns: list, workers: int) -> list:
+    """Run callables on a small thread pool; results in order; the first error is raised (after the rest)."""
+    if workers <= 1 or len(fns) <= 1:
+        return [fn() for fn in fns]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, len(fns))) as pool:
+        futs = [pool.submit(fn) for fn in fns]
+        concurrent.futures.wait(futs)
+        return [f.result() for f in futs]
 
 
 class FileSlice:
@@ -465,11 +495,15 @@ class ObjectStore:
     """put_file/put_bytes/get_bytes/download/list/delete; keys are full object names in the bucket."""
 
     part_size = int(os.environ.get("TRAINFLEET_PART_SIZE", str(64 << 20)))
+    concurrency = int(os.environ.get("TRAINFLEET_UPLOAD_CONCURRENCY", "8"))
 
     def put_bytes(self, key: str, data: bytes) -> None:
         raise NotImplementedError
 
-    def put_file(self, key: str, path: str, size: int, sha256: str) -> None:
+    def put_file(
+        self, key: str, path: str, size: int, sha256: str, part_hashes: list[str] | None = None
+    ) -> None:
+        """Upload a file, streamed; files over `part_size` in parts (`part_hashes`: sha256 of each part)."""
         raise NotImplementedError
 
     def get_bytes(self, key: str) -> bytes | None:
@@ -535,7 +569,7 @@ class S3Store(ObjectStore):
     def put_bytes(self, key, data):
         with_retries(lambda: self._req("PUT", self._url(key), {}, data), "s3 put " + key)
 
-    def put_file(self, key, path, size, sha256):
+    def put_file(self, key, path, size, sha256, part_hashes=None):
         if size <= self.part_size:
 
             def once():
@@ -544,21 +578,30 @@ class S3Store(ObjectStore):
 
             with_retries(once, "s3 put " + key)
             return
+        if part_hashes is None:
+            part_hashes = hash_file(path, self.part_size)[1]
+        offsets = range(0, size, self.part_size)
+        if len(part_hashes) != len(offsets):
+            raise ValueError(
+                f"{path}: {len(part_hashes)} part hashes for {len(offsets)} parts (file changed?)"
+            )
         r = with_retries(lambda: self._req("POST", self._url(key, {"uploads": ""})), "s3 create multipart")
         upload_id = _xml_find(r.data, "UploadId")
-        parts = []
+
+        def part(n, off, ln, ph):
+            def once():
+                with FileSlice(path, off, ln) as body:
+                    url = self._url(key, {"partNumber": str(n), "uploadId": upload_id})
+                    return self._req("PUT", url, {"Content-Length": str(ln)}, body, payload_hash=ph)
+
+            return n, with_retries(once, f"s3 part {n} {key}").headers.get("etag", "")
+
+        jobs = [
+            (lambda n=n, off=off, ph=ph: part(n, off, min(self.part_size, size - off), ph))
+            for n, (off, ph) in enumerate(zip(offsets, part_hashes), start=1)  # noqa: B905 - py3.8 nodes
+        ]
         try:
-            for n, off in enumerate(range(0, size, self.part_size), start=1):
-                ln = min(self.part_size, size - off)
-                ph = sha256_file(path, off, ln)
-
-                def once(n=n, off=off, ln=ln, ph=ph):
-                    with FileSlice(path, off, ln) as body:
-                        url = self._url(key, {"partNumber": str(n), "uploadId": upload_id})
-                        return self._req("PUT", url, {"Content-Length": str(ln)}, body, payload_hash=ph)
-
-                resp = with_retries(once, f"s3 part {n} {key}")
-                parts.append((n, resp.headers.get("etag", "")))
+            parts = run_parallel(jobs, self.concurrency)
             xml = (
                 "<CompleteMultipartUpload>"
                 + "".join(f"<Part><PartNumber>{n}</PartNumber><ETag>{e}</ETag></Part>" for n, e in parts)
@@ -674,7 +717,7 @@ class GcsStore(ObjectStore):
     def put_bytes(self, key, data):
         with_retries(lambda: self._upload(key, data, len(data)), "gcs put " + key)
 
-    def put_file(self, key, path, size, sha256):
+    def put_file(self, key, path, size, sha256, part_hashes=None):
         if size < CHUNK:
             with open(path, "rb") as f:
                 data = f.read()
@@ -812,7 +855,7 @@ class AzureBlobStore(ObjectStore):
         hdrs = {"x-ms-blob-type": "BlockBlob", "Content-Length": str(len(data))}
         with_retries(lambda: self._req("PUT", self._url(key), hdrs, data), "blob put " + key)
 
-    def put_file(self, key, path, size, sha256):
+    def put_file(self, key, path, size, sha256, part_hashes=None):
         if size <= self.part_size:
 
             def once():
@@ -822,18 +865,21 @@ class AzureBlobStore(ObjectStore):
 
             with_retries(once, "blob put " + key)
             return
-        ids = []
-        for n, off in enumerate(range(0, size, self.part_size)):
+
+        def block(n, off):
             ln = min(self.part_size, size - off)
             bid = base64.b64encode(f"{n:08d}".encode()).decode()
-            ids.append(bid)
 
-            def once(off=off, ln=ln, bid=bid):
+            def once():
                 with FileSlice(path, off, ln) as body:
                     url = self._url(key, {"comp": "block", "blockid": bid})
                     self._req("PUT", url, {"Content-Length": str(ln)}, body)
 
             with_retries(once, f"blob block {n} {key}")
+            return bid
+
+        jobs = [(lambda n=n, off=off: block(n, off)) for n, off in enumerate(range(0, size, self.part_size))]
+        ids = run_parallel(jobs, self.concurrency)
         xml = '<?xml version="1.0" encoding="utf-8"?><BlockList>' + "".join(
             f"<Latest>{i}</Latest>" for i in ids
         )
@@ -929,12 +975,15 @@ def upload_step(store: ObjectStore, prefix: str, ckpt_dir: str, step: int, keep_
             files.append((rel, full))
     files.sort()
     log("upload_start", step=step, files=len(files))
-    entries = []
-    for rel, full in files:
+
+    def one(rel, full):
         size = os.path.getsize(full)
-        digest = sha256_file(full)
-        store.put_file(_key(prefix, step_name(step), rel), full, size, digest)
-        entries.append({"path": rel, "size": size, "sha256": digest})
+        digest, part_hashes = hash_file(full, store.part_size)
+        store.put_file(_key(prefix, step_name(step), rel), full, size, digest, part_hashes)
+        return {"path": rel, "size": size, "sha256": digest}
+
+    # files in parallel (each large one also uploads its parts in parallel)
+    entries = run_parallel([(lambda r=rel, f=full: one(r, f)) for rel, full in files], store.concurrency)
     manifest = {"step": step, "files": entries, "created": time.time(), "host": socket.gethostname()}
     store.put_bytes(_key(prefix, step_name(step), "MANIFEST.json"), json.dumps(manifest, indent=1).encode())
     current = read_latest(store, prefix)
