@@ -19,8 +19,6 @@ from cli.preview.model import Estimate, Resource
 from infra.config import StackConfig
 from infra.errors import TrainfleetError
 
-PROJECT = "trainfleet"
-
 
 class PreviewError(TrainfleetError):
     """The program could not be run offline for this stack."""
