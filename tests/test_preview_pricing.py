@@ -152,12 +152,23 @@ def test_usage_file_overrides_hours_checkpoint_and_egress(estimates, tmp_path):
     assert nat.components[0].quantity == 730 and nat.monthly_cost == pytest.approx(
         730 * RATES["aws-nat-gateway-hour"].usd
     )
-    bucket = next(r for r in est.resources if r.resource.type == "aws:s3/bucket:Bucket")
+    bucket = next(
+        r
+        for r in est.resources
+        if r.resource.type == "aws:s3/bucket:Bucket" and r.resource.parent.endswith(f"::{fleet.name}-ckpt")
+    )
     storage = next(c for c in bucket.components if c.unit == "GB-month")
     egress = next(c for c in bucket.components if "transfer" in c.name)
     assert storage.monthly_cost == pytest.approx(500 * RATES["aws-s3-standard"].usd)
     assert egress.monthly_cost == pytest.approx(200 * RATES["aws-egress-internet"].usd)
     assert est.usage["job_hours"].source.startswith("usage file")
+    # the bucket the billing export writes into holds billing data, not checkpoints
+    billing = next(
+        r
+        for r in est.resources
+        if r.resource.type == "aws:s3/bucket:Bucket" and r.resource.parent.endswith("::aws-billing")
+    )
+    assert [c.quantity for c in billing.components] == [est.usage["billing_export_gb"].value]
 
 
 def test_default_usage_is_labelled():
