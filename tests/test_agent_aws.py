@@ -125,7 +125,7 @@ def wait_notice_checkpoint_durable(s3, bucket, tr, deadline_s: float) -> tuple[s
     )
 
 
-def notice_run(moto, env, bucket, imds, tmp_path, faults=(), poll_s="0.5"):
+def notice_run(moto, env, bucket, imds, tmp_path, faults=(), poll_s="0.5", rebalance=False):
     s3 = client(moto)
     tr = trainer(
         tmp_path / "ckpt", tmp_path / "run", "--step-s", "0.05", "--blob-mb", "8", "--ckpt-every", "20"
@@ -133,6 +133,13 @@ def notice_run(moto, env, bucket, imds, tmp_path, faults=(), poll_s="0.5"):
     ag = agent(*watch_args(bucket, tmp_path, imds, "--keep-last", "3", poll_s=poll_s), env=env)
     try:
         first = ag.wait_event("durable", timeout=30)  # a periodic checkpoint went up: the agent is watching
+        if rebalance:  # a rebalance recommendation: checkpoint now (SIGUSR1), keep training
+            imds.rebalance_recommendation()
+            ag.wait_event("trainer_signalled", timeout=10, pred=lambda e: e["signal"] == "SIGUSR1")
+            n = ag.wait_event("notice", timeout=1)
+            assert n["kind"] == "aws-rebalance" and n["hard"] is False
+            time.sleep(0.5)
+            assert tr.alive() and ag.alive()
         if faults:
             imds.inject(list(faults))
             end = time.time() + 60
@@ -163,7 +170,7 @@ def notice_run(moto, env, bucket, imds, tmp_path, faults=(), poll_s="0.5"):
 def test_spot_notice_mid_run_makes_the_checkpoint_durable_within_the_window(
     moto, env, bucket, imds, tmp_path
 ):
-    r = notice_run(moto, env, bucket, imds, tmp_path)
+    r = notice_run(moto, env, bucket, imds, tmp_path, rebalance=True)
     ag = r["agent"]
     sig = ag.wait_event("trainer_signalled", timeout=1, pred=lambda e: e["signal"] == "SIGTERM")
     assert sig
