@@ -12,6 +12,7 @@ loses no completed step:
 * SIGTERM (or SIGINT): checkpoint at the next step boundary, then exit 0.
 * At start, resume from the newest complete `step-<N>` folder, if any.
 * When training is done: a final checkpoint, then `$TRAINFLEET_RUN_DIR/DONE` holding the final step.
+* (Example only) `$TRAINFLEET_RUN_DIR/step` holds the last finished step, for operators.
 
 Every rank agrees on "checkpoint now" / "stop now" at each step boundary (one tiny all-reduce), so a signal
 to one process is enough. The data for step s is drawn from a generator seeded by (seed, s, rank): a run that
@@ -234,6 +235,9 @@ def main() -> int:
         dist.all_reduce(total)
         loss_value = total.item() / (accum * world)
         step += 1
+        if local_rank == 0:  # progress for operators (and tests): the last finished step
+            (run_dir / "step.tmp").write_text(f"{step}\n")
+            os.replace(run_dir / "step.tmp", run_dir / "step")
         if rank == 0 and (step % 10 == 0 or step == args.steps):
             print(f"trainfleet-train: step {step}/{args.steps} loss {loss_value:.6f}", flush=True)
         if args.step_seconds:
