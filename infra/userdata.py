@@ -241,6 +241,8 @@ def _node_context(stack: str, config: StackConfig, fleet: Fleet, bucket: str, gr
         "etc": NODE_ETC,
         "state": NODE_STATE,
         "env_file": ENV_FILE,
+        # AWS: the agent and example trainer come from the bucket (trainfleet-fetch.py, sha256-pinned).
+        "fetch": fleet.cloud == "aws",
     }
 
 
@@ -336,7 +338,7 @@ def render_user_data(
     document = (
         _environment()
         .get_template(f"cloud-config/{fleet.cloud}.yaml.j2")
-        .render(**ctx, files=[(f, parts[f.part]) for f in embedded], fetch=bool(fetched))
+        .render(**ctx, files=[(f, parts[f.part]) for f in embedded])
     )
     _check_document(document, parts, embedded, fleet)
     rendered = RenderedUserData(stack, fleet.name, fleet.cloud, parts, document, embedded + fetched, assets)

@@ -227,6 +227,26 @@ def latest_in(moto, bucket: str, prefix: str) -> str | None:
         return None
 
 
+def watch_latest(moto, bucket: str, prefix: str):
+    """Poll LATEST every 20 ms in a thread; `.changes` is [(time, value)], `.set()` stops it."""
+    import threading
+
+    stop = threading.Event()
+    stop.changes = []
+
+    def poll():
+        last = None
+        while not stop.is_set():
+            value = latest_in(moto, bucket, prefix)
+            if value != last:
+                stop.changes.append((time.time(), value))
+                last = value
+            time.sleep(0.02)
+
+    threading.Thread(target=poll, daemon=True).start()
+    return stop
+
+
 @pytest.fixture(scope="module")
 def reference(moto, tmp_path_factory) -> dict:
     """The uninterrupted run: 2 ranks, same stack, never stopped."""
@@ -258,7 +278,10 @@ def test_spot_notice_then_fresh_node_finishes_identical_to_an_uninterrupted_run(
         try:
             agent.wait_event("durable", timeout=120)  # a periodic checkpoint made it to the bucket
             wait_for(lambda: re.search(r"step (\d+)/", log_a.read_text()), 60, "training progress")
+            before = latest_in(moto, bucket, prefix)
+            seen = watch_latest(moto, bucket, prefix)
             imds.notice("terminate", in_s=120)
+            noticed_at = time.time()
             assert proc.wait(60) == 0, log_a.read_text()[-4000:]  # checkpointed at a step boundary, exit 0
             durable = agent.wait_event("notice_durable", timeout=60)
             assert agent.wait(30) == 0
@@ -274,6 +297,11 @@ def test_spot_notice_then_fresh_node_finishes_identical_to_an_uninterrupted_run(
     notice_to_durable = durable["notice_to_durable_s"]
     assert notice_to_durable < 120, "AWS gives 120 s from the notice"
     assert durable["step"] == stopped
+    # Measured here too, from outside: the notice was posted -> LATEST names the notice's checkpoint.
+    seen.set()
+    durable_seen_at = next(t for t, value in seen.changes if value == latest)
+    measured = durable_seen_at - noticed_at
+    assert latest != before and 0 < measured < 120
 
     # Node B: empty disks; the boot script's restore step brings the bucket's latest, then launch.
     b = Node(tmp_path / "node-b", rendered, moto.url)
@@ -296,7 +324,8 @@ def test_spot_notice_then_fresh_node_finishes_identical_to_an_uninterrupted_run(
     assert (b.run_dir / "DONE").read_text().strip() == str(STEPS)
     print(
         f"\ne2e spot notice: stopped at step {stopped}, bucket LATEST {latest}, steps lost {steps_lost}, "
-        f"notice-to-durable {notice_to_durable:.2f}s (agent), final step {resumed['step']}, "
+        f"notice-to-durable {notice_to_durable:.2f}s (agent) / {measured:.2f}s (seen in S3 by the test), "
+        f"final step {resumed['step']}, "
         f"loss {resumed['loss']:.6f} = reference"
     )
 

@@ -170,6 +170,10 @@ def test_python_parts_compile_and_units_are_well_formed(stack, fleet, tmp_path):
         assert ini["Service"]["EnvironmentFile"] in paths
         exec_start = ini["Service"]["ExecStart"].split()
         assert exec_start[0] in paths or exec_start[2] in paths  # the script, or python3 <agent>
+        if r.cloud == "aws":  # the fetched files are checked (and fetched if missing) before each start
+            assert ini["Service"]["ExecStartPre"].split()[2] in {f.path for f in r.files}
+        else:
+            assert "ExecStartPre" not in ini["Service"]
         for var in re.findall(r"\$\{(\w+)\}", ini["Service"]["ExecStart"]):
             assert re.search(rf"^{var}=", r.parts["trainfleet.env"], re.M), var
 
