@@ -274,3 +274,74 @@ def test_boot_restore_on_a_single_node_keeps_its_newer_local_checkpoint(moto, tm
     result = restore_step(tmp_path / "node", env)  # empty bucket: nothing to restore, nothing moved
     assert result.returncode == 0, result.stderr
     assert (ckpt / "step-00000030" / "COMPLETE").is_file()
+
+
+def test_a_node_booting_after_training_finished_syncs_and_scales_the_group_to_zero(moto, tmp_path):
+    """The boot script's DONE path on its own: final checkpoint made durable, then no idle spend."""
+    pytest.importorskip("deepspeed")  # the boot script installs deepspeed when it is missing: not here
+    kw = dict(
+        endpoint_url=moto.url, region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t"
+    )
+    ec2, asg = boto3.client("ec2", **kw), boto3.client("autoscaling", **kw)
+    group = "tf-done-" + uuid.uuid4().hex[:6]
+    vpc = ec2.create_vpc(CidrBlock="127.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="127.0.0.0/24", AvailabilityZone="us-east-1a")["Subnet"]
+    ec2.create_launch_template(
+        LaunchTemplateName="lt-" + group,
+        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "g5.12xlarge"},
+    )
+    asg.create_auto_scaling_group(
+        AutoScalingGroupName=group,
+        LaunchTemplate={"LaunchTemplateName": "lt-" + group},
+        MinSize=1,
+        MaxSize=1,
+        DesiredCapacity=1,
+        VPCZoneIdentifier=subnet["SubnetId"],
+    )
+    (instance,) = asg.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"][0][
+        "Instances"
+    ]
+    ip = ec2.describe_instances(InstanceIds=[instance["InstanceId"]])["Reservations"][0]["Instances"][0][
+        "PrivateIpAddress"
+    ]
+    bucket = "done-" + uuid.uuid4().hex[:10]
+    s3(moto).create_bucket(Bucket=bucket)
+    config = stack(
+        {"name": "ff", "cloud": "aws", "region": "us-east-1", "instance_type": "g5.12xlarge", "nodes": 1}
+    )
+    r = render_user_data("t", config, config.fleets[0], bucket=bucket, group=group)
+    state, home = tmp_path / "state", tmp_path / "opt"
+    home.mkdir()
+    for name in ("trainfleet.env", "trainfleet-boot.sh"):
+        text = r.parts[name].replace("/var/lib/trainfleet", str(state)).replace("/opt/trainfleet", str(home))
+        (home / name).write_text(text)
+    (home / "trainfleet-boot.sh").chmod(0o755)
+    (home / "trainfleet_agent.py").write_text(AGENT.read_text())
+    make_step(state / "checkpoints", 500, {"model.pt": b"final weights"})
+    (state / "run").mkdir(parents=True)
+    (state / "run" / "DONE").write_text("500\n")
+    prefix = r.parts["trainfleet.env"].split("TRAINFLEET_PREFIX=")[1].split("\n")[0]
+    with AwsImds() as imds:
+        imds.values.update({"local-ipv4": ip, "instance-id": instance["InstanceId"]})
+        env = {
+            "TRAINFLEET_ENV_FILE": str(home / "trainfleet.env"),
+            "TRAINFLEET_METADATA_URL": imds.url,
+            "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
+            "AWS_ENDPOINT_URL": moto.url,
+            "AWS_ACCESS_KEY_ID": "t",
+            "AWS_SECRET_ACCESS_KEY": "t",
+            "AWS_REGION": "us-east-1",
+        }
+        result = subprocess.run(
+            [str(home / "trainfleet-boot.sh")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, **env},
+        )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "scaling" in result.stderr and "to zero" in result.stderr
+    latest = s3(moto).get_object(Bucket=bucket, Key=f"{prefix}/LATEST")["Body"].read().decode()
+    assert latest == "step-00000500"
+    desired = asg.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"][0]
+    assert desired["DesiredCapacity"] == 0 and desired["MinSize"] == 0
