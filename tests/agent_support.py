@@ -164,7 +164,6 @@ class GcsEmulator:
         "s = create_server('127.0.0.1', 0, in_memory=True, default_bucket=sys.argv[1])\n"
         "s.start()\n"
         "print(s._api._httpd.server_address[1], flush=True)\n"
-        "s._api.join_event = None\n"
         "import time\n"
         "while True: time.sleep(3600)\n"
     )
