@@ -39,6 +39,24 @@ def run_trainfleet(*args: str, cwd: Path = REPO, env: dict | None = None, timeou
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def isolated_trainfleet_home(tmp_path_factory):
+    """No test (nor a CLI process it starts) reads or writes a developer's real catalog overlay.
+
+    Session-wide, so the cached default catalog stays valid; refresh tests point TRAINFLEET_HOME elsewhere
+    themselves."""
+    before = os.environ.get("TRAINFLEET_HOME")
+    os.environ["TRAINFLEET_HOME"] = str(tmp_path_factory.mktemp("trainfleet-home"))
+    from infra.catalog import default_catalog
+
+    default_catalog.cache_clear()
+    yield
+    if before is None:
+        os.environ.pop("TRAINFLEET_HOME", None)
+    else:
+        os.environ["TRAINFLEET_HOME"] = before
+
+
 @pytest.fixture
 def trainfleet():
     return run_trainfleet
