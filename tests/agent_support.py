@@ -109,39 +109,6 @@ def trainer(ckpt_dir, run_dir, *extra: str) -> Proc:
     )
 
 
-class MotoServer:
-    def __init__(self):
-        self.p = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        end = time.time() + 30
-        self.url = None
-        while time.time() < end:
-            line = self.p.stdout.readline()
-            m = re.search(r"Running on (http://127\.0\.0\.1:\d+)", line or "")
-            if m:
-                self.url = m.group(1)
-                break
-            if not line and self.p.poll() is not None:
-                break
-        if not self.url:
-            self.stop()
-            raise RuntimeError("moto server did not start")
-        threading.Thread(target=lambda: [None for _ in self.p.stdout], daemon=True).start()
-
-    def stop(self):
-        if self.p.poll() is None:
-            os.kill(self.p.pid, signal.SIGTERM)
-            try:
-                self.p.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.p.pid, signal.SIGKILL)
-                self.p.wait(10)
-
-
 def make_step(ckpt_dir: Path, step: int, files: dict[str, int | bytes]) -> Path:
     """Write a complete checkpoint the way the contract says: temp dir, rename, COMPLETE last."""
     tmp = ckpt_dir / f".tmp-{step}"

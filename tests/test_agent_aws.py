@@ -17,8 +17,9 @@ import uuid
 import boto3
 import pytest
 
-from tests.agent_support import MotoServer, agent, make_step, run_agent, trainer
+from tests.agent_support import agent, make_step, run_agent, trainer
 from tests.metadata_servers import AwsImds
+from tests.moto_server import MotoServer
 
 AWS_WINDOW_S = 120.0
 
@@ -563,24 +564,26 @@ def test_sigterm_to_the_agent_is_handled_like_a_notice(moto, env, bucket, imds, 
 def test_an_unreachable_metadata_service_does_not_stop_checkpoint_sync(moto, env, bucket, tmp_path):
     import socket
 
-    with socket.socket() as s:  # a port nothing listens on
+    # A bound socket that never listens refuses connections; holding it for the whole test keeps the port
+    # from being handed to another server started on port 0 meanwhile.
+    with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
-    ckpt, run = tmp_path / "ckpt", tmp_path / "run"
-    ckpt.mkdir()
-    run.mkdir()
-    args = ["watch", "--cloud", "aws", "--bucket", bucket, "--prefix", "run1", "--ckpt-dir", str(ckpt)]
-    args += ["--run-dir", str(run), "--metadata-url", dead, "--poll-s", "0.2", "--scan-s", "0.2"]
-    ag = agent(*args, env=env)
-    try:
-        ag.wait_event("metadata_error", timeout=10, pred=lambda e: "refused" in e["error"].lower())
-        make_step(ckpt, 4, {"m.bin": 1000})
-        ag.wait_event("durable", timeout=20, pred=lambda e: e["step"] == 4)
-        time.sleep(1.0)
-        assert ag.alive()
-        (run / "DONE").write_text("4")
-        assert ag.wait(20) == 0
-    finally:
-        ag.kill()
-    assert len(ag.named("metadata_error")) >= 3
-    assert latest(client(moto), bucket) == "step-00000004"
+        ckpt, run = tmp_path / "ckpt", tmp_path / "run"
+        ckpt.mkdir()
+        run.mkdir()
+        args = ["watch", "--cloud", "aws", "--bucket", bucket, "--prefix", "run1", "--ckpt-dir", str(ckpt)]
+        args += ["--run-dir", str(run), "--metadata-url", dead, "--poll-s", "0.2", "--scan-s", "0.2"]
+        ag = agent(*args, env=env)
+        try:
+            ag.wait_event("metadata_error", timeout=10, pred=lambda e: "refused" in e["error"].lower())
+            make_step(ckpt, 4, {"m.bin": 1000})
+            ag.wait_event("durable", timeout=20, pred=lambda e: e["step"] == 4)
+            time.sleep(1.0)
+            assert ag.alive()
+            (run / "DONE").write_text("4")
+            assert ag.wait(20) == 0
+        finally:
+            ag.kill()
+        assert len(ag.named("metadata_error")) >= 3
+        assert latest(client(moto), bucket) == "step-00000004"

@@ -30,8 +30,9 @@ pytest.importorskip("deepspeed")
 
 from infra.config import StackConfig  # noqa: E402
 from infra.userdata import render_user_data  # noqa: E402
-from tests.agent_support import MotoServer, Proc  # noqa: E402
+from tests.agent_support import Proc  # noqa: E402
 from tests.metadata_servers import AwsImds  # noqa: E402
+from tests.moto_server import MotoServer  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,8 @@ import pytest
 from infra.catalog.loader import DATA_DIR, read_offers
 from infra.catalog.refresh.overlay import read_overlay
 from tests.conftest import assert_one_line_error, run_trainfleet
-from tests.fake_price_apis import PRICE_FACTOR, FakePriceApis, Faults, MotoServer, isolated_env
+from tests.fake_price_apis import PRICE_FACTOR, FakePriceApis, Faults, isolated_env
+from tests.moto_server import MotoServer
 
 SNAPSHOT = read_offers(DATA_DIR / "offers.csv")
 

@@ -6,7 +6,8 @@ import boto3
 import pytest
 
 from tests.conftest import assert_one_line_error, run_trainfleet
-from tests.fake_price_apis import MotoServer, isolated_env
+from tests.fake_price_apis import isolated_env
+from tests.moto_server import MotoServer
 
 STACK = """\
 config:

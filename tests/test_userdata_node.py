@@ -17,9 +17,10 @@ import pytest
 from infra.config import StackConfig
 from infra.stack_file import list_stack_files, read_stack_file
 from infra.userdata import ds_config, is_gaudi, render_user_data
-from tests.agent_support import AGENT, MotoServer, make_step
+from tests.agent_support import AGENT, make_step
 from tests.conftest import STACKS
 from tests.metadata_servers import AwsImds
+from tests.moto_server import MotoServer
 
 
 def stack(fleet: dict | None = None, **sections) -> StackConfig:

@@ -1,0 +1,74 @@
+"""moto's server on 127.0.0.1 for every test that needs AWS APIs (S3, EC2, Auto Scaling, Cost Explorer).
+
+It is started on port 0 and the port is read from its own start-up line, so no other server can take
+the port in between; it is stopped by its own pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+
+class MotoServer:
+    def __init__(self) -> None:
+        self.p = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        end = time.time() + 30
+        self.url = None
+        while time.time() < end:
+            line = self.p.stdout.readline()
+            m = re.search(r"Running on (http://127\.0\.0\.1:\d+)", line or "")
+            if m:
+                self.url = m.group(1)
+                break
+            if not line and self.p.poll() is not None:
+                break
+        if not self.url:
+            self.stop()
+            raise RuntimeError("moto server did not start")
+        # Keep draining its output so a chatty server never blocks on a full pipe.
+        threading.Thread(target=lambda: [None for _ in self.p.stdout], daemon=True).start()
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def env(self) -> dict[str, str]:
+        return {"AWS_ENDPOINT_URL_EC2": self.url, "AWS_ENDPOINT_URL_COST_EXPLORER": self.url}
+
+    def reset(self) -> None:
+        urllib.request.urlopen(
+            urllib.request.Request(f"{self.url}/moto-api/reset", method="POST"), timeout=10
+        )
+
+    def seed_cost_and_usage(self, results: list[dict]) -> None:
+        """Queue get_cost_and_usage answers (one per distinct request, in order) via moto's API."""
+        req = urllib.request.Request(
+            f"{self.url}/moto-api/static/ce/cost-and-usage-results",
+            data=json.dumps({"results": results}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 201
+
+    def stop(self) -> None:
+        if self.p.poll() is None:
+            os.kill(self.p.pid, signal.SIGTERM)
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.p.pid, signal.SIGKILL)
+                self.p.wait(10)
