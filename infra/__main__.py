@@ -3,17 +3,16 @@
 Thin on purpose: validation is StackConfig's, composition is `infra.program.declare`'s.
 """
 
-import importlib.util
 import sys
 from pathlib import Path
 
 # Run by Pulumi as a directory program (main: infra/), infra/ itself is first on sys.path: take it off
-# (its aws/, gcp/, config.py must not shadow top-level modules) and make the repository root
-# importable unless trainfleet is installed into the stack's virtualenv.
+# (its aws/, gcp/, config.py must not shadow top-level modules) and put the repository root first, so
+# the checkout being deployed is the code that runs even when an older trainfleet is installed in the
+# stack's virtualenv (which then only supplies the dependencies).
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if not p or Path(p).resolve() != _HERE]
-if importlib.util.find_spec("infra") is None:
-    sys.path.insert(0, str(_HERE.parent))
+sys.path.insert(0, str(_HERE.parent))
 
 import pulumi  # noqa: E402
 

@@ -218,6 +218,16 @@ def _aws_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
     }
 
 
+def _budget_terms(config: StackConfig) -> dict[str, Any]:
+    """What every cloud's Budget component takes from the stack's budget section."""
+    assert config.budget is not None
+    return {
+        "limit_usd": config.budget.monthly_limit_usd,
+        "thresholds_percent": list(config.budget.alert_thresholds_percent),
+        "recipients": list(config.budget.recipients),
+    }
+
+
 def _aws_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) -> None:
     aws_fleets = [f for f in config.fleets if f.cloud == "aws"]
     if config.budget is not None:
@@ -228,9 +238,7 @@ def _aws_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) ->
             BudgetArgs(
                 name=f"trainfleet-{naming.stack_slug(stack)}",
                 stack=stack,
-                limit_usd=config.budget.monthly_limit_usd,
-                thresholds_percent=list(config.budget.alert_thresholds_percent),
-                recipients=list(config.budget.recipients),
+                **_budget_terms(config),
             ),
         )
         exports["budgets"]["aws"] = budget.budget_names
@@ -345,9 +353,7 @@ def _gcp_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) ->
             BudgetArgs(
                 display_name=f"trainfleet {stack}",
                 stack_label=labels[TAG_STACK],
-                limit_usd=config.budget.monthly_limit_usd,
-                thresholds_percent=list(config.budget.alert_thresholds_percent),
-                recipients=list(config.budget.recipients),
+                **_budget_terms(config),
                 labels=labels,
             ),
         )
@@ -466,9 +472,7 @@ def _azure_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) 
             BudgetArgs(
                 name=f"trainfleet-{naming.stack_slug(stack)}",
                 stack=stack,
-                limit_usd=config.budget.monthly_limit_usd,
-                thresholds_percent=list(config.budget.alert_thresholds_percent),
-                recipients=list(config.budget.recipients),
+                **_budget_terms(config),
             ),
         )
         exports["budgets"]["azure"] = budget.budget_ids

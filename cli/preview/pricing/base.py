@@ -306,20 +306,8 @@ def hourly_component(
 def transfer_component(
     ctx: PricingContext, name: str, usage_key: str, rate_id: str, region: str | None
 ) -> CostComponent:
-    from cli.preview.pricing.rates import rate, region_note
-
-    r = rate(rate_id)
-    gb = ctx.use(usage_key)
-    notes = [f"{usage_key}: {ctx.usage[usage_key].source}", region_note(rate_id, region)]
-    return CostComponent(
-        name=name,
-        unit=r.unit,
-        quantity=gb,
-        unit_price=r.usd,
-        job_quantity=gb * ctx.job_fraction,
-        source=f"rate:{rate_id}",
-        note="; ".join(n for n in notes if n),
-    )
+    """Per-GB transfer, with the monthly GB from the usage figures (file, stack or labelled default)."""
+    return storage_component(ctx, name, ctx.use(usage_key), rate_id, region, usage_key=usage_key)
 
 
 def known_types() -> dict[str, str]:
