@@ -58,6 +58,28 @@ def test_filters_budget_and_purchase_are_respected():
         assert p["cloud"] in ("aws", "gcp") and p["purchase"] == "spot" and p["expected_cost_usd"] <= 40000
 
 
+def test_local_zones_only_when_asked():
+    # The catalog's cheapest B200 spot price is in an AWS Local Zone (use1-atl2-az1): opt-in capacity.
+    args = ("--model", "llama-7b", "--tokens", "200B", "--deadline", "72h", "--clouds", "aws")
+    local = {o.zone for o in default_catalog().all_offers if o.local_zone}
+
+    def zones(data):
+        return {z for p in [data["best"], *data["alternatives"], *data["frontier"]] for z in p["zones"]}
+
+    assert not zones(plan_json(*args)) & local
+    assert zones(plan_json(*args, "--local-zones")) & local
+
+
+def test_a_months_long_cheapest_plan_comes_with_a_note():
+    slow = plan_json("--params", "13B", "--tokens", "1T", "--budget", "40000", "--clouds", "aws,gcp")
+    assert slow["best"]["wallclock_hours"] > 30 * 24
+    (note,) = slow["notes"]
+    assert "--deadline" in note and "fastest plan within your bounds" in note
+    fastest = min(p["wallclock_hours"] for p in slow["frontier"])
+    assert f"{fastest:,.1f} h" in note
+    assert plan_json("--model", "llama-7b", "--tokens", "200B", "--deadline", "72h")["notes"] == []
+
+
 def test_regions_filter_and_on_demand_purchase():
     data = plan_json("--model", "llama-7b", "--tokens", "20B", "--regions", "us-central1,europe-west4",
                      "--purchase", "on-demand", "--top", "4")  # fmt: skip

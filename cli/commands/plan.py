@@ -93,6 +93,9 @@ def plan_command(
     purchase: Annotated[str, typer.Option(help="spot, on-demand or any")] = "any",
     objective: Annotated[str, typer.Option(help="cost or time")] = "cost",
     time_value: Annotated[float, typer.Option(min=0, help="USD per hour of wall time, added to cost")] = 0.0,
+    local_zones: Annotated[
+        bool, typer.Option("--local-zones", help="also plan in AWS Local Zones (they need an account opt-in)")
+    ] = False,
     top: Annotated[int, typer.Option(min=1, max=50, help="plans to list (best + runners-up)")] = 3,
     write_stack: Annotated[
         str | None, typer.Option(help="write stacks/Pulumi.ENV.yaml from the best plan")
@@ -105,7 +108,7 @@ def plan_command(
     t0 = time.perf_counter()
     from cli.planner.calibration import default_fit
     from cli.planner.optimizer import Request, alternatives, frontier, rank, search
-    from cli.planner.report import impossible, plan_dict
+    from cli.planner.report import impossible, notes, plan_dict
     from infra.catalog import default_catalog
     from infra.units import parse_hours
 
@@ -125,6 +128,7 @@ def plan_command(
         purchase=_choice(purchase, ("spot", "on-demand", "any"), "--purchase"),
         objective=_choice(objective, ("cost", "time"), "--objective"),
         time_value_usd_per_hour=time_value,
+        local_zones=local_zones,
     )
     stack_target = None
     if write_stack:
@@ -151,6 +155,7 @@ def plan_command(
         "best": plan_dict(best, req, explain, fit),
         "alternatives": [plan_dict(c, req, explain, fit) for c in alts],
         "frontier": [plan_dict(c, req) for c in front],
+        "notes": notes(best, front, req),
         "search": {
             "offers": result.stats.offers_considered,
             "candidates": result.stats.candidates,
@@ -236,6 +241,8 @@ def _print_plans(out: dict, req, best, explain: bool) -> None:
                         justify=just))  # fmt: skip
     for line in b["assumptions"]:
         console.print(f"[dim]assumption:[/] {line}", highlight=False)
+    for line in out["notes"]:
+        console.print(f"[yellow]note:[/] {line}", highlight=False)
     if explain:
         console.print("[bold]Why[/]")
         for line in b["explain"]:

@@ -50,6 +50,7 @@ class Request:
     purchase: str = "any"  # spot | on-demand | any
     objective: str = "cost"  # cost | time
     time_value_usd_per_hour: float = 0.0
+    local_zones: bool = False  # AWS Local Zones need an account opt-in; plan in them only when asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +215,8 @@ def filtered_offers(offers: Iterable[Offer], req: Request, stats: Stats) -> list
             stats.skip("region not allowed")
         elif req.accelerators is not None and o.accelerator not in req.accelerators:
             stats.skip("accelerator not allowed")
+        elif o.local_zone and not req.local_zones:
+            stats.skip("AWS Local Zone (opt in with --local-zones)")
         elif o.accelerator in UNSUPPORTED:
             stats.skip(f"{o.accelerator} needs the {UNSUPPORTED[o.accelerator]}, not DeepSpeed")
         else:

@@ -111,6 +111,23 @@ def describe(c: Candidate) -> str:
             f"{c.offer.cloud} {c.offer.region}) for {c.wall_hours:,.1f} h at ${c.cost_usd:,.0f}")  # fmt: skip
 
 
+LONG_RUN_HOURS = (
+    30 * 24
+)  # past a month without a deadline, say so: the cheapest plan is rarely the one wanted
+
+
+def notes(best: Candidate, front: list[Candidate], req: Request) -> list[str]:
+    """Warnings a user should read before deploying the best plan."""
+    out = []
+    if req.deadline_hours is None and req.objective == "cost" and best.wall_hours > LONG_RUN_HOURS:
+        fastest = min(front, key=lambda c: (c.wall_hours, c.cost_usd, c.identity()))
+        out.append(
+            f"the cheapest plan runs {best.wall_hours:,.0f} h ({best.wall_hours / 24:,.0f} days); give --deadline "
+            f"(e.g. --deadline 14d) or --objective time; the fastest plan within your bounds is {describe(fastest)}"
+        )
+    return out
+
+
 def impossible(result: Search) -> TrainfleetError:
     """One line: which bound fails, and the closest plan."""
     req, w = result.request, result.request.workload

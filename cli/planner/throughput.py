@@ -29,7 +29,9 @@ from cli.planner.workload import Workload
 NVLINK_BUS_GBPS = {"A100-40GB": 235.0, "A100-80GB": 235.0, "H100-80GB": 360.0, "H200": 360.0, "B200": 720.0}
 PCIE_GBPS = 20.0  # GB/s per device, PCIe 4.0 x16 achievable
 NETWORK_EFFICIENCY = 0.7  # share of the node's network line rate collectives achieve
-UNKNOWN_NETWORK_GBITS = 50.0  # Gbit/s assumed where the catalog has no figure
+# Gbit/s assumed where the catalog has no figure: the types it lacks are the smaller "up to 10-25 Gbit/s"
+# burst instances, whose sustained rate is lower still, so assume little rather than flatter them.
+UNKNOWN_NETWORK_GBITS = 10.0
 CPU_ADAM_PARAMS_PER_VCPU_S = 5e7  # DeepSpeed CPU-Adam parameter updates per vCPU per second
 
 

@@ -39,6 +39,11 @@ class Offer:
     as_of: str = ""  # when the price was observed, if known
 
     @property
+    def local_zone(self) -> bool:
+        """An AWS Local Zone or Wavelength zone (use1-atl2-az1): opt-in, small capacity, no advisor data."""
+        return self.cloud == "aws" and self.zone.count("-") >= 2
+
+    @property
     def interruption_assumed(self) -> bool:
         return self.interruption_source == "assumed-interruption"
 
