@@ -21,7 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.fake_price_apis import FakePriceApis, MotoServer, isolated_env  # noqa: E402
+from tests.fake_price_apis import FakePriceApis, isolated_env  # noqa: E402
+from tests.moto_server import MotoServer  # noqa: E402
 
 CASES = [
     ("aws", ["--regions", "us-east-1,us-west-2"]),
