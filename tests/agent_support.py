@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -18,6 +17,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 AGENT = REPO / "templates" / "agent" / "trainfleet_agent.py"
 FAKE_TRAINER = Path(__file__).resolve().parent / "agent_fake_trainer.py"
+
+from tests.moto_server import ServerProcess  # noqa: E402
 
 
 class Proc:
@@ -161,39 +162,18 @@ AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
-class Azurite:
+class Azurite(ServerProcess):
     """Azurite's blob service (npm, installed by .ci/run under .venv/azurite) in memory on 127.0.0.1."""
 
     def __init__(self, workdir: Path):
-        self.p = subprocess.Popen(
+        super().__init__(
             [str(AZURITE_BIN), "--blobHost", "127.0.0.1", "--blobPort", "0", "--inMemoryPersistence",
              "--disableTelemetry", "--skipApiVersionCheck", "--silent"],
-            cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            r"listens on (http://127\.0\.0\.1:\d+)",
+            "azurite",
+            cwd=workdir,
         )  # fmt: skip
-        self.url = None
-        end = time.time() + 30
-        while time.time() < end:
-            line = self.p.stdout.readline()
-            m = re.search(r"listens on (http://127\.0\.0\.1:\d+)", line or "")
-            if m:
-                self.url = m.group(1)
-                break
-            if not line and self.p.poll() is not None:
-                break
-        if not self.url:
-            self.stop()
-            raise RuntimeError("azurite did not start")
-        threading.Thread(target=lambda: [None for _ in self.p.stdout], daemon=True).start()
         self.endpoint = f"{self.url}/{AZURITE_ACCOUNT}"
-
-    def stop(self):
-        if self.p.poll() is None:
-            os.kill(self.p.pid, signal.SIGTERM)
-            try:
-                self.p.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.p.pid, signal.SIGKILL)
-                self.p.wait(10)
 
 
 def load_agent_module():

@@ -1,7 +1,8 @@
-"""moto's server on 127.0.0.1 for every test that needs AWS APIs (S3, EC2, Auto Scaling, Cost Explorer).
+"""Local servers the tests start as processes: moto's server on 127.0.0.1 for every test that needs AWS APIs
+(S3, EC2, Auto Scaling, Cost Explorer), and the `ServerProcess` base that Azurite's helper shares.
 
-It is started on port 0 and the port is read from its own start-up line, so no other server can take
-the port in between; it is stopped by its own pid.
+Each is started on port 0 and its URL is read from its own start-up line, so no other server can take
+the port in between; each is stopped by its own pid.
 """
 
 from __future__ import annotations
@@ -17,19 +18,16 @@ import time
 import urllib.request
 
 
-class MotoServer:
-    def __init__(self) -> None:
-        self.p = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+class ServerProcess:
+    """A local server started on port 0 whose URL is read from its own start-up line; stopped by its pid."""
+
+    def __init__(self, argv: list[str], url_pattern: str, name: str, cwd=None) -> None:
+        self.p = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         end = time.time() + 30
         self.url = None
         while time.time() < end:
             line = self.p.stdout.readline()
-            m = re.search(r"Running on (http://127\.0\.0\.1:\d+)", line or "")
+            m = re.search(url_pattern, line or "")
             if m:
                 self.url = m.group(1)
                 break
@@ -37,9 +35,27 @@ class MotoServer:
                 break
         if not self.url:
             self.stop()
-            raise RuntimeError("moto server did not start")
+            raise RuntimeError(f"{name} did not start")
         # Keep draining its output so a chatty server never blocks on a full pipe.
         threading.Thread(target=lambda: [None for _ in self.p.stdout], daemon=True).start()
+
+    def stop(self) -> None:
+        if self.p.poll() is None:
+            os.kill(self.p.pid, signal.SIGTERM)
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.p.pid, signal.SIGKILL)
+                self.p.wait(10)
+
+
+class MotoServer(ServerProcess):
+    def __init__(self) -> None:
+        super().__init__(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p0"],
+            r"Running on (http://127\.0\.0\.1:\d+)",
+            "moto server",
+        )
 
     @property
     def port(self) -> int:
@@ -63,12 +79,3 @@ class MotoServer:
         )
         with urllib.request.urlopen(req, timeout=10) as resp:
             assert resp.status == 201
-
-    def stop(self) -> None:
-        if self.p.poll() is None:
-            os.kill(self.p.pid, signal.SIGTERM)
-            try:
-                self.p.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.p.pid, signal.SIGKILL)
-                self.p.wait(10)
