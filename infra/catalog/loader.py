@@ -57,13 +57,6 @@ class Catalog:
     def accelerator(self, name: str) -> Accelerator | None:
         return self.accelerators.get(name)
 
-    def region_offer(self, cloud: str, region: str, instance_type: str) -> Offer | None:
-        """One offer standing for the region: its cheapest known spot zone (on-demand is per region)."""
-        offers = self.offers(cloud=cloud, region=region, instance_type=instance_type)
-        if not offers:
-            return None
-        return min(offers, key=lambda o: (o.spot_usd_per_hour is None, o.spot_usd_per_hour or 0.0, o.zone))
-
 
 def _float(text: str, where: str, column: str) -> float | None:
     if text == "":
