@@ -72,6 +72,20 @@ def latest(s3, bucket, prefix="run1"):
         return None
 
 
+def restore(bucket, dest, env, prefix="run1"):
+    """`trainfleet_agent.py restore` into `dest`, as the boot script runs it."""
+    return run_agent(
+        "restore", "--cloud", "aws", "--bucket", bucket, "--prefix", prefix, "--dest", str(dest), env=env
+    )
+
+
+def sync(bucket, ckpt, env, prefix="run1"):
+    """`trainfleet_agent.py sync`: one upload of the newest complete checkpoint in `ckpt`."""
+    return run_agent(
+        "sync", "--cloud", "aws", "--bucket", bucket, "--prefix", prefix, "--ckpt-dir", str(ckpt), env=env
+    )
+
+
 def bucket_steps(s3, bucket, prefix="run1"):
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix + "/").get("Contents", [])]
     return sorted({k.split("/")[1] for k in keys if k.split("/")[1].startswith("step-")}), keys
@@ -185,9 +199,7 @@ def test_spot_notice_mid_run_makes_the_checkpoint_durable_within_the_window(
     )
     # A fresh node restores exactly that checkpoint, byte for byte.
     dest = tmp_path / "fresh"
-    res = run_agent(
-        "restore", "--cloud", "aws", "--bucket", bucket, "--prefix", "run1", "--dest", str(dest), env=env
-    )
+    res = restore(bucket, dest, env)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == str(r["exit_step"])
     src = tmp_path / "ckpt" / r["step"]
@@ -245,18 +257,7 @@ def test_kill9_during_upload_leaves_the_previous_checkpoint_restorable(moto, env
         "killed too early: nothing was uploaded yet"
     )
     assert latest(s3, bucket) == "step-00000010"
-    res = run_agent(
-        "restore",
-        "--cloud",
-        "aws",
-        "--bucket",
-        bucket,
-        "--prefix",
-        "run1",
-        "--dest",
-        str(tmp_path / "r"),
-        env=env,
-    )
+    res = restore(bucket, tmp_path / "r", env)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "10"
     assert (tmp_path / "r" / "step-00000010" / "model.bin").read_bytes() == (
@@ -264,23 +265,10 @@ def test_kill9_during_upload_leaves_the_previous_checkpoint_restorable(moto, env
     ).read_bytes()
     assert not (tmp_path / "r" / "step-00000020").exists()
     # The next agent run finishes the job (multipart for the big file) and moves LATEST forward.
-    res = run_agent(
-        "sync", "--cloud", "aws", "--bucket", bucket, "--prefix", "run1", "--ckpt-dir", str(ckpt), env=big_env
-    )
+    res = sync(bucket, ckpt, big_env)
     assert res.returncode == 0, res.stderr
     assert latest(s3, bucket) == "step-00000020"
-    res = run_agent(
-        "restore",
-        "--cloud",
-        "aws",
-        "--bucket",
-        bucket,
-        "--prefix",
-        "run1",
-        "--dest",
-        str(tmp_path / "r"),
-        env=env,
-    )
+    res = restore(bucket, tmp_path / "r", env)
     assert res.stdout.strip() == "20"
     got = hashlib.sha256((tmp_path / "r" / "step-00000020" / "z-big.bin").read_bytes()).hexdigest()
     assert got == hashlib.sha256((ckpt / "step-00000020" / "z-big.bin").read_bytes()).hexdigest()
@@ -292,60 +280,25 @@ def test_torn_or_corrupt_latest_is_never_restored(moto, env, bucket, tmp_path):
     ckpt.mkdir()
     for step in (1, 2, 3):
         make_step(ckpt, step, {"model.bin": 4096 * step, "meta/info.txt": f"step {step}".encode()})
-        res = run_agent(
-            "sync", "--cloud", "aws", "--bucket", bucket, "--prefix", "run1", "--ckpt-dir", str(ckpt), env=env
-        )
+        res = sync(bucket, ckpt, env)
         assert res.returncode == 0, res.stderr
     assert latest(s3, bucket) == "step-00000003"
     # step 3 loses an object; step 2 has an object of the wrong size: restore falls back to step 1
     s3.delete_object(Bucket=bucket, Key="run1/step-00000003/model.bin")
     s3.put_object(Bucket=bucket, Key="run1/step-00000002/model.bin", Body=b"short")
-    res = run_agent(
-        "restore",
-        "--cloud",
-        "aws",
-        "--bucket",
-        bucket,
-        "--prefix",
-        "run1",
-        "--dest",
-        str(tmp_path / "r"),
-        env=env,
-    )
+    res = restore(bucket, tmp_path / "r", env)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "1"
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["step-00000001"]
     # same size, different bytes: the sha256 check while downloading rejects it
     s3.put_object(Bucket=bucket, Key="run1/step-00000001/model.bin", Body=b"x" * 4096)
-    res = run_agent(
-        "restore",
-        "--cloud",
-        "aws",
-        "--bucket",
-        bucket,
-        "--prefix",
-        "run1",
-        "--dest",
-        str(tmp_path / "r2"),
-        env=env,
-    )
+    res = restore(bucket, tmp_path / "r2", env)
     assert res.returncode == 0 and res.stdout.strip() == "", (res.stdout, res.stderr)
     assert "sha256 mismatch" in res.stderr
 
 
 def test_restore_with_nothing_in_the_bucket_is_fine(env, bucket, tmp_path):
-    res = run_agent(
-        "restore",
-        "--cloud",
-        "aws",
-        "--bucket",
-        bucket,
-        "--prefix",
-        "none",
-        "--dest",
-        str(tmp_path / "d"),
-        env=env,
-    )
+    res = restore(bucket, tmp_path / "d", env, prefix="none")
     assert res.returncode == 0, res.stderr
     assert res.stdout == ""
     assert "restore_nothing" in res.stderr
