@@ -69,6 +69,22 @@ class Proc:
                     )
                 self._cv.wait(min(left, 0.2))
 
+    def wait_count(self, name: str, count: int, timeout: float = 30.0) -> list[dict]:
+        """Wait until `count` events called `name` have been seen: an event count, not a time window."""
+        end = time.time() + timeout
+        with self._cv:
+            while True:
+                seen = [e for e in self.events if e.get("event") == name]
+                if len(seen) >= count:
+                    return seen
+                left = end - time.time()
+                if left <= 0:
+                    raise AssertionError(
+                        f"{len(seen)} of {count} {name!r} events in {timeout}s; log:\n"
+                        + "\n".join(self.stderr_lines[-60:])
+                    )
+                self._cv.wait(min(left, 0.2))
+
     def named(self, name: str) -> list[dict]:
         with self._cv:
             return [e for e in self.events if e.get("event") == name]

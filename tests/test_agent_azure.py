@@ -25,12 +25,11 @@ from tests.agent_support import (
     trainer,
 )
 from tests.metadata_servers import AzureImds
+from tests.needs import need
 
 AZURE_WINDOW_S = 30.0
 
-pytestmark = pytest.mark.skipif(
-    not AZURITE_BIN.exists(), reason="Azurite not installed (.ci/run installs it)"
-)
+need(AZURITE_BIN.exists(), "Azurite", "npm install --prefix .venv/azurite azurite@3, as .ci/run does")
 
 
 @pytest.fixture(scope="module")

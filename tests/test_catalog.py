@@ -13,6 +13,7 @@ from infra.catalog.build import build
 from infra.catalog.loader import DATA_DIR
 from infra.errors import CatalogError
 from tests.conftest import SHARED_DATA
+from tests.needs import need
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +95,8 @@ def test_every_offer_has_a_known_source(catalog):
             assert o.interruption_source in catalog.sources
 
 
-@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs ../shared/data beside the checkout")
 def test_embedded_data_is_exactly_what_the_build_makes(tmp_path: Path):
+    need(SHARED_DATA.is_dir(), "../shared/data beside the checkout", "CI clones main with shared/ beside it")
     build(SHARED_DATA, tmp_path)
     for name in ("offers.csv", "accelerators.csv", "sources.json"):
         assert (tmp_path / name).read_text() == (DATA_DIR / name).read_text(), f"{name} is stale: rebuild it"

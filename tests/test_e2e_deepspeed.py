@@ -25,8 +25,10 @@ from pathlib import Path
 import boto3
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("deepspeed")
+from tests.needs import need_module  # noqa: E402
+
+need_module("torch", "pip install torch==2.13.0")
+need_module("deepspeed", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
 
 from infra.config import StackConfig  # noqa: E402
 from infra.userdata import render_user_data  # noqa: E402

@@ -13,6 +13,7 @@ from cli.planner.memory import SHARDINGS, Sharding
 from cli.planner.presets import PRESETS
 from cli.planner.workload import Workload
 from tests.conftest import run_trainfleet
+from tests.needs import need_module
 
 GRID = list(
     itertools.product(
@@ -27,7 +28,7 @@ GRID = list(
 
 @pytest.mark.parametrize("params,gpn,nodes,offload,buffer", GRID)
 def test_zero2_matches_deepspeed(params, gpn, nodes, offload, buffer):
-    ds = pytest.importorskip("deepspeed.runtime.zero.stage_1_and_2")
+    ds = need_module("deepspeed.runtime.zero.stage_1_and_2", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
     ours = memory.estimate_zero2_model_states_mem_needs(params, gpn, nodes, offload, buffer)
     theirs = ds.estimate_zero2_model_states_mem_needs(
         total_params=params, num_gpus_per_node=gpn, num_nodes=nodes, cpu_offload=offload,
@@ -40,7 +41,7 @@ def test_zero2_matches_deepspeed(params, gpn, nodes, offload, buffer):
 @pytest.mark.parametrize("offload_params", [True, False])
 @pytest.mark.parametrize("zero_init", [True, False])
 def test_zero3_matches_deepspeed(params, gpn, nodes, offload, buffer, offload_params, zero_init):
-    ds = pytest.importorskip("deepspeed.runtime.zero.stage3")
+    ds = need_module("deepspeed.runtime.zero.stage3", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
     largest = params // 37 + 11
     ours = memory.estimate_zero3_model_states_mem_needs(
         params, largest, gpn, nodes, offload, offload_params, zero_init, buffer

@@ -21,6 +21,7 @@ from tests.agent_support import AGENT, make_step
 from tests.conftest import STACKS
 from tests.metadata_servers import AwsImds
 from tests.moto_server import MotoServer
+from tests.needs import need_module
 
 
 def stack(fleet: dict | None = None, **sections) -> StackConfig:
@@ -88,7 +89,7 @@ def test_ds_config_follows_the_stack(deepspeed, precision, expect):
 
 @pytest.mark.parametrize("path", list_stack_files(STACKS.parent), ids=lambda p: p.name)
 def test_deepspeed_accepts_every_stacks_ds_config(path):
-    pytest.importorskip("deepspeed")
+    need_module("deepspeed", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
     from deepspeed.runtime.config import DeepSpeedConfig
 
     config = read_stack_file(path).config
@@ -279,7 +280,7 @@ def test_boot_restore_on_a_single_node_keeps_its_newer_local_checkpoint(moto, tm
 
 def test_a_node_booting_after_training_finished_syncs_and_scales_the_group_to_zero(moto, tmp_path):
     """The boot script's DONE path on its own: final checkpoint made durable, then no idle spend."""
-    pytest.importorskip("deepspeed")  # the boot script installs deepspeed when it is missing: not here
+    need_module("deepspeed", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")  # the boot script installs deepspeed when it is missing: not here
     kw = dict(
         endpoint_url=moto.url, region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t"
     )
