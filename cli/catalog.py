@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 from infra.catalog import Catalog, Offer
-from infra.errors import TrainfleetError, did_you_mean
+from infra.errors import TrainfleetError, did_you_mean, shown
 
 PURCHASES = ("spot", "on-demand")
 
@@ -47,25 +48,28 @@ class RegionRow:
 def check_filter(catalog: Catalog, f: CatalogFilter) -> None:
     """Reject values no offer could match, with the allowed values, instead of printing an empty table."""
     if f.cloud is not None and f.cloud not in ("aws", "gcp", "azure"):
-        raise TrainfleetError(f"--cloud {f.cloud!r} is not a cloud; use one of aws, gcp, azure")
+        raise TrainfleetError(f"--cloud {shown(f.cloud)} is not a cloud; use one of aws, gcp, azure")
     if f.purchase is not None and f.purchase not in PURCHASES:
-        raise TrainfleetError(f"--purchase {f.purchase!r} is not allowed; use one of {', '.join(PURCHASES)}")
+        raise TrainfleetError(f"--purchase {shown(f.purchase)} is not allowed; use one of {', '.join(PURCHASES)}")
     if f.accelerator is not None:
         known = sorted({o.accelerator for o in catalog.all_offers if o.accelerator})
         if f.accelerator not in known:
             raise TrainfleetError(
-                f"--accelerator {f.accelerator!r} is unknown{did_you_mean(f.accelerator, known)}; "
+                f"--accelerator {shown(f.accelerator)} is unknown{did_you_mean(f.accelerator, known)}; "
                 f"known: {', '.join(known)}"
             )
     if f.region is not None:
         regions = sorted({o.region for o in catalog.all_offers if f.cloud is None or o.cloud == f.cloud})
         if f.region not in regions:
             raise TrainfleetError(
-                f"--region {f.region!r} has no offers{did_you_mean(f.region, regions)}; "
+                f"--region {shown(f.region)} has no offers{did_you_mean(f.region, regions)}; "
                 f"see `trainfleet catalog list --json` for regions"
             )
-    if f.min_accelerator_memory_gib is not None and f.min_accelerator_memory_gib < 0:
-        raise TrainfleetError("--min-memory must be a non-negative number of GiB per accelerator")
+    gib = f.min_accelerator_memory_gib
+    if gib is not None and (not math.isfinite(gib) or gib < 0):  # nan would filter nothing
+        raise TrainfleetError(
+            f"--min-memory {shown(gib)} must be a finite, non-negative number of GiB per accelerator, e.g. 80"
+        )
 
 
 def region_rows(catalog: Catalog, f: CatalogFilter) -> list[RegionRow]:
@@ -115,14 +119,14 @@ def show_instance(catalog: Catalog, instance_type: str, region: str | None = Non
     if not offers:
         known = catalog.instance_types()
         raise TrainfleetError(
-            f"instance type {instance_type!r} is not in the catalog{did_you_mean(instance_type, known)}; "
+            f"instance type {shown(instance_type)} is not in the catalog{did_you_mean(instance_type, known)}; "
             "see `trainfleet catalog list`"
         )
     if region is not None:
         regions = sorted({o.region for o in offers})
         if region not in regions:
             raise TrainfleetError(
-                f"{instance_type} is not offered in {region!r}; it is in {', '.join(regions)}"
+                f"{instance_type} is not offered in {shown(region)}; it is in {', '.join(regions)}"
             )
         offers = [o for o in offers if o.region == region]
     first = offers[0]

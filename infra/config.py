@@ -32,12 +32,13 @@ from pydantic import (
     Field,
     PlainSerializer,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from infra.errors import ConfigError, TrainfleetError, did_you_mean
-from infra.units import format_count, parse_count
+from infra.errors import ConfigError, TrainfleetError, did_you_mean, shown
+from infra.units import MAX_HOURS, MAX_USD, format_count, parse_count
 
 NAMESPACE = "trainfleet"
 SLUG = r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$"
@@ -50,6 +51,12 @@ TAG_STACK = "trainfleet-stack"
 TAG_JOB = "trainfleet-job"
 TAG_FLEET = "trainfleet-fleet"
 
+# Azure availability zones are the logical zones 1, 2 and 3 of a region (each subscription maps them to
+# physical zones): https://learn.microsoft.com/azure/reliability/availability-zones-overview
+AZURE_ZONES = ("1", "2", "3")
+# The widest network SSH may be opened to, per IP version (see Fleet._cidrs_are_narrow).
+SSH_WIDEST_PREFIX = {4: 8, 6: 32}
+
 
 def _count(value: Any) -> int:
     try:
@@ -61,6 +68,9 @@ def _count(value: Any) -> int:
 # A positive count that accepts 7B / 1T / 350M in files and writes itself back the same way.
 Count = Annotated[int, BeforeValidator(_count), PlainSerializer(format_count, return_type=str)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# Finite and bounded, so nothing computed from them overflows to Infinity (and JSON never shows it).
+Hours = Annotated[float, Field(gt=0, le=MAX_HOURS, allow_inf_nan=False, description="at most 10 years")]
+Usd = Annotated[float, Field(gt=0, le=MAX_USD, allow_inf_nan=False, description="at most 1e12 USD")]
 
 
 class _Section(BaseModel):
@@ -78,10 +88,10 @@ class Job(_Section):
     precision: Precision = "bf16"
     method: Literal["full", "lora"] = "full"
     lora_rank: int = Field(16, ge=1, le=1024)
-    deadline_hours: PositiveFloat | None = None
+    deadline_hours: Hours | None = None
     # Written by `trainfleet plan`; the preview prices the planned job with these.
-    planned_hours: PositiveFloat | None = None
-    planned_cost_usd: PositiveFloat | None = None
+    planned_hours: Hours | None = None
+    planned_cost_usd: Usd | None = None
 
 
 class Network(_Section):
@@ -96,16 +106,19 @@ class Fleet(_Section):
 
     name: str = Field(pattern=SLUG)
     cloud: Cloud
-    region: str = Field(min_length=1)
+    region: str = Field(pattern=r"^[a-z][a-z0-9-]{1,62}$", description="e.g. us-east-1, us-central1, eastus")
     zones: list[str] = Field(default_factory=list, description="empty: every zone the catalog knows")
-    instance_type: str = Field(min_length=1)
+    instance_type: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", description="e.g. p4d.24xlarge")
     fallback_instance_types: list[str] = Field(default_factory=list)
     nodes: int = Field(ge=1, le=1024)
     purchase: Literal["spot", "on-demand", "mixed"] = "spot"
     on_demand_base: int = Field(0, ge=0, description="mixed: nodes always on-demand")
     on_demand_percentage_above_base: int = Field(0, ge=0, le=100)
     max_price: float | None = Field(
-        None, allow_inf_nan=False, description="USD/hour per node cap for spot; -1 or empty: up to on-demand"
+        None,
+        allow_inf_nan=False,
+        le=100_000,
+        description="USD/hour per node cap for spot; -1 or empty: up to on-demand",
     )
     image: str | None = Field(None, description="AMI id / image / image URN; empty: the cloud's DL image")
     root_volume_gb: int = Field(200, ge=30, le=16384)
@@ -116,13 +129,33 @@ class Fleet(_Section):
     @field_validator("ssh_cidrs")
     @classmethod
     def _cidrs_are_narrow(cls, cidrs: list[str]) -> list[str]:
+        """SSH opens only to narrow networks: each CIDR, and all of them together, at most a /8 (IPv4,
+        16.7M addresses) or a /32 (IPv6). So 0.0.0.0/0 is refused, and so is the internet split in
+        pieces (0.0.0.0/1 + 128.0.0.0/1, or 256 /8s)."""
+        nets = []
         for cidr in cidrs:
             try:
                 net = ipaddress.ip_network(cidr, strict=False)
             except ValueError:
-                raise ValueError(f"{cidr!r} is not a CIDR; use e.g. 203.0.113.0/24") from None
+                raise ValueError(f"{shown(cidr)} is not a CIDR; use e.g. 203.0.113.0/24") from None
             if net.prefixlen == 0:
-                raise ValueError(f"{cidr!r} opens SSH to the whole internet; name your own network's CIDR")
+                raise ValueError(f"{shown(cidr)} opens SSH to the whole internet; name your own network's CIDR")
+            widest = SSH_WIDEST_PREFIX[net.version]
+            if net.prefixlen < widest:
+                raise ValueError(
+                    f"{shown(cidr)} opens SSH to {net.num_addresses:.3g} addresses; each CIDR may be at most a "
+                    f"/{widest}; name your own network's CIDR"
+                )
+            nets.append(net)
+        for version, widest in SSH_WIDEST_PREFIX.items():
+            covered = sum(
+                n.num_addresses for n in ipaddress.collapse_addresses(n for n in nets if n.version == version)
+            )
+            if covered > 2 ** ((32 if version == 4 else 128) - widest):
+                raise ValueError(
+                    f"together the IPv{version} CIDRs open SSH to {covered:.3g} addresses, more than one "
+                    f"/{widest}; name only your own networks' CIDRs"
+                )
         return cidrs
 
     @field_validator("max_price")
@@ -131,6 +164,19 @@ class Fleet(_Section):
         if value is not None and value != -1 and value <= 0:
             raise ValueError(f"{value!r} must be a positive USD/hour price, or -1 for up to on-demand")
         return value
+
+    @field_validator("zones")
+    @classmethod
+    def _zone_names(cls, zones: list[str], info: ValidationInfo) -> list[str]:
+        for zone in zones:
+            if not zone or len(zone) > 63:
+                raise ValueError(f"{shown(zone)} is not a zone name; use e.g. use1-az4, us-central1-a or 1")
+        if info.data.get("cloud") == "azure" and (bad := [z for z in zones if z not in AZURE_ZONES]):
+            raise ValueError(
+                f"{shown(bad[0])} is not an Azure availability zone; Azure zones are the logical zones "
+                f"{', '.join(AZURE_ZONES)} (or leave zones empty for all)"
+            )
+        return zones
 
     @model_validator(mode="after")
     def _purchase_mix(self) -> Fleet:
@@ -142,7 +188,7 @@ class Fleet(_Section):
         if self.on_demand_base > self.nodes:
             raise ValueError(f"on_demand_base {self.on_demand_base} exceeds nodes {self.nodes}")
         if len(set(self.zones)) != len(self.zones):
-            raise ValueError(f"zones {self.zones} list a zone twice")
+            raise ValueError(f"zones {shown(self.zones)} list a zone twice")
         return self
 
     @property
@@ -182,34 +228,79 @@ class DeepSpeed(_Section):
 
 
 class Checkpointing(_Section):
-    interval_minutes: PositiveFloat = 30.0
+    interval_minutes: Annotated[float, Field(gt=0, le=525_600, allow_inf_nan=False)] = 30.0  # up to a year
     keep_last: int = Field(3, ge=1, le=1000)
     retention_days: int = Field(30, ge=1, le=3650, description="days a replaced checkpoint version is kept")
-    bucket_name: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+    bucket_name: str | None = Field(
+        None, description="checked against each fleet cloud's naming rules; see bucket_name_problem"
+    )
 
 
 class Budget(_Section):
-    monthly_limit_usd: PositiveFloat
+    monthly_limit_usd: Usd
     alert_thresholds_percent: list[Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False)]] = Field(
         default_factory=lambda: [50.0, 80.0, 100.0], min_length=1
     )
     recipients: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")]] = Field(min_length=1)
     # The preview's guardrail for this stack: `trainfleet preview` fails above it.
-    fail_above_usd: PositiveFloat | None = None
+    fail_above_usd: Usd | None = None
 
 
 class BillingExport(_Section):
     enabled: bool = True
 
 
+# launch.script: a relative path under the node's home, plain characters only (see Launch).
+LAUNCH_SCRIPT = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._/-]*")
+LAUNCH_SCRIPT_MAX = 255
+LAUNCH_ARG_MAX = 4096  # characters per launch.args element
+LAUNCH_ARGS_MAX = 256  # elements
+# Not in an argument: control characters (NUL, line breaks, tabs, escapes: C0, DEL, C1), Unicode line and
+# paragraph separators (YAML reads them as line breaks) and lone surrogates (not encodable).
+LAUNCH_ARG_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
 class Launch(_Section):
-    """What DeepSpeed runs on every node."""
+    """What DeepSpeed runs on every node.
+
+    `script` lands in the node's trainfleet.env (a systemd EnvironmentFile that bash also sources), so it is
+    a relative path of plain characters under the node's home (/opt/trainfleet): nothing there needs quoting.
+    `args` are the user's own strings; the launch script passes each one, quoted, as one argv element, so
+    they may hold spaces, quotes, `$` or `;`, but not line breaks or other control characters."""
 
     script: str = Field(
-        "train.py", min_length=1, description="training script; default: trainfleet's example"
+        "train.py",
+        min_length=1,
+        max_length=LAUNCH_SCRIPT_MAX,
+        description="training script, relative to the node's home; default: trainfleet's example",
     )
-    args: list[str] = Field(default_factory=list)
+    args: list[Annotated[str, Field(max_length=LAUNCH_ARG_MAX)]] = Field(
+        default_factory=list, max_length=LAUNCH_ARGS_MAX
+    )
     master_port: int = Field(29500, ge=1024, le=65535)
+
+    @field_validator("script")
+    @classmethod
+    def _script_is_a_plain_relative_path(cls, script: str) -> str:
+        if not LAUNCH_SCRIPT.fullmatch(script):
+            raise ValueError(
+                f"{shown(script)} must be a relative path of letters, digits and . _ - / (not starting "
+                f"with / or -), e.g. train.py or jobs/pretrain.py"
+            )
+        if ".." in script.split("/"):
+            raise ValueError(f"{shown(script)} must not leave the node's home with a '..' segment")
+        return script
+
+    @field_validator("args")
+    @classmethod
+    def _args_are_single_lines(cls, args: list[str]) -> list[str]:
+        for i, arg in enumerate(args):
+            if bad := LAUNCH_ARG_FORBIDDEN.search(arg):
+                raise ValueError(
+                    f"element {i} {shown(arg)} holds the control character {bad.group()!r}; each is one line of "
+                    f"printable text (spaces, quotes and $ are fine: each argument is passed as it is)"
+                )
+        return args
 
 
 class StackConfig(_Section):
@@ -231,6 +322,15 @@ class StackConfig(_Section):
         names = [f.name for f in self.fleets]
         if dupes := sorted({n for n in names if names.count(n) > 1}):
             raise ValueError(f"fleet names must be unique; {dupes} appear more than once")
+        return self
+
+    @model_validator(mode="after")
+    def _bucket_name_fits_every_cloud(self) -> StackConfig:
+        name = self.checkpoint.bucket_name
+        if name is not None:
+            for cloud in sorted({f.cloud for f in self.fleets}):
+                if problem := bucket_name_problem(name, cloud):
+                    raise ConfigError(f"{NAMESPACE}:checkpoint.bucket_name: {shown(name)} {problem}")
         return self
 
     @classmethod
@@ -261,6 +361,72 @@ class StackConfig(_Section):
 
 
 SECTIONS = tuple(StackConfig.model_fields)
+
+
+# ---------------------------------------------------------------- bucket names, per cloud
+# AWS S3 general purpose buckets: https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html
+# GCS: https://cloud.google.com/storage/docs/buckets#naming
+# Azure blob containers: https://learn.microsoft.com/rest/api/storageservices/naming-and-referencing-containers--blobs--and-metadata#container-names
+# (the Azure program names its own account and container today, so an Azure stack only gets the name checked)
+_DOTTED_QUAD = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
+_S3_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_S3_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+
+
+def _s3_problem(name: str) -> str | None:
+    if not 3 <= len(name) <= 63:
+        return f"has {len(name)} characters; S3 bucket names have 3 to 63"
+    if not re.fullmatch(r"[a-z0-9.-]+", name):
+        return "may hold only lowercase letters, digits, dots and hyphens on S3"
+    if not (name[0].isalnum() and name[-1].isalnum()):
+        return "must begin and end with a lowercase letter or digit on S3"
+    if ".." in name:
+        return "must not have two adjacent periods on S3"
+    if _DOTTED_QUAD.match(name):
+        return "must not be formatted as an IP address on S3"
+    if prefix := next((p for p in _S3_PREFIXES if name.startswith(p)), None):
+        return f"must not start with {prefix!r} (reserved by S3)"
+    if suffix := next((x for x in _S3_SUFFIXES if name.endswith(x)), None):
+        return f"must not end with {suffix!r} (reserved by S3)"
+    return None
+
+
+def _gcs_problem(name: str) -> str | None:
+    longest = 222 if "." in name else 63
+    if not 3 <= len(name) <= longest:
+        return f"has {len(name)} characters; GCS bucket names have 3 to 63 (222 with dots)"
+    if not re.fullmatch(r"[a-z0-9._-]+", name):
+        return "may hold only lowercase letters, digits, dots, hyphens and underscores on GCS"
+    if not (name[0].isalnum() and name[-1].isalnum()):
+        return "must begin and end with a lowercase letter or digit on GCS"
+    if any(len(part) > 63 for part in name.split(".")):
+        return "has a dot-separated part over 63 characters; GCS allows 63"
+    if ".." in name:  # an empty dot-separated part
+        return "must not have two adjacent periods on GCS"
+    if _DOTTED_QUAD.match(name):
+        return "must not be formatted as an IP address on GCS"
+    if name.startswith("goog"):
+        return "must not start with 'goog' on GCS"
+    if re.search(r"g[o0][o0]g[l1]e", name):
+        return "must not contain 'google' or a close misspelling of it on GCS"
+    return None
+
+
+def _azure_problem(name: str) -> str | None:
+    if not 3 <= len(name) <= 63:
+        return f"has {len(name)} characters; Azure container names have 3 to 63"
+    if not re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", name):
+        return (
+            "may hold only lowercase letters, digits and single hyphens between them on Azure "
+            "(no dots, underscores or '--')"
+        )
+    return None
+
+
+def bucket_name_problem(name: str, cloud: str) -> str | None:
+    """Why `name` cannot name a checkpoint bucket on `cloud` (with the fix), or None if it can."""
+    problem = {"aws": _s3_problem, "gcp": _gcs_problem, "azure": _azure_problem}[cloud](name)
+    return f"{problem}; the stack has {cloud} fleets, so pick a name valid there" if problem else None
 
 
 def check_against_catalog(config: StackConfig) -> None:
@@ -325,8 +491,7 @@ def _inner_model(annotation: Any) -> Any:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return shown(value)
 
 
 def describe_validation_error(exc: ValidationError) -> str:

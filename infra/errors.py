@@ -26,6 +26,20 @@ class CatalogError(TrainfleetError):
     """The catalog is missing, corrupt, or has no such entry."""
 
 
+SHOWN_CHARS = 60
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """A user's value as given, repr-quoted for a message, cut to about `limit` characters.
+
+    `'$(id)'` stays `'$(id)'`; a 5,000-character value becomes its first characters, the closing quote and
+    `... (5000 chars)`, so an error stays one readable line."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[: limit - 10]!r}... ({len(value)} chars)"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def did_you_mean(word: str, choices: list[str]) -> str:
     """' (did you mean X, Y?)' for close matches of a mistyped value, else ''."""
     close = difflib.get_close_matches(word, choices, n=3, cutoff=0.6)

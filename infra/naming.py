@@ -10,11 +10,30 @@ import hashlib
 import re
 
 from infra.config import Fleet, StackConfig
+from infra.errors import ConfigError, shown
 
 # Limits: GCP instance-group and Azure scale-set names are the tightest (63/64 characters).
 GROUP_NAME_MAX = 63
 GCP_ACCOUNT_ID_MAX = 30
 BILLING_DATASET_MAX = 1024
+
+# Pulumi's stack-name rule (https://www.pulumi.com/docs/iac/concepts/stacks/): "Stack names may only
+# contain alphanumeric characters, hyphens, underscores, or periods"; the CLI also caps them at 100
+# characters ("stack names are limited to 100 characters ..."). A name that follows it is shell-safe as it
+# is: no quote, space, `$`, backslash or line break can reach a node file or a review file.
+# Pulumi's stack-name rule (https://www.pulumi.com/docs/iac/concepts/stacks/); `stack_path` and the
+# renderer both check it.
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+
+
+def check_stack_name(name: str) -> str:
+    """`name` if it is a valid Pulumi stack name, else ConfigError (one line naming the stack file)."""
+    if not isinstance(name, str) or not STACK_NAME.fullmatch(name):
+        raise ConfigError(
+            f"stack name {shown(name)} (stacks/Pulumi.<stack>.yaml) is not a Pulumi stack name: use 1 to 100 "
+            f"letters, digits, hyphens, underscores or periods"
+        )
+    return name
 
 
 def _slug(text: str) -> str:

@@ -1,7 +1,7 @@
 """Render the node side of a fleet from `templates/` into cloud-init user-data.
 
 One fleet's nodes boot with a `#cloud-config` document that writes these files and starts two systemd
-units (see templates/README-node.md for the full picture):
+units (see "On the node" in README.md for the full picture):
 
     /etc/trainfleet/trainfleet.env      what the scripts need: cloud, bucket, prefix, group, dirs, ...
     /etc/trainfleet/ds_config.json      DeepSpeed config derived from the stack's `deepspeed:` section
@@ -10,6 +10,11 @@ units (see templates/README-node.md for the full picture):
     /opt/trainfleet/trainfleet-launch.sh  `deepspeed --hostfile H --no_ssh --node_rank R --master_addr A ...`
     /opt/trainfleet/train.py            the example trainer (only when launch.script is the default)
     trainfleet-agent.service / trainfleet-trainer.service
+
+Values are safe by construction. The schema (infra/config.py, and `check_stack_name` for the stack name)
+keeps every value that reaches a node to what its place allows; on top of that every value interpolated in
+a node template goes through ONE filter, `shq` (POSIX single quotes, see `shq`), and the #cloud-config
+document is built as data and written by a YAML dumper (`cloud_config`), never by pasting values into YAML.
 
 `render_user_data(...)` keeps every part readable (`.parts`), the whole cloud-config (`.document`) and
 gives each provider input exactly what it wants (`.encoded(cloud)`): base64 for an AWS launch template
@@ -31,8 +36,9 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from infra.config import Fleet, StackConfig
-from infra.errors import TrainfleetError
+from infra.config import LAUNCH_ARG_FORBIDDEN, Fleet, StackConfig
+from infra.errors import TrainfleetError, shown
+from infra.naming import check_stack_name
 
 # Provider limits on the value each input accepts.
 AWS_USER_DATA_LIMIT = 16 * 1024  # launch template user_data: 16 KB before base64
@@ -133,6 +139,30 @@ def templates_root() -> Path:
     return Path(__file__).resolve().parent.parent / TEMPLATES_PACKAGE
 
 
+def shq(value: object) -> str:
+    """The one way a value enters a node template: POSIX single quotes (shlex.quote).
+
+    Read back identically by bash (`. trainfleet.env`, the scripts) and by systemd's EnvironmentFile parser
+    (systemd.exec(5): a '-quoted value is taken verbatim, no backslash escapes; `"'"` gives a quote; adjacent
+    quoted pieces join, as in src/basic/env-file.c). A plain value (letters, digits, `@%+=:,./-_`) stays
+    unquoted, which both also read verbatim. A line break or other control character is refused: it would
+    end a comment or a unit line, and the schema keeps them out of every value already."""
+    text = str(value)
+    if bad := LAUNCH_ARG_FORBIDDEN.search(text):
+        raise TrainfleetError(
+            f"{shown(text)} cannot go into a node file: it holds the control character {bad.group()!r}"
+        )
+    return shlex.quote(text)
+
+
+def _tojson(value: object) -> str:
+    """Values in the Python node file (trainfleet-fetch.py): JSON, which is a Python literal for the strings
+    and lists of strings it gets. Strict like `shq`: an undefined variable fails the render."""
+    if isinstance(value, jinja2.Undefined):
+        str(value)  # StrictUndefined raises UndefinedError naming the variable
+    return json.dumps(value, sort_keys=True)
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_root())),
@@ -142,7 +172,8 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["shq"] = lambda value: shlex.quote(str(value))
+    env.filters["shq"] = shq
+    env.filters["tojson"] = _tojson
     return env
 
 
@@ -213,11 +244,12 @@ def ds_config(config: StackConfig, fleet: Fleet) -> dict:
 
 
 def _node_context(stack: str, config: StackConfig, fleet: Fleet, bucket: str, group: str) -> dict:
+    check_stack_name(stack)  # every node file and the cloud-config are rendered from this context
     accelerator, per_node = accelerator_of(fleet)
     gaudi = accelerator in GAUDI_ACCELERATORS
-    script = config.launch.script
+    script = config.launch.script  # a relative path of plain characters (Launch), under the node's home
     example = script == EXAMPLE_SCRIPT
-    script_path = f"{NODE_HOME}/{script}" if example or not script.startswith("/") else script
+    script_path = f"{NODE_HOME}/{script}"
     return {
         "stack": stack,
         "job": config.job.name,
@@ -335,15 +367,115 @@ def render_user_data(
         )
         parts["trainfleet-fetch.py"] = fetch
         embedded.append(NodeFile("trainfleet-fetch.py", f"{NODE_HOME}/trainfleet-fetch.py", "0755"))
-    document = (
-        _environment()
-        .get_template(f"cloud-config/{fleet.cloud}.yaml.j2")
-        .render(**ctx, files=[(f, parts[f.part]) for f in embedded])
-    )
+    document = cloud_config(ctx, [(f, parts[f.part]) for f in embedded])
     _check_document(document, parts, embedded, fleet)
     rendered = RenderedUserData(stack, fleet.name, fleet.cloud, parts, document, embedded + fetched, assets)
     check_limits(rendered)
     return rendered
+
+
+# ---------------------------------------------------------------- the #cloud-config document
+# Built as data and written by a YAML dumper: no value is ever pasted into YAML text. Only the leading
+# comment lines are text, and every value in them is checked to be one line (`_one_line`).
+
+# Per cloud: what the provider input is, where spot notices and peers come from.
+_CLOUD_NOTES = {
+    "aws": [
+        "AWS: launch template user_data (base64; gzip when over 16 KB). Spot notices come from IMDSv2",
+        "(spot/instance-action and events/recommendations/rebalance); peers from the auto scaling group.",
+        "bootcmd: NVMe instance store (p4d/p5/dl1) is the fast place for checkpoints when the DLAMI mounted it.",
+    ],
+    "gcp": [
+        "GCP: the `user-data` metadata value (plain text; needs an image that runs cloud-init, e.g. Ubuntu).",
+        "Notices: metadata instance/preempted and instance/maintenance-event; peers: the managed instance group.",
+    ],
+    "azure": [
+        "Azure: scale set custom_data (base64, at most 64 KB; gzipped first when it would not fit). Notices:",
+        "Scheduled Events (Preempt), which the agent acknowledges; peers: the scale set's instances.",
+        "bootcmd: the temporary resource disk (/mnt) is local and fast; checkpoints are synced to the bucket anyway.",
+    ],
+}
+# Per cloud: (test that fast local disk is there, folder on it) for NODE_STATE to link to.
+_LOCAL_DISK = {
+    "aws": ("[ -d /opt/dlami/nvme ]", "/opt/dlami/nvme/trainfleet"),
+    "azure": ("mountpoint -q /mnt", "/mnt/trainfleet"),
+}
+# The paths are sh's positional parameters ($1 state dir, $2 folder on the local disk), never in the text.
+_LINK_LOCAL_DISK = 'if {test} && [ ! -e "$1" ]; then mkdir -p "$2" && ln -sfn "$2" "$1"; fi'
+
+
+class _Command(list):
+    """A command (argv list) in the cloud-config: written on one line, `[systemctl, daemon-reload]`."""
+
+
+class _CloudConfigDumper(yaml.SafeDumper):
+    """yaml.safe_dump's dumper, plus: multi-line strings (the files) as literal blocks, commands on one line.
+    The emitter falls back to a quoted scalar whenever a literal block could not carry a string exactly."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+
+_CloudConfigDumper.add_representer(str, _represent_str)
+_CloudConfigDumper.add_representer(
+    _Command, lambda dumper, data: dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True)
+)
+
+
+def _one_line(value: object) -> str:
+    """A value for a YAML comment line: refused if it could end the comment."""
+    text = str(value)
+    if bad := LAUNCH_ARG_FORBIDDEN.search(text):
+        raise TrainfleetError(
+            f"{shown(text)} cannot go into the cloud-config comment: it holds the control character {bad.group()!r}"
+        )
+    return text
+
+
+def cloud_config(ctx: dict, files: list[tuple[NodeFile, str]]) -> str:
+    """The #cloud-config document: comment lines, then the data below through the YAML dumper."""
+    fleet, cloud, state = ctx["fleet"], ctx["cloud"], ctx["state"]
+    v = {k: _one_line(x) for k, x in {
+        "stack": ctx["stack"], "fleet": fleet.name, "nodes": fleet.nodes, "type": fleet.instance_type,
+        "accelerator": ctx["accelerator"], "cloud": cloud, "bucket": ctx["bucket"], "prefix": ctx["prefix"],
+    }.items()}  # fmt: skip
+    head = [
+        f"trainfleet stack {v['stack']}, fleet {v['fleet']}: {v['nodes']} x {v['type']} ({v['accelerator']}) "
+        f"on {v['cloud']}",
+        "Written by `trainfleet render`; each file below is also in the review folder, readable on its own.",
+        "Boot: restore the latest complete checkpoint -> discover peers -> DeepSpeed launch (no ssh);",
+        f"the agent watches for spot notices and syncs checkpoints to {v['bucket']}/{v['prefix']}.",
+        "No secrets here: the node uses its instance identity for the bucket and the group API.",
+        *_CLOUD_NOTES[cloud],
+    ]
+    bootcmd = []
+    if cloud in _LOCAL_DISK:
+        test, folder = _LOCAL_DISK[cloud]
+        script = _LINK_LOCAL_DISK.format(test=test)
+        bootcmd.append(_Command(["sh", "-c", script, "trainfleet-local-disk", state, folder]))
+    bootcmd.append(_Command(["mkdir", "-p", f"{state}/checkpoints", f"{state}/run"]))
+    runcmd = []
+    if ctx["fetch"]:  # the agent and example trainer: fetched from the bucket, sha256-pinned, before the units
+        runcmd.append(_Command(["python3", f"{ctx['home']}/trainfleet-fetch.py"]))
+    runcmd += [
+        _Command(["systemctl", "daemon-reload"]),
+        _Command(["systemctl", "enable", "--now", "trainfleet-agent.service"]),
+        _Command(["systemctl", "enable", "--now", "trainfleet-trainer.service"]),
+    ]
+    data = {
+        "write_files": [
+            {"path": f.path, "owner": "root:root", "permissions": f.permissions, "content": text}
+            for f, text in files
+        ],
+        "bootcmd": bootcmd,
+        "runcmd": runcmd,
+    }
+    body = yaml.dump(
+        data, Dumper=_CloudConfigDumper, sort_keys=False, allow_unicode=True, width=1 << 16,
+        default_flow_style=False,
+    )  # fmt: skip
+    return "#cloud-config\n" + "".join(f"# {line}\n" for line in head) + body
 
 
 def _check_document(document: str, parts: dict[str, str], files: list[NodeFile], fleet: Fleet) -> None:
@@ -380,6 +512,7 @@ def render_fleets(
     stack: str, config: StackConfig, *, names: dict[str, tuple[str, str]] | None = None
 ) -> dict[str, RenderedUserData]:
     """Every fleet of a stack; `names` maps fleet -> (bucket, group), else review placeholders."""
+    check_stack_name(stack)  # it names review files and lands in every node file: one ConfigError line
     out = {}
     for fleet in config.fleets:
         bucket, group = (names or {}).get(fleet.name) or placeholder_names(stack, config, fleet)

@@ -231,7 +231,8 @@ def test_an_oversized_user_data_fails_naming_the_fleet():
                     "nodes": 1,
                 }
             ],
-            "launch": {"args": ["--note", "x" * (GCP_METADATA_LIMIT + 1)]},
+            # Each argument is bounded (4096 characters), their sum is not: 70 x 4000 > 256 KB.
+            "launch": {"args": ["--note", *["x" * 4000] * 70]},
         }
     )
     with pytest.raises(TrainfleetError, match="fleet 'huge'.*GCP.*limit"):

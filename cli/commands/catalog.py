@@ -8,7 +8,8 @@ import typer
 
 from cli.app import app
 from cli.catalog import CatalogFilter, region_rows, show_instance
-from cli.output import console, money, print_json, table
+from cli.options import finite_float
+from cli.output import Col, Footnotes, WideOpt, console, money, print_json, show, table
 
 catalog_app = typer.Typer(help="Browse the embedded price and hardware catalog.", no_args_is_help=True)
 app.add_typer(catalog_app, name="catalog")
@@ -23,11 +24,16 @@ def list_command(
     accelerator: Annotated[
         str | None, typer.Option(help="normalised name, e.g. A100-80GB, H100-80GB")
     ] = None,
-    min_memory: Annotated[float | None, typer.Option(help="minimum GiB per accelerator")] = None,
+    min_memory: Annotated[
+        float | None,
+        typer.Option(parser=finite_float("--min-memory", minimum=0, maximum=10_000, example="80"),
+                     help="minimum GiB per accelerator"),
+    ] = None,
     purchase: Annotated[
         str | None, typer.Option(help="spot or on-demand: only offers with that price")
     ] = None,
     json_out: JsonFlag = False,
+    wide: WideOpt = False,
 ) -> None:
     """Instance types per region: accelerators, prices (on-demand; cheapest zone for spot), interruption."""
     from infra.catalog import default_catalog
@@ -37,17 +43,19 @@ def list_command(
     if json_out:
         print_json([r.to_json() for r in rows])
         return
-    console.print(
+    # At 80 columns: where, what and the two prices; zone, interruption and cloud as width allows.
+    show(
         table(
             f"{len(rows)} offers (prices USD/hour per node)",
             [
-                "cloud",
-                "region",
-                "instance type",
-                "accelerators",
-                "on-demand",
-                "spot (cheapest zone)",
-                "interruption",
+                Col("cloud", drop=4),
+                Col("region"),
+                Col("instance type"),
+                Col("accelerators", drop=1),
+                Col("on-demand", "right"),
+                Col("spot", "right"),
+                Col("cheapest spot zone", drop=3),
+                Col("interruption", drop=2),
             ],
             [
                 (
@@ -56,13 +64,15 @@ def list_command(
                     r.instance_type,
                     f"{r.accelerators_per_node} x {r.accelerator or '?'} ({r.accelerator_memory_gib:g} GiB)",
                     money(r.on_demand_usd_per_hour, 3),
-                    f"{money(r.spot_usd_per_hour, 3)} {r.cheapest_spot_zone}".strip(),
+                    money(r.spot_usd_per_hour, 3),
+                    r.cheapest_spot_zone,
                     r.interruption,
                 )
                 for r in rows
             ],
-            justify={"on-demand": "right", "spot (cheapest zone)": "right"},
-        )
+            wide=wide,
+        ),
+        wide=wide,
     )
 
 
@@ -71,6 +81,7 @@ def show_command(
     instance_type: Annotated[str, typer.Argument(help="e.g. p4de.24xlarge")],
     region: Annotated[str | None, typer.Option(help="only this region")] = None,
     json_out: JsonFlag = False,
+    wide: WideOpt = False,
 ) -> None:
     """One instance type across regions and zones, with where every price comes from."""
     from infra.catalog import default_catalog
@@ -86,10 +97,24 @@ def show_command(
         f"{info['accelerator_memory_gib']:g} GiB, {info['vcpus']:g} vCPU, {info['memory_gib']:g} GiB RAM, "
         f"network {net}; peak TFLOP/s per accelerator: {peaks}"
     )
-    console.print(
+    # Provenance as numbered notes under the table: each source (and note) listed once.
+    notes, used, marks = Footnotes(), {o["source"] for o in info["offers"]}, {}
+    for key in sorted(info["sources"], key=lambda k: k not in used):  # price sources first
+        src = info["sources"][key]
+        detail = ", ".join(f"{k}: {v}" for k, v in src.items() if k != "what")
+        marks[key] = notes.ref(f"{key}: {src.get('what', '')} ({detail})")
+    show(
         table(
             None,
-            ["region", "zone", "on-demand", "spot", "interruption", "source", "note"],
+            [
+                Col("region"),
+                Col("zone"),
+                Col("on-demand", "right"),
+                Col("spot", "right"),
+                # the sources no price row names are where the interruption rates come from
+                Col(" ".join(["interruption", *(m for k, m in marks.items() if k not in used)]), drop=1),
+                Col("source"),
+            ],
             [
                 (
                     o["region"],
@@ -97,14 +122,12 @@ def show_command(
                     money(o["on_demand_usd_per_hour"], 4),
                     money(o["spot_usd_per_hour"], 4),
                     o["interruption"],
-                    o["source"],
-                    o["note"],
+                    " ".join(filter(None, [marks.get(o["source"], o["source"]), notes.ref(o["note"])])),
                 )
                 for o in info["offers"]
             ],  # fmt: skip
-            justify={"on-demand": "right", "spot": "right"},
-        )
+            wide=wide,
+        ),
+        wide=wide,
     )
-    for key, src in info["sources"].items():
-        detail = ", ".join(f"{k}: {v}" for k, v in src.items() if k != "what")
-        console.print(f"[dim]{key}[/]: {src.get('what', '')} ({detail})", highlight=False)
+    console.print(notes.renderable("sources:"))

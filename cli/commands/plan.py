@@ -12,7 +12,9 @@ from typing import Annotated
 import typer
 
 from cli.app import app
-from infra.errors import TrainfleetError, did_you_mean
+from cli.options import comma_list, finite_float
+from cli.output import WideOpt
+from infra.errors import TrainfleetError, did_you_mean, shown
 
 ModelOpt = Annotated[
     str | None, typer.Option("--model", help="preset: llama-7b, llama-13b, llama-70b, mpt-7b, ...")
@@ -36,7 +38,7 @@ ExplainOpt = Annotated[
 def _choice(value: str, allowed: tuple[str, ...], option: str) -> str:
     if value not in allowed:
         raise TrainfleetError(
-            f"{option} {value!r} is not allowed{did_you_mean(value, list(allowed))}; use one of {', '.join(allowed)}"
+            f"{option} {shown(value)} is not allowed{did_you_mean(value, list(allowed))}; use one of {', '.join(allowed)}"
         )
     return value
 
@@ -44,23 +46,11 @@ def _choice(value: str, allowed: tuple[str, ...], option: str) -> str:
 def _csv(value: str | None, known: list[str], option: str) -> frozenset[str] | None:
     if value is None:
         return None
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    if not items:
-        raise TrainfleetError(f"{option} is empty; give a comma list, e.g. {','.join(known[:2])}")
+    items = comma_list(value, option, ",".join(known[:2]))
     for item in items:
         if item not in known:
-            raise TrainfleetError(f"{option}: {item!r} is not in the catalog{did_you_mean(item, known)}")
+            raise TrainfleetError(f"{option}: {shown(item)} is not in the catalog{did_you_mean(item, known)}")
     return frozenset(items)
-
-
-def _money(value: str, option: str) -> float:
-    from infra.units import parse_count
-
-    text = value.replace("$", "").replace(",", "").strip()
-    try:
-        return float(text)
-    except ValueError:
-        return float(parse_count(text, option))
 
 
 def _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch):
@@ -69,9 +59,16 @@ def _workload(model, params, tokens, seq_len, precision, method, lora_rank, glob
 
     _choice(precision, ("bf16", "fp16", "fp8", "fp32"), "--precision")
     _choice(method, ("full", "lora"), "--method")
-    shape = resolve_shape(model, parse_count(params, "--params") if params else None)
-    return Workload(shape, parse_count(tokens, "--tokens"), seq_len, precision, method, lora_rank,
-                    parse_count(global_batch or ("4M" if method == "full" else "256K"), "--global-batch"))  # fmt: skip
+    shape = resolve_shape(model, parse_count(params, "--params") if params is not None else None)
+    n_tokens = parse_count(tokens, "--tokens")
+    batch = parse_count(global_batch if global_batch is not None else ("4M" if method == "full" else "256K"),
+                        "--global-batch")  # fmt: skip
+    if n_tokens < batch:
+        raise TrainfleetError(
+            f"--tokens {shown(tokens)} is less than one optimizer step of --global-batch {batch:,} tokens; "
+            "raise --tokens or lower --global-batch"
+        )
+    return Workload(shape, n_tokens, seq_len, precision, method, lora_rank, batch)
 
 
 @app.command("plan")
@@ -92,7 +89,11 @@ def plan_command(
     budget: Annotated[str | None, typer.Option(help="most expected USD, e.g. 40000 or 40K")] = None,
     purchase: Annotated[str, typer.Option(help="spot, on-demand or any")] = "any",
     objective: Annotated[str, typer.Option(help="cost or time")] = "cost",
-    time_value: Annotated[float, typer.Option(min=0, help="USD per hour of wall time, added to cost")] = 0.0,
+    time_value: Annotated[
+        float,
+        typer.Option(parser=finite_float("--time-value", minimum=0, maximum=1e6, example="50"),
+                     help="USD per hour of wall time, added to cost"),
+    ] = 0.0,
     local_zones: Annotated[
         bool, typer.Option("--local-zones", help="also plan in AWS Local Zones (they need an account opt-in)")
     ] = False,
@@ -100,9 +101,13 @@ def plan_command(
     write_stack: Annotated[
         str | None, typer.Option(help="write stacks/Pulumi.ENV.yaml from the best plan")
     ] = None,
-    force: Annotated[bool, typer.Option(help="overwrite an existing stack file")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(help="update the plan's keys in an existing stack file (all else kept; old file kept as .bak-<UTC time>)"),
+    ] = False,
     json_out: JsonOpt = False,
     explain: ExplainOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """Search the catalog for the cost-optimal (or fastest) interruption-aware plan."""
     t0 = time.perf_counter()
@@ -110,7 +115,7 @@ def plan_command(
     from cli.planner.optimizer import Request, alternatives, frontier, rank, search
     from cli.planner.report import impossible, notes, plan_dict
     from infra.catalog import default_catalog
-    from infra.units import parse_hours
+    from infra.units import MAX_HOURS, parse_hours, parse_money
 
     work = _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch)
     catalog = default_catalog()
@@ -123,20 +128,24 @@ def plan_command(
             accelerators, sorted({o.accelerator for o in offers if o.accelerator}), "--accelerators"
         ),
         max_nodes=max_nodes,
-        deadline_hours=parse_hours(deadline, "--deadline") if deadline else None,
-        budget_usd=_money(budget, "--budget") if budget else None,
+        deadline_hours=parse_hours(deadline, "--deadline") if deadline is not None else None,
+        budget_usd=parse_money(budget, "--budget") if budget is not None else None,
         purchase=_choice(purchase, ("spot", "on-demand", "any"), "--purchase"),
         objective=_choice(objective, ("cost", "time"), "--objective"),
         time_value_usd_per_hour=time_value,
         local_zones=local_zones,
     )
     stack_target = None
-    if write_stack:
-        from infra.stack_file import stack_path
+    if write_stack is not None:  # `--write-stack ''` is an error, not "write nothing"
+        from infra.stack_file import check_writable_stack, stack_path
 
         stack_target = stack_path(write_stack)
-        if stack_target.exists() and not force:
-            raise TrainfleetError(f"{stack_target} exists; pass --force to overwrite it or pick another ENV")
+        if (stack_target.exists() or stack_target.is_symlink()) and not force:
+            raise TrainfleetError(
+                f"{stack_target} exists; pass --force to update the plan's keys in it (job, fleet, deepspeed, "
+                "checkpoint interval; the rest is kept and the old file backed up) or pick another ENV"
+            )
+        check_writable_stack(stack_target)  # a folder, or a file that is no stack: refused before the search
     t_setup = time.perf_counter()
     fit = default_fit()
     t_fit = time.perf_counter()
@@ -144,10 +153,17 @@ def plan_command(
     t_search = time.perf_counter()
     if not result.feasible:
         raise impossible(result)
-    ranked = rank(result.feasible, req)
+    # A run longer than ten years is no plan (and a stack file refuses planned_hours above that).
+    feasible = [c for c in result.feasible if c.wall_hours <= MAX_HOURS]
+    if not feasible:
+        raise TrainfleetError(
+            f"the fastest plan would run {min(c.wall_hours for c in result.feasible):,.0f} h, more than "
+            f"10 years ({MAX_HOURS:,.0f} h); lower --tokens or raise --max-nodes"
+        )
+    ranked = rank(feasible, req)
     best = ranked[0]
     alts = alternatives(ranked, top)
-    front = frontier(result.feasible)
+    front = frontier(feasible)
     written = None
     if stack_target is not None:
         written = _write(best, req, stack_target)
@@ -177,19 +193,26 @@ def plan_command(
 
         print_json(out)
         return
-    _print_plans(out, req, best, explain)
+    _print_plans(out, req, best, explain, wide)
 
 
 def _write(best, req, target: Path) -> Path:
-    from cli.planner.stack import plan_stack
-    from infra.stack_file import write_stack_file
+    """A new stack file, or the plan's keys merged into the existing one (everything else kept, backup beside
+    it); what was dropped as stale and where the backup is go to stderr, so --json stays clean."""
+    from cli.output import err_console
+    from cli.planner.stack import write_plan
 
-    config, provider = plan_stack(best, req)
-    return write_stack_file(target, config, provider)
+    written = write_plan(best, req, target)
+    for note in written.notes:
+        err_console.print(f"note: {note}", highlight=False, markup=False)
+    if written.backup is not None:
+        err_console.print(f"note: the previous {target.name} is kept as {written.backup}", highlight=False,
+                          markup=False)  # fmt: skip
+    return written.path
 
 
-def _print_plans(out: dict, req, best, explain: bool) -> None:
-    from cli.output import console, money, table
+def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> None:
+    from cli.output import Col, console, money, show, table
 
     b = out["best"]
     w = req.workload
@@ -209,36 +232,34 @@ def _print_plans(out: dict, req, best, explain: bool) -> None:
         f"{b['memory_per_device_gib']:.1f} of {b['usable_memory_per_device_gib']:.1f} GiB per device",
         highlight=False,
     )
-    bd = b["breakdown"]
-    console.print(table("Expected cost breakdown (USD)", ["compute", "interruption loss", "checkpoint overhead",
-                                                          "storage", "egress", "total"],
-                        [[money(bd["compute_usd"]), money(bd["interruption_loss_usd"]),
-                          money(bd["checkpoint_overhead_usd"]), money(bd["storage_usd"]), money(bd["egress_usd"]),
-                          money(b["expected_cost_usd"])]]))  # fmt: skip
+    show(_breakdown_table(b["breakdown"], b["expected_cost_usd"], wide), wide=wide)
 
     def rows(plans):
         return [
-            (f"{p['nodes']} x {p['instance_type']}", f"{p['devices']} x {p['accelerator']}", p["purchase"],
-             f"{p['cloud']} {p['region']}", f"ZeRO-{p['zero_stage']}/{p['offload']}",
-             f"{p['wallclock_hours']:,.1f}", money(p["expected_cost_usd"]), p["interruption"])
+            (f"{p['nodes']} x {p['instance_type']}",
+             p["purchase"], f"{p['cloud']} {p['region']}", f"{p['wallclock_hours']:,.1f}",
+             money(p["expected_cost_usd"]), p["interruption"], f"{p['devices']} x {p['accelerator']}",
+             f"ZeRO-{p['zero_stage']}, offload {p['offload']}",
+             ",".join(p["zones"]))
             for p in plans
         ]  # fmt: skip
 
+    # At 80 columns: what to rent, where, how long and for how much; the rest as width allows.
     cols = [
-        "nodes x instance",
-        "devices",
-        "purchase",
-        "where",
-        "setup",
-        "wall (h)",
-        "expected cost",
-        "interruption",
+        Col("nodes x instance"),
+        Col("purchase"),
+        Col("where"),
+        Col("wall (h)", "right"),
+        Col("expected cost", "right"),
+        Col("interruption", drop=1),
+        Col("devices", drop=2),
+        Col("setup", drop=3),
+        Col("zones", wide=True),
     ]
-    just = {"wall (h)": "right", "expected cost": "right"}
     if out["alternatives"]:
-        console.print(table("Runners-up", cols, rows(out["alternatives"]), justify=just))
-    console.print(table("Cost/time frontier (no plan is both faster and cheaper)", cols, rows(out["frontier"]),
-                        justify=just))  # fmt: skip
+        show(table("Runners-up", cols, rows(out["alternatives"]), wide=wide), wide=wide)
+    show(table("Cost/time frontier (no plan is both faster and cheaper)", cols, rows(out["frontier"]), wide=wide),
+         wide=wide)  # fmt: skip
     for line in b["assumptions"]:
         console.print(f"[dim]assumption:[/] {line}", highlight=False)
     for line in out["notes"]:
@@ -255,11 +276,24 @@ def _print_plans(out: dict, req, best, explain: bool) -> None:
         console.print(f"wrote {out['stack_file']}", highlight=False)
 
 
+def _breakdown_table(bd: dict, total: float, wide: bool):
+    from cli.output import Col, money, table
+
+    return table(
+        "Expected cost breakdown (USD)",
+        [Col("compute", "right"), Col("interruption loss", "right"), Col("checkpoint overhead", "right"),
+         Col("storage", "right"), Col("egress", "right", drop=1), Col("total", "right")],
+        [[money(bd["compute_usd"]), money(bd["interruption_loss_usd"]), money(bd["checkpoint_overhead_usd"]),
+          money(bd["storage_usd"]), money(bd["egress_usd"]), money(total)]],
+        wide=wide,
+    )  # fmt: skip
+
+
 @app.command("estimate")
 def estimate_command(
     tokens: TokensOpt,
     accelerator: Annotated[str, typer.Option(help="e.g. A100-80GB, H100-80GB")],
-    devices: Annotated[int, typer.Option(min=1, help="accelerators in total")],
+    devices: Annotated[int, typer.Option(min=1, max=1_000_000, help="accelerators in total")],
     model: ModelOpt = None,
     params: ParamsOpt = None,
     seq_len: SeqOpt = 2048,
@@ -275,6 +309,7 @@ def estimate_command(
     purchase: Annotated[str, typer.Option(help="spot or on-demand")] = "on-demand",
     json_out: JsonOpt = False,
     explain: ExplainOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """Price a fixed hardware choice (accelerator x devices): time, cost, MFU, no search over hardware."""
     from cli.planner.calibration import default_fit
@@ -288,7 +323,7 @@ def estimate_command(
     known = sorted({o.accelerator for o in catalog.all_offers if o.accelerator})
     if accelerator not in known:
         raise TrainfleetError(
-            f"--accelerator {accelerator!r} is not in the catalog{did_you_mean(accelerator, known)}"
+            f"--accelerator {shown(accelerator)} is not in the catalog{did_you_mean(accelerator, known)}"
         )
     offers = [o for o in catalog.offers(cloud=cloud, region=region, accelerator=accelerator)
               if instance_type is None or o.instance_type == instance_type]  # fmt: skip
@@ -304,8 +339,15 @@ def estimate_command(
         )
     req = Request(work, purchase=purchase, max_nodes=1024)
     fit = default_fit()
-    best = None
-    for offer, kind, zones in price_points(offers, purchase):
+    best = unbearable = None
+    points = price_points(offers, purchase)
+    if not points:
+        other = "spot" if purchase == "on-demand" else "on-demand"
+        raise TrainfleetError(
+            f"no {accelerator} offer for {devices} devices has a {purchase} price in the catalog; "
+            f"try --purchase {other}, or see `trainfleet catalog list --accelerator {accelerator}`"
+        )
+    for offer, kind, zones in points:
         hw = hardware_for(offer, catalog.accelerator(offer.accelerator), precision)
         if hw is None:
             raise TrainfleetError(
@@ -318,11 +360,18 @@ def estimate_command(
                 f"{work.shape.name} does not fit in memory on {devices} x {accelerator} with any ZeRO stage or offload; add devices or use --method lora"
             )
         c = candidate(req, offer, kind, zones, nodes, hw, setup)
-        if c.rel.feasible and (best is None or (c.cost_usd, c.identity()) < (best.cost_usd, best.identity())):
+        if not c.rel.feasible:
+            unbearable = c
+        elif best is None or (c.cost_usd, c.identity()) < (best.cost_usd, best.identity()):
             best = c
     if best is None:
+        rel = unbearable.rel
+        per_hour = rel.nodes * (rel.spot_hazard_per_node_hour + rel.failure_hazard_per_node_hour)
+        causes = "spot interruptions and hardware failures" if purchase == "spot" else "hardware failures"
         raise TrainfleetError(
-            f"no {accelerator} offer has a {purchase} price with a bearable interruption rate; try --purchase on-demand"
+            f"{devices:,} x {accelerator} ({rel.nodes:,} nodes, {purchase}) would be interrupted every "
+            f"{60 / per_hour:,.1f} min on average ({causes}) and spend most of the run restarting; "
+            "use fewer --devices" + (" or --purchase on-demand" if purchase == "spot" else "")
         )
     st = best.setup.step
     out = {
@@ -359,7 +408,7 @@ def estimate_command(
 
         print_json(out)
         return
-    from cli.output import console, money
+    from cli.output import console, money, show
 
     console.print(
         f"{work.shape.name} on {devices} x {accelerator} ({best.nodes} x {best.offer.instance_type}, {purchase}, "
@@ -368,6 +417,7 @@ def estimate_command(
         f"{out['tokens_per_second']:,.0f} tokens/s, MFU {out['mfu']:.1%}",
         highlight=False,
     )
+    show(_breakdown_table(out["breakdown"], out["cost_usd"], wide), wide=wide)
     for line in out["assumptions"]:
         console.print(f"[dim]assumption:[/] {line}", highlight=False)
     for line in out.get("explain", []):

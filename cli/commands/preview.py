@@ -9,8 +9,10 @@ from typing import Annotated
 import typer
 
 from cli.app import app
-from cli.output import console, error_line, print_json
+from cli.options import finite_float
+from cli.output import WideOpt, error_line, print_json, show
 from infra.errors import TrainfleetError
+from infra.units import MAX_USD
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of a table.")]
 UsageOpt = Annotated[
@@ -37,13 +39,18 @@ def preview_command(
     ] = None,
     fail_above: Annotated[
         float | None,
-        typer.Option("--fail-above", help="exit 1 when the monthly estimate exceeds this many USD", min=0),
+        typer.Option(
+            "--fail-above",
+            help="exit 1 when the monthly estimate exceeds this many USD",
+            parser=finite_float("--fail-above", minimum=0, maximum=MAX_USD, example="5000"),
+        ),
     ] = None,
     usage_file: UsageOpt = None,
     show_all: Annotated[
         bool, typer.Option("--all", help="also list each free resource and why it is free")
     ] = False,
     json_out: JsonFlag = False,
+    wide: WideOpt = False,
 ) -> None:
     """Price every resource the program declares for a stack (offline), or a real preview document."""
     from cli.preview.report import check_guardrail, diff_renderable, estimate_renderable
@@ -62,8 +69,8 @@ def preview_command(
         if json_out:
             print_json({"estimate": estimate.to_json(), "diff": diff.to_json()})
         else:
-            console.print(estimate_renderable(estimate, show_free=show_all))
-            console.print(diff_renderable(diff))
+            show(estimate_renderable(estimate, show_free=show_all, wide=wide), wide=wide)
+            show(diff_renderable(diff, wide=wide), wide=wide)
     else:
         from cli.preview.engine import estimate_stack
 
@@ -72,7 +79,7 @@ def preview_command(
         if json_out:
             print_json(estimate.to_json())
         else:
-            console.print(estimate_renderable(estimate, show_free=show_all))
+            show(estimate_renderable(estimate, show_free=show_all, wide=wide), wide=wide)
     breach = check_guardrail(estimate, fail_above)
     if breach is not None:
         error_line(breach.message)
@@ -98,6 +105,7 @@ def diff_command(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="write to this file instead of stdout")
     ] = None,
+    wide: WideOpt = False,
 ) -> None:
     """Cost delta per resource and in total, plus the infra summary, between two versions of a stack."""
     from cli.preview.diff import diff_estimates, diff_preview_files, git_show
@@ -105,6 +113,10 @@ def diff_command(
     from cli.preview.model import Estimate
     from infra.stack_file import stack_name, stack_path
 
+    if output is not None:
+        from infra.atomic import check_target
+
+        check_target(output, "--output")  # a folder or a missing folder: refused before the work
     base_path = Path(base)
     if base.endswith(".json"):
         if head is None or head.suffix != ".json":
@@ -124,7 +136,7 @@ def diff_command(
             )
         name = stack_name(head_path)
         with _status(fmt == Format.table, "running the program offline twice ..."):
-            b = estimate_text(base_path.read_text(), name, str(base_path), usage_file)
+            b = estimate_text(_read(base_path, "--base"), name, str(base_path), usage_file)
             h = estimate_stack(str(head_path), usage_file)
         diff = diff_estimates(b, h, str(base_path), str(head_path))
         command = f"trainfleet diff --base {base} --head {head_path}"
@@ -155,19 +167,30 @@ def diff_command(
         from cli.preview.report import diff_renderable
 
         if output is None:
-            console.print(diff_renderable(diff))
+            show(diff_renderable(diff, wide=wide), wide=wide)
             return
+        import io
+
         from rich.console import Console
 
-        with output.open("w") as fh:
-            Console(file=fh, width=200).print(diff_renderable(diff))
-        return
+        buf = io.StringIO()
+        Console(file=buf, width=200).print(diff_renderable(diff))
+        text_out = buf.getvalue()
     if output is not None:
-        output.write_text(text_out)
+        from infra.atomic import write_file
+
+        write_file(output, text_out, what="--output")  # whole or not at all; a folder or full disk: one line
     else:
         import sys
 
         sys.stdout.write(text_out)
+
+
+def _read(path: Path, option: str) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrainfleetError(f"{option} {path} cannot be read ({exc}); fix the file or the path") from None
 
 
 def _usage_for(stack: str | None, usage_file: Path | None):

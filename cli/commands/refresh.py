@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from cli.commands.catalog import catalog_app
-from cli.output import console, err_console, print_json, table
+from cli.output import Col, Footnotes, WideOpt, console, err_console, print_json, show, table
 
 OverlayOption = Annotated[
     Path | None,
@@ -31,6 +31,7 @@ def refresh_command(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print JSON for machines instead of a table.")
     ] = False,
+    wide: WideOpt = False,
 ) -> None:
     """Fetch today's prices from the cloud's price APIs into your catalog overlay (the snapshot stays the fallback)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -39,7 +40,9 @@ def refresh_command(
     from infra.catalog.refresh.run import refresh
 
     path = overlay_path(overlay)
-    wanted = [r.strip() for r in regions.split(",") if r.strip()] if regions else None
+    from cli.options import comma_list
+
+    wanted = comma_list(regions, "--regions", "us-east-1,us-west-2") if regions is not None else None
     progress = Progress(
         TextColumn(f"refresh {cloud}"),
         BarColumn(),
@@ -69,17 +72,32 @@ def refresh_command(
     else:
         for note in report.notes:
             console.print(f"note: {note}", highlight=False)
-        console.print(
+        notes = Footnotes()  # errors and notes can be long (URLs, API messages): listed under the table
+        show(
             table(
                 f"{cloud} price refresh as of {report.as_of}",
-                ["region", "result", "offers", "seconds", "detail"],
                 [
-                    (r.region, "ok" if r.ok else "failed", r.offers, f"{r.seconds:.2f}", r.error or r.note)
+                    Col("region"),
+                    Col("result"),
+                    Col("offers", "right"),
+                    Col("seconds", "right", drop=1),
+                    Col("detail"),
+                ],
+                [
+                    (
+                        r.region,
+                        "ok" if r.ok else "failed",
+                        r.offers,
+                        f"{r.seconds:.2f}",
+                        notes.ref(r.error or r.note),
+                    )
                     for r in report.regions
                 ],
-                justify={"offers": "right", "seconds": "right"},
-            )
+                wide=wide,
+            ),
+            wide=wide,
         )
+        console.print(notes.renderable())
         ok = len(report.regions) - len(report.failed)
         console.print(
             f"{ok} of {len(report.regions)} regions refreshed in {report.seconds:.2f} s; "
@@ -97,29 +115,39 @@ def status_command(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print JSON for machines instead of a table.")
     ] = False,
+    wide: WideOpt = False,
 ) -> None:
     """Which prices come from the embedded snapshot and which from a refresh, and how old they are."""
     from infra.catalog import default_catalog
     from infra.catalog.refresh.overlay import overlay_path
     from infra.catalog.refresh.status import age_label, status_rows, summary
-    from infra.errors import TrainfleetError, did_you_mean
+    from infra.errors import TrainfleetError, did_you_mean, shown
 
     if cloud is not None and cloud not in ("aws", "gcp", "azure"):
         raise TrainfleetError(
-            f"--cloud {cloud!r} is not a cloud{did_you_mean(cloud, ['aws', 'gcp', 'azure'])}; use aws, gcp or azure"
+            f"--cloud {shown(cloud)} is not a cloud{did_you_mean(cloud, ['aws', 'gcp', 'azure'])}; use aws, gcp or azure"
         )
     rows = status_rows(default_catalog(), cloud)
     info = summary(rows, overlay_path())
     if json_out:
         print_json({**info, "groups": [r.to_json() for r in rows]})
         return
-    console.print(
+    show(
         table(
             "prices in use, per cloud, region and source",
-            ["cloud", "region", "source", "from", "offers", "as of", "age"],
-            [(r.cloud, r.region, r.source, r.kind, r.offers, r.as_of, age_label(r.age_hours)) for r in rows],
-            justify={"offers": "right", "age": "right"},
-        )
+            [
+                Col("cloud", drop=1),
+                Col("region"),
+                Col("source"),
+                Col("from"),
+                Col("offers", "right"),
+                Col("age", "right"),
+                Col("as of", drop=2),
+            ],
+            [(r.cloud, r.region, r.source, r.kind, r.offers, age_label(r.age_hours), r.as_of) for r in rows],
+            wide=wide,
+        ),
+        wide=wide,
     )
     where = info["overlay"] if info["overlay_exists"] else f"{info['overlay']} (none yet)"
     console.print(

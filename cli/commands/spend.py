@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from cli.app import app
-from cli.output import console, money, print_json, table
+from cli.output import Col, WideOpt, console, money, print_json, show, table
 
 
 @app.command("spend")
@@ -29,17 +29,24 @@ def spend_command(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print JSON for machines instead of tables.")
     ] = False,
+    wide: WideOpt = False,
 ) -> None:
     """Actual cost of a stack (resources tagged trainfleet-stack=<stack>) by service and day, vs the plan."""
-    from infra.errors import TrainfleetError, did_you_mean
+    from datetime import date
+
+    from infra.errors import TrainfleetError, did_you_mean, shown
     from infra.spend.run import parse_day, stack_spend
 
     if cloud is not None and cloud not in ("aws", "gcp", "azure"):
         raise TrainfleetError(
-            f"--cloud {cloud!r} is not a cloud{did_you_mean(cloud, ['aws', 'gcp', 'azure'])}; use aws, gcp or azure"
+            f"--cloud {shown(cloud)} is not a cloud{did_you_mean(cloud, ['aws', 'gcp', 'azure'])}; use aws, gcp or azure"
         )
     first = parse_day(since, "--since")
-    last = parse_day(until, "--until") if until else None
+    last = parse_day(until, "--until") if until is not None else None
+    today = date.today()
+    for option, day in (("--since", first), ("--until", last)):
+        if day is not None and day > today:  # no cost yet; 9999-12-31 would also overflow the date range
+            raise TrainfleetError(f"{option} {day} is in the future; use {today} or earlier")
     report = stack_spend(
         stack, first, last, gcp_billing_table=gcp_billing_table, clouds=[cloud] if cloud else None
     )
@@ -51,23 +58,25 @@ def spend_command(
         f"({', '.join(report.clouds)})",
         highlight=False,
     )
-    console.print(
+    show(
         table(
             "by service",
-            ["cloud", "service", "cost"],
+            [Col("cloud"), Col("service"), Col("cost", "right")],
             [(c, s, money(v)) for c, s, v in report.by_service()] or [("", "no cost found", money(0.0))],
-            justify={"cost": "right"},
-        )
+            wide=wide,
+        ),
+        wide=wide,
     )
     if report.lines:
         clouds = report.clouds
-        console.print(
+        show(
             table(
                 "by day",
-                ["day", *clouds, "total"],
+                [Col("day"), *(Col(c, "right") for c in clouds), Col("total", "right")],
                 [(d, *(money(pc.get(c, 0.0)) for c in clouds), money(t)) for d, pc, t in report.by_day()],
-                justify={c: "right" for c in [*clouds, "total"]},
-            )
+                wide=wide,
+            ),
+            wide=wide,
         )
     currency = ",".join(sorted(report.currencies))
     actual = f"actual {money(report.actual)}" + ("" if currency == "USD" else f" ({currency})")

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from cli.app import app
-from cli.output import console, money, print_json, table
+from cli.output import Col, WideOpt, money, print_json, show, table
 
 stacks_app = typer.Typer(
     help="Check the stack files in stacks/ against the Pulumi program.", no_args_is_help=True
@@ -85,6 +85,7 @@ def check_command(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print JSON for machines instead of a table.")
     ] = False,
+    wide: WideOpt = False,
 ) -> None:
     """Run the program for each stacks/Pulumi.*.yaml under Pulumi's mock runtime; count what it declares."""
     status = None
@@ -103,10 +104,18 @@ def check_command(
     if json_out:
         print_json([{k: v for k, v in r.items() if k != "exports"} for r in results])
         return
-    console.print(
+    show(
         table(
             f"{len(results)} stack{'s' if len(results) != 1 else ''}: resources declared under Pulumi's mock runtime",
-            ["stack", "clouds", "fleets", "resources", "components", "price/hour", "file"],
+            [
+                Col("stack"),
+                Col("clouds"),
+                Col("fleets"),
+                Col("resources", "right"),
+                Col("components", "right", drop=3),
+                Col("price/hour", "right"),
+                Col("file", drop=2),
+            ],
             [
                 (
                     r["stack"],
@@ -119,6 +128,7 @@ def check_command(
                 )
                 for r in results
             ],
-            justify={"resources": "right", "components": "right", "price/hour": "right"},
-        )
+            wide=wide,
+        ),
+        wide=wide,
     )

@@ -141,9 +141,15 @@ def impossible(result: Search) -> TrainfleetError:
             f"{' (' + skipped + ')' if skipped else ''}; widen --clouds/--regions/--accelerators or --purchase"
         )
     if not result.unbounded and stats.unbearable:
+        fix = (
+            "use --purchase on-demand or any"
+            if req.purchase == "spot"
+            else "hardware failures across that many nodes dominate even on demand; allow accelerators with "
+            "more memory (--accelerators) or use --method lora"
+        )
         return TrainfleetError(
-            f"every plan that fits {what} in memory would spend most of its time on spot interruptions and "
-            f"restarts ({stats.unbearable} candidates); use --purchase on-demand or any"
+            f"every plan that fits {what} in memory would spend most of its time on interruptions and "
+            f"restarts ({stats.unbearable} candidates); {fix}"
         )
     if not result.unbounded:
         return TrainfleetError(

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cli.planner.optimizer import Candidate, Request
-from infra.config import StackConfig, slug
+from infra.config import NAMESPACE, StackConfig, slug
+from infra.errors import ConfigError
 
 PROVIDER_REGION_KEY = {"aws": "aws:region", "gcp": "gcp:region", "azure": "azure-native:location"}
 
@@ -65,3 +68,161 @@ def plan_stack(c: Candidate, req: Request) -> tuple[StackConfig, dict[str, Any]]
     """(validated config, provider config keys) for `write_stack_file`."""
     config = StackConfig.from_sections(plan_sections(c, req))
     return config, {PROVIDER_REGION_KEY[c.offer.cloud]: c.offer.region}
+
+
+# ---- writing a plan into an existing stack file ----------------------------------------------------------
+#
+# What the planner owns in a stack file, and so what `plan --write-stack ENV --force` may change. Everything
+# else (budget, tags, launch, billing_export, checkpoint.keep_last/retention_days/bucket_name, the fleet's
+# name, root volume, SSH CIDRs, other namespaces, secrets, encryptionsalt, comments) is kept byte for byte.
+JOB_OWNED = ("model", "params", "tokens", "seq_len", "precision", "method", "lora_rank", "deadline_hours",
+             "planned_hours", "planned_cost_usd")  # fmt: skip  # not `name`: it names deployed resources
+FLEET_OWNED = ("cloud", "region", "zones", "instance_type", "nodes", "purchase")
+DEEPSPEED_OWNED = ("zero_stage", "offload_optimizer", "offload_param", "micro_batch", "grad_accum",
+                   "activation_checkpointing")  # fmt: skip
+CHECKPOINT_OWNED = ("interval_minutes",)
+# Fleet keys that only make sense for the old placement, dropped (with a note) when the plan moves it.
+FLEET_TIED_TO_REGION = ("image", "network", "fallback_instance_types")  # AMI ids, VPCs, types: per region
+FLEET_TIED_TO_TYPE = ("max_price",)  # a USD/hour cap for one instance type
+FLEET_TIED_TO_MIXED = ("on_demand_base", "on_demand_percentage_above_base")  # purchase: mixed only
+
+
+def planned_values(c: Candidate, req: Request) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The planner's keys per section, in the stack file's own spelling (7B, not 7000000000), and the provider
+    region key: only what the plan decides, not the defaults StackConfig fills in."""
+    raw = plan_sections(c, req)
+    full = StackConfig.from_sections(raw).to_sections()
+    planned = {
+        "job": {k: full["job"][k] for k in raw["job"]},
+        "fleets": [{k: full["fleets"][0][k] for k in raw["fleets"][0]}],
+        "deepspeed": {k: full["deepspeed"][k] for k in raw["deepspeed"]},
+        "checkpoint": {k: full["checkpoint"][k] for k in raw["checkpoint"]},
+    }
+    return planned, {PROVIDER_REGION_KEY[c.offer.cloud]: c.offer.region}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        return value
+    return str(value)
+
+
+def _set(mapping, key: str, value: Any) -> None:
+    """Set only what changes, so an unchanged value keeps its exact spelling, quoting and comment."""
+    from ruamel.yaml.comments import CommentedSeq
+
+    old = mapping.get(key)
+    if key in mapping and _plain(old) == value:
+        return
+    if isinstance(value, list) and isinstance(old, CommentedSeq) and old.fa.flow_style():
+        seq = CommentedSeq(value)
+        seq.fa.set_flow_style()  # zones: [a, b] stays on one line
+        value = seq
+    mapping[key] = value
+
+
+def _section(config, key: str, where: str):
+    from ruamel.yaml.comments import CommentedMap
+
+    value = config.get(key)
+    if value is None:
+        config[key] = value = CommentedMap()
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: {key} must be a mapping; fix it or write another stack")
+    return value
+
+
+def merge_plan(config, planned: dict[str, Any], provider: dict[str, Any], where: str) -> list[str]:
+    """Write the planner's keys into the round-trip `config:` mapping of an existing stack file, in place.
+
+    Returns notes naming what was dropped because the plan made it stale (it stays in the backup)."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    notes: list[str] = []
+    ns = f"{NAMESPACE}:"
+    fleets = config.get(ns + "fleets")
+    if isinstance(fleets, list) and len(fleets) > 1:
+        names = ", ".join(str(f.get("name")) if isinstance(f, dict) else "?" for f in fleets)
+        raise ConfigError(
+            f"{where} has {len(fleets)} fleets ({names}) and a plan is one fleet; write the plan to a new stack "
+            "(--write-stack NAME) and copy what you need, or remove the fleets you no longer want"
+        )
+    if fleets is not None and not (isinstance(fleets, list) and all(isinstance(f, dict) for f in fleets)):
+        raise ConfigError(f"{where}: {ns}fleets must be a list of fleets; fix it or write another stack")
+
+    job = _section(config, ns + "job", where)
+    if "name" not in job:
+        job["name"] = planned["job"]["name"]
+    for key in JOB_OWNED:
+        if key in planned["job"]:
+            _set(job, key, planned["job"][key])
+        elif key in job:
+            notes.append(f"dropped {ns}job.{key} ({_plain(job[key])!r}): this plan does not set it")
+            del job[key]
+
+    plan_fleet = planned["fleets"][0]
+    if not fleets:
+        fleet = CommentedMap(plan_fleet)
+        fleet["zones"] = CommentedSeq(plan_fleet["zones"])
+        fleet["zones"].fa.set_flow_style()  # zones: [a, b], as in the example stacks
+        config[ns + "fleets"] = [fleet]
+    else:
+        fleet = fleets[0]
+        moved = (_plain(fleet.get("cloud")), _plain(fleet.get("region"))) != (
+            plan_fleet["cloud"], plan_fleet["region"])  # fmt: skip
+        retyped = _plain(fleet.get("instance_type")) != plan_fleet["instance_type"]
+        stale = [*(FLEET_TIED_TO_REGION if moved else ()), *(FLEET_TIED_TO_TYPE if retyped else ())]
+        if plan_fleet["purchase"] != "mixed":
+            stale += FLEET_TIED_TO_MIXED
+        for key in FLEET_OWNED:
+            _set(fleet, key, plan_fleet[key])
+        fleet_name = _plain(fleet.get("name"))
+        for key in stale:
+            if key in fleet:
+                why = (
+                    f"purchase is now {plan_fleet['purchase']}" if key in FLEET_TIED_TO_MIXED
+                    else f"the fleet moves to {plan_fleet['cloud']} {plan_fleet['region']}" if key in FLEET_TIED_TO_REGION
+                    else f"the instance type is now {plan_fleet['instance_type']}"
+                )  # fmt: skip
+                notes.append(f"dropped fleet {fleet_name} {key} ({_plain(fleet[key])!r}): {why}")
+                del fleet[key]
+        fallbacks = fleet.get("fallback_instance_types")
+        if isinstance(fallbacks, list) and plan_fleet["instance_type"] in fallbacks:
+            fallbacks.remove(plan_fleet["instance_type"])  # the planned type is no fallback for itself
+
+    for section, owned in (("deepspeed", DEEPSPEED_OWNED), ("checkpoint", CHECKPOINT_OWNED)):
+        values = _section(config, ns + section, where)
+        for key in owned:
+            if key in planned[section]:
+                _set(values, key, planned[section][key])
+
+    for key, value in provider.items():
+        if isinstance(config.get(key), dict):  # a secret (secure: ...) region: the user's, left alone
+            continue
+        _set(config, key, value)
+    return notes
+
+
+@dataclass
+class Written:
+    path: Path
+    backup: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def write_plan(c: Candidate, req: Request, target: Path) -> Written:
+    """A new stack file from the plan, or the plan's keys merged into an existing one (see merge_plan)."""
+    from infra.stack_file import edit_stack_file, write_stack_file
+
+    if not target.exists():
+        config, provider = plan_stack(c, req)
+        return Written(write_stack_file(target, config, provider))
+    planned, provider = planned_values(c, req)
+    edited = edit_stack_file(target, lambda config: merge_plan(config, planned, provider, str(target)))
+    return Written(target, edited.backup, edited.notes)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from cli.planner.presets import PRESETS, ModelShape, shape_for_params
-from infra.errors import TrainfleetError, did_you_mean
+from infra.errors import TrainfleetError, did_you_mean, shown
 
 BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
 LORA_TARGETS = 4  # adapters on the q, k, v and o projections of every layer
@@ -88,7 +88,7 @@ def resolve_shape(model: str | None, params: int | None) -> ModelShape:
         key = model.lower()
         if key not in PRESETS:
             raise TrainfleetError(
-                f"--model {model!r} is not a known preset{did_you_mean(key, list(PRESETS))}; "
+                f"--model {shown(model)} is not a known preset{did_you_mean(key, list(PRESETS))}; "
                 f"use one of {', '.join(PRESETS)} or give --params"
             )
         shape = PRESETS[key]

@@ -8,6 +8,7 @@ and, for changed resources, the input paths that changed.
 
 from __future__ import annotations
 
+import posixpath
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,19 +195,35 @@ def diff_estimates(
 # ---- where the two sides come from ------------------------------------------------------------
 
 
+MAX_SYMLINK_HOPS = 8
+
+
 def git_show(ref: str, path: Path) -> str | None:
     """The text of `path` at git ref `ref` (`git show REF:path`); None when the ref has no such file
-    (a pull request that adds the stack), an error when the ref itself does not exist."""
+    (a pull request that adds the stack), an error when the ref itself does not exist.
+
+    A symlinked stack file is followed as git stored it at `ref` (the link's target there, relative to the
+    link), so the base side is what `pulumi` would have read at that commit; a link that leaves the
+    repository is one line, since git has no history of the file it points to."""
+    folder = path.parent if path.parent.exists() else None
     try:
         top = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel"], cwd=path.parent if path.parent.exists() else None,
+            ["git", "rev-parse", "--show-toplevel"], cwd=folder,
             capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         raise TrainfleetError(
             f"{path} is not inside a git repository; give --base a stack file or a preview JSON"
         ) from None
-    rel = path.resolve().relative_to(Path(top).resolve()).as_posix()
+    root = Path(top).resolve()
+    # The link itself, not what it points to: resolve only the folders above it.
+    here = (folder.resolve() if folder is not None else Path.cwd().resolve() / path.parent) / path.name
+    try:
+        rel = here.relative_to(root).as_posix()
+    except ValueError:
+        raise TrainfleetError(
+            f"{path} is outside the git repository at {root}; give --base a stack file or a preview JSON"
+        ) from None
     commit = subprocess.run(
         ["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
         cwd=top,
@@ -217,16 +234,38 @@ def git_show(ref: str, path: Path) -> str | None:
         raise TrainfleetError(
             f"git ref {ref!r} does not exist here; use a branch, tag or commit (e.g. origin/main)"
         )
-    listed = subprocess.run(
-        ["git", "ls-tree", "--name-only", ref, "--", rel], cwd=top, capture_output=True, text=True
-    )
-    if listed.returncode == 0 and not listed.stdout.strip():
-        return None
-    proc = subprocess.run(["git", "show", f"{ref}:{rel}"], cwd=top, capture_output=True, text=True)
-    if proc.returncode != 0:
-        problem = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
-        raise TrainfleetError(f"cannot read {rel} at git ref {ref!r}: {problem.removeprefix('fatal: ')}")
-    return proc.stdout
+    for _ in range(MAX_SYMLINK_HOPS):
+        listed = subprocess.run(
+            ["git", "ls-tree", ref, "--", rel], cwd=top, capture_output=True, text=True
+        )
+        entry = listed.stdout.strip()
+        if listed.returncode == 0 and not entry:
+            return None
+        proc = subprocess.run(["git", "show", f"{ref}:{rel}"], cwd=top, capture_output=True, text=True)
+        if proc.returncode != 0:
+            problem = (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
+            raise TrainfleetError(f"cannot read {rel} at git ref {ref!r}: {problem.removeprefix('fatal: ')}")
+        if not entry.startswith("120000 "):  # not a symlink: the file's text
+            return proc.stdout
+        link = proc.stdout
+        target = Path(link) if link.startswith("/") else None
+        if target is not None:
+            try:
+                rel = target.resolve().relative_to(root).as_posix()
+            except ValueError:
+                raise TrainfleetError(
+                    f"{rel} is a symlink to {link} at git ref {ref!r}, outside the repository, so git has no "
+                    f"history of it; give --base a stack file (e.g. a copy of the old {path.name})"
+                ) from None
+        else:
+            joined = posixpath.normpath(posixpath.join(posixpath.dirname(rel), link))
+            if joined == ".." or joined.startswith("../") or joined.startswith("/"):
+                raise TrainfleetError(
+                    f"{rel} is a symlink to {link} at git ref {ref!r}, outside the repository, so git has no "
+                    f"history of it; give --base a stack file (e.g. a copy of the old {path.name})"
+                )
+            rel = joined
+    raise TrainfleetError(f"{path} at git ref {ref!r} is a chain of more than {MAX_SYMLINK_HOPS} symlinks")
 
 
 def diff_preview_files(

@@ -80,13 +80,61 @@ def load_document(path: Path) -> dict[str, Any]:
     return parse_document(text, str(path))
 
 
+# Pulumi's documents nest a resource's inputs a few levels deep; far deeper is a broken or hostile file,
+# refused before anything recurses over it (json itself gives up near 1,000 levels with a RecursionError).
+MAX_DEPTH = 200
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a JSON value, without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        node, level = todo.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, level)
+            if level <= MAX_DEPTH:
+                todo.extend((v, level + 1) for v in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
 def parse_document(text: str, where: str) -> dict[str, Any]:
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
         raise PreviewJsonError(
             f"{where} is not JSON (line {exc.lineno}: {exc.msg}); produce it with `pulumi preview --json > FILE`"
         ) from None
+    except _DuplicateKey as exc:
+        raise PreviewJsonError(
+            f"{where}: key {exc.key[:60]!r} appears twice in one object (JSON readers disagree on which wins); "
+            "produce the file with `pulumi preview --json > FILE`"
+        ) from None
+    except RecursionError:
+        doc = None
+    if doc is None or _depth(doc) > MAX_DEPTH:
+        if doc is None and text.strip() == "null":
+            raise PreviewJsonError(
+                f"{where} is not a `pulumi preview --json` document: expected an object with `steps`"
+            )
+        raise PreviewJsonError(
+            f"{where} is nested more than {MAX_DEPTH} levels deep; a `pulumi preview --json` document is a "
+            "few levels deep, produce it with `pulumi preview --json > FILE`"
+        )
     if not isinstance(doc, dict) or not isinstance(doc.get("steps", []), list):
         raise PreviewJsonError(
             f"{where} is not a `pulumi preview --json` document: expected an object with `steps`"

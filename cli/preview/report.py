@@ -1,48 +1,79 @@
-"""Human output for the preview and the diff (Rich tables), and the cost guardrail."""
+"""Human output for the preview and the diff (Rich tables), and the cost guardrail.
+
+The preview follows `infracost breakdown`: a row per resource, its cost components under it with
+monthly quantity, unit and cost, and where each price comes from listed once under the table as
+numbered notes ([1], [2], ...), so a row stays one line at 80 columns.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from rich.console import Console, Group
-from rich.markup import escape
 from rich.text import Text
 
-from cli.output import money, table
+from cli.output import Col, Footnotes, money, table
 from cli.preview.diff import CostDiff
 from cli.preview.markdown import OP_LABEL
 from cli.preview.model import FREE, Estimate, PricedResource
 
 
-def estimate_renderable(est: Estimate, *, show_free: bool = False) -> Group:
+def type_label(token: str) -> str:
+    """A Pulumi type token as `pulumi preview` shows it: aws:s3/bucket:Bucket -> aws:s3:Bucket.
+
+    The module's last path segment is dropped when it is the type name camelCased, as Pulumi's own
+    display does (pulumi/pulumi pkg/backend/display/progress.go, simplifyTypeName).
+    """
+    parts = token.split(":")
+    if len(parts) != 3 or not parts[2] or "/" not in parts[1]:
+        return token
+    module, _, file = parts[1].rpartition("/")
+    if file != parts[2][:1].lower() + parts[2][1:]:
+        return token
+    return f"{parts[0]}:{module}:{parts[2]}"
+
+
+def _qty(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+def _branch(i: int, n: int) -> str:
+    return "└─" if i == n - 1 else "├─"
+
+
+def estimate_renderable(est: Estimate, *, show_free: bool = False, wide: bool = False) -> Group:
     """Priced and unpriced resources with their components; free ones listed only with `show_free`."""
-    rows = []
+    notes = Footnotes()
+    rows: list[tuple] = []
     ordered = sorted(est.resources, key=lambda r: (r.status == FREE, -(r.monthly_cost or 0), r.resource.type))
     for r in ordered:
         if r.status == FREE and not show_free:
             continue
-        is_free = r.status == FREE
-        rows.append(
-            (
-                r.resource.name,
-                r.resource.type,
-                r.status,
-                "free" if is_free else money(r.monthly_cost),
-                "free" if is_free else money(r.job_cost),
-                r.reason,
-            )
-        )
-        for c in r.components:
-            qty = "?" if c.quantity is None else f"{c.quantity:,.2f}"
+        if r.status == FREE:
+            cost = job = "free"
+        elif r.status == "priced":
+            cost, job = money(r.monthly_cost), money(r.job_cost)
+        else:  # not priced / not estimable: never shown as $0
+            cost = job = r.status
+        # the note marker follows the text it annotates, as a footnote does: no column of its own
+        name = Text(r.resource.name, style="bold")
+        if r.reason and r.status != "priced":
+            name.append(" " + notes.ref(f"{r.status}: {r.reason}"))
+        rows.append((name, type_label(r.resource.type), "", "", "", cost, job))
+        for i, c in enumerate(r.components):
             price = "?" if c.unit_price is None else f"${c.unit_price:,.4f}"
-            how = f"{qty} {c.unit} x {price} ({c.source})" + (f"; {c.note}" if c.note else "")
-            rows.append((f"  └ {c.name}", "", "", money(c.monthly_cost), money(c.job_cost), how))
+            source = notes.ref(c.source + (f"; {c.note}" if c.note else ""))
+            rows.append((f"{_branch(i, len(r.components))} {c.name} {source}", "", _qty(c.quantity), c.unit, price,
+                         money(c.monthly_cost), money(c.job_cost)))  # fmt: skip
     t = table(
-        escape(f"{est.stack}: {len(est.resources)} resources ({est.origin})"),
-        ["resource", "type", "status", "monthly", "planned job", "how"],
-        _escaped(rows),
-        justify={"monthly": "right", "planned job": "right"},
-    )
+        f"{est.stack}: {len(est.resources)} resources ({est.origin})",
+        [Col("resource", wrap=True), Col("type", drop=3), Col("monthly qty", "right"), Col("unit"),
+         Col("price", "right", drop=2), Col("monthly", "right"), Col("planned job", "right", drop=1)],
+        rows,
+        wide=wide,
+    )  # fmt: skip
     counts = {s: len(est.by_status(s)) for s in ("priced", "free", "not priced", "not estimable")}
     lines = [
         Text(
@@ -56,43 +87,45 @@ def estimate_renderable(est: Estimate, *, show_free: bool = False) -> Group:
     if not show_free and counts["free"]:
         by_type: dict[str, int] = {}
         for r in est.by_status(FREE):
-            by_type[r.resource.type] = by_type.get(r.resource.type, 0) + 1
+            label = type_label(r.resource.type)
+            by_type[label] = by_type.get(label, 0) + 1
         listed = ", ".join(f"{n} x {t}" if n > 1 else t for t, n in sorted(by_type.items()))
         lines.append(Text(f"Free (no charge of their own; --all lists each with why): {listed}"))
     lines.append(Text("Usage assumptions (--usage-file overrides):"))
     lines += [Text(f"  {k} = {v.value:g} {v.unit}  ({v.source})") for k, v in est.usage.items()]
     if est.budget_usd is not None:
         lines.append(Text(f"Budget: {money(est.budget_usd)}/month (trainfleet:budget.monthly_limit_usd)"))
-    return Group(t, *lines)
+    return Group(t, notes.renderable("sources:"), *lines)
 
 
-def diff_renderable(diff: CostDiff) -> Group:
+def diff_renderable(diff: CostDiff, *, wide: bool = False) -> Group:
     s = diff.summary()
-    rows = []
+    notes = Footnotes()
+    rows: list[tuple] = []
     shown = [r for r in diff.rows if r.op != "same"] or []
     shown.sort(key=lambda r: -(abs(r.delta) if r.delta is not None else float("inf")))
     for r in shown:
-        reason = "" if r.delta is not None else f"unknown ({r.status}: {(r.head or r.base).reason})"  # type: ignore[union-attr]
-        rows.append(
-            (
-                r.name,
-                r.type,
-                OP_LABEL.get(r.op, r.op),
-                _side(r.base),
-                _side(r.head),
-                _signed(r.delta) if r.delta is not None else reason,
-            )
-        )
-        for c in r.changes[:12]:
-            rows.append((f"  {c.path}", "", "", _short(c.base), _short(c.head), ""))
+        if r.delta is not None:
+            delta = _signed(r.delta)
+        else:
+            side = r.head or r.base
+            delta = f"unknown {notes.ref(f'{r.status}: {side.reason}' if side else r.status)}"
+        rows.append((Text(r.name, style="bold"), type_label(r.type), OP_LABEL.get(r.op, r.op), _side(r.base),
+                     _side(r.head), delta))  # fmt: skip
+        changes = r.changes[:12]
+        for i, c in enumerate(changes):
+            last = i == len(changes) - 1 and len(r.changes) <= 12
+            text = f"{'└─' if last else '├─'} {c.path}: {_short(c.base)} → {_short(c.head)}"
+            rows.append((text, "", "", "", "", ""))
         if len(r.changes) > 12:
-            rows.append((f"  … {len(r.changes) - 12} more changed inputs", "", "", "", "", ""))
+            rows.append((f"└─ … {len(r.changes) - 12} more changed inputs", "", "", "", "", ""))
     t = table(
-        escape(f"{diff.stack}: {diff.base_label} → {diff.head_label}"),
-        ["resource", "type", "change", "base $/mo", "head $/mo", "Δ $/mo"],
-        _escaped(rows),
-        justify={"base $/mo": "right", "head $/mo": "right", "Δ $/mo": "right"},
-    )
+        f"{diff.stack}: {diff.base_label} → {diff.head_label}",
+        [Col("resource", wrap=True), Col("type", drop=2), Col("change"), Col("base $/mo", "right", drop=1),
+         Col("head $/mo", "right", drop=1), Col("Δ $/mo", "right")],
+        rows,
+        wide=wide,
+    )  # fmt: skip
     lines = [
         Text(
             f"Monthly: {money(diff.base.monthly_total)} → {money(diff.head.monthly_total)} ({_signed(diff.monthly_delta)})"
@@ -109,7 +142,7 @@ def diff_renderable(diff: CostDiff) -> Group:
             )
         ),
     ]
-    return Group(t, *lines)
+    return Group(t, notes.renderable(), *lines)
 
 
 def _side(side: PricedResource | None) -> str:
@@ -118,18 +151,13 @@ def _side(side: PricedResource | None) -> str:
     return "free" if side.status == FREE else money(side.monthly_cost)
 
 
-def _escaped(rows: list[tuple]) -> list[tuple]:
-    """Cells as literal text: resource names, reasons and values may hold [brackets] (e.g. [secret])."""
-    return [tuple(escape(str(v)) for v in row) for row in rows]
-
-
 def _signed(value: float) -> str:
     if abs(value) < 0.005:
         return "$0.00"
     return ("+" if value > 0 else "-") + money(abs(value))
 
 
-def _short(value: object, limit: int = 40) -> str:
+def _short(value: object, limit: int = 24) -> str:
     text = "∅" if value is None else " ".join(str(value).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

@@ -18,14 +18,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cli.preview.model import UsageValue
 from infra.config import StackConfig, describe_validation_error
-from infra.errors import ConfigError, did_you_mean
+from infra.errors import ConfigError, did_you_mean, shown
+from infra.stack_file import load_yaml
+from infra.units import MAX_HOURS
 
 HOURS_PER_MONTH = 730.0
+MAX_GB = 1e9  # an exabyte: anything larger is a typo, and would print as an unreadable cost
 # Bytes per parameter of a full training checkpoint: bf16 weights (2) + fp32 master weights (4) +
 # Adam first and second moments (8). A LoRA run saves the adapters plus, once, the bf16 weights (2).
 CHECKPOINT_BYTES_PER_PARAM = {"full": 14, "lora": 2}
@@ -34,25 +36,21 @@ CHECKPOINT_BYTES_PER_PARAM = {"full": 14, "lora": 2}
 class UsageFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    job_hours: float | None = Field(None, gt=0, allow_inf_nan=False)
+    job_hours: float | None = Field(None, gt=0, le=MAX_HOURS, allow_inf_nan=False)
     hours_per_month: float | None = Field(None, gt=0, le=744, allow_inf_nan=False)
-    checkpoint_gb: float | None = Field(None, ge=0, allow_inf_nan=False)
-    egress_gb_per_month: float | None = Field(None, ge=0, allow_inf_nan=False)
-    nat_gb_per_month: float | None = Field(None, ge=0, allow_inf_nan=False)
-    billing_export_gb: float | None = Field(None, ge=0, allow_inf_nan=False)
+    checkpoint_gb: float | None = Field(None, ge=0, le=MAX_GB, allow_inf_nan=False)
+    egress_gb_per_month: float | None = Field(None, ge=0, le=MAX_GB, allow_inf_nan=False)
+    nat_gb_per_month: float | None = Field(None, ge=0, le=MAX_GB, allow_inf_nan=False)
+    billing_export_gb: float | None = Field(None, ge=0, le=MAX_GB, allow_inf_nan=False)
 
 
 def read_usage_file(path: Path) -> UsageFile:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text(), f"usage file {path}")
     except FileNotFoundError:
         raise ConfigError(f"usage file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"usage file {path} cannot be read ({exc})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"usage file {path}{line}: invalid YAML; fix the syntax") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -61,7 +59,7 @@ def read_usage_file(path: Path) -> UsageFile:
     for key in data:
         if key not in allowed:
             raise ConfigError(
-                f"usage file {path}: {key!r} is not a usage key{did_you_mean(str(key), allowed)}; "
+                f"usage file {path}: {shown(key)} is not a usage key{did_you_mean(str(key), allowed)}; "
                 f"allowed: {', '.join(allowed)}"
             )
     try:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import io
 import json
 import re
 import shutil
 from collections import defaultdict
 from pathlib import Path
 
+from infra.atomic import write_file
 from infra.catalog.model import OFFER_COLUMNS
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -280,7 +282,7 @@ def build(src: Path, out: Path = DATA_DIR) -> dict[str, int]:
     _write_csv(out / "offers.csv", OFFER_COLUMNS, offers)
     accels = _accelerator_rows(src)
     _write_csv(out / "accelerators.csv", list(accels[0]), accels)
-    (out / "sources.json").write_text(json.dumps(SOURCES, indent=2) + "\n")
+    write_file(out / "sources.json", json.dumps(SOURCES, indent=2) + "\n", what="catalog sources")
     (out / "calibration").mkdir(exist_ok=True)
     for f in sorted((src / "calibration").glob("*.csv")):
         shutil.copyfile(f, out / "calibration" / f.name)
@@ -288,10 +290,11 @@ def build(src: Path, out: Path = DATA_DIR) -> dict[str, int]:
 
 
 def _write_csv(path: Path, columns: list[str], rows: list[dict[str, str]]) -> None:
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_file(path, buf.getvalue(), what="catalog table")
 
 
 def main() -> None:

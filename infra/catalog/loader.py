@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
-from infra.catalog.model import OFFER_COLUMNS, Accelerator, Offer
-from infra.errors import CatalogError
+from infra.catalog.model import OFFER_COLUMNS, OFFER_LIMITS, Accelerator, Offer
+from infra.errors import CatalogError, shown
 
 DATA_DIR = Path(__file__).parent / "data"
 _FIX = "reinstall trainfleet, or rebuild it with `python -m infra.catalog.build`"
@@ -59,12 +60,21 @@ class Catalog:
 
 
 def _float(text: str, where: str, column: str) -> float | None:
+    """A numeric cell: '' is unknown (None); anything else must be a finite number within OFFER_LIMITS."""
     if text == "":
         return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        raise CatalogError(f"{where}: column {column} = {text!r} is not a number; {_FIX}") from None
+        raise CatalogError(f"{where}: column {column} = {shown(text)} is not a number; {_FIX}") from None
+    if not math.isfinite(value):
+        raise CatalogError(f"{where}: column {column} = {shown(text)} is not a finite number; {_FIX}")
+    low, high, whole = OFFER_LIMITS.get(column, (-math.inf, math.inf, False))
+    if not low <= value <= high:
+        raise CatalogError(f"{where}: column {column} = {shown(text)} is outside {low:g}..{high:g}; {_FIX}")
+    if whole and value != int(value):
+        raise CatalogError(f"{where}: column {column} = {shown(text)} is not a whole number; {_FIX}")
+    return value
 
 
 def read_offers(path: Path) -> list[Offer]:
@@ -92,12 +102,8 @@ def _offer(row: list[str], where: str, has_as_of: bool) -> Offer:
     v = dict(zip(OFFER_COLUMNS, row, strict=False))
     if v["cloud"] not in ("aws", "gcp", "azure") or not v["instance_type"] or not v["region"]:
         raise CatalogError(f"{where}: cloud/region/instance_type missing or unknown; {_FIX}")
-    bucket = _float(v["interruption_bucket"], where, "interruption_bucket")
-    if bucket is not None and bucket not in (0, 1, 2, 3, 4):
-        raise CatalogError(f"{where}: interruption_bucket {bucket:g} is not 0..4; {_FIX}")
+    bucket = _float(v["interruption_bucket"], where, "interruption_bucket")  # 0..4, whole
     prices = {c: _float(v[c], where, c) for c in ("on_demand_usd_per_hour", "spot_usd_per_hour")}
-    if any(p is not None and p < 0 for p in prices.values()):
-        raise CatalogError(f"{where}: a price is negative; {_FIX}")
     return Offer(
         cloud=v["cloud"],
         region=v["region"],
@@ -135,11 +141,12 @@ def read_accelerators(path: Path) -> list[Accelerator]:
                 for k, v in r.items()
                 if k.startswith("peak_") and k.endswith("_tflops") and v
             }
-            accelerators.append(
-                Accelerator(r["name"], r["vendor"], float(r["memory_gib"]), peaks, r.get("peak_hardware", ""))
-            )
+            memory = float(r["memory_gib"])
+            accelerators.append(Accelerator(r["name"], r["vendor"], memory, peaks, r.get("peak_hardware", "")))
         except (KeyError, TypeError, ValueError) as exc:
             raise CatalogError(f"{where}: bad accelerator row ({exc}); {_FIX}") from None
+        if not all(math.isfinite(x) and x > 0 for x in [memory, *peaks.values()]):
+            raise CatalogError(f"{where}: memory_gib and peak TFLOP/s must be positive finite numbers; {_FIX}")
     return accelerators
 
 

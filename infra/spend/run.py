@@ -7,7 +7,7 @@ from datetime import date
 from pathlib import Path
 
 from infra.config import TAG_STACK
-from infra.errors import TrainfleetError
+from infra.errors import TrainfleetError, shown
 from infra.spend.report import SpendReport
 from infra.stack_file import read_stack_file, stack_path
 
@@ -16,7 +16,7 @@ def parse_day(text: str, option: str) -> date:
     try:
         return date.fromisoformat(text)
     except ValueError:
-        raise TrainfleetError(f"{option} {text!r} is not a date; use YYYY-MM-DD, e.g. 2026-11-01") from None
+        raise TrainfleetError(f"{option} {shown(text)} is not a date; use YYYY-MM-DD, e.g. 2026-11-01") from None
 
 
 def gcp_table(stack: str, other_config: dict, override: str | None) -> tuple[str, str]:
@@ -31,7 +31,7 @@ def gcp_table(stack: str, other_config: dict, override: str | None) -> tuple[str
     if override:
         parts = override.split(".")
         if len(parts) != 3 or not all(parts):
-            raise TrainfleetError(f"--gcp-billing-table {override!r} must be project.dataset.table")
+            raise TrainfleetError(f"--gcp-billing-table {shown(override)} must be project.dataset.table")
         return project or parts[0], override
     if not project:
         raise TrainfleetError(

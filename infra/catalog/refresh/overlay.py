@@ -8,9 +8,10 @@ over the old file with os.replace, so a crash or kill -9 mid-refresh leaves the 
 from __future__ import annotations
 
 import csv
+import glob
 import io
 import os
-import tempfile
+import stat
 import time
 from collections.abc import Iterable
 from dataclasses import astuple
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from infra.catalog.loader import read_offers
 from infra.catalog.model import OFFER_COLUMNS, Offer
+from infra.errors import CatalogError
 
 OVERLAY_NAME = "catalog-overlay.csv"
 HEADER = [*OFFER_COLUMNS, "as_of"]
@@ -78,29 +80,27 @@ def _fmt(value) -> str:
 
 
 def write_overlay(path: Path, offers: Iterable[Offer]) -> None:
-    """Atomically replace the overlay: temp file in the same directory, fsync, os.replace, fsync dir."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = render(offers)
-    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=".tmp", dir=path.parent)
+    """Atomically replace the overlay (infra/atomic.py: temp file in the same directory, fsync, os.replace,
+    fsync dir); a failure leaves the previous overlay and raises a one-line WriteError (an OSError too)."""
+    from infra.atomic import write_file
+
+    check_overlay_path(path)
+    write_file(path, render(offers), what="the catalog overlay", make_parents=True)
+
+
+def check_overlay_path(path: Path) -> None:
+    """The overlay must be a regular file (or not exist yet): a folder, a device or a FIFO is refused with one
+    line, before any network call, and is never moved aside or replaced."""
     try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    try:
-        dir_fd = os.open(path.parent, os.O_RDONLY)
+        st = path.stat()  # follows a symlink: a link to a regular file is fine
     except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
+        return  # not there yet (or a dangling link, or a bad folder): the write creates it or says why not
+    if stat.S_ISDIR(st.st_mode):
+        raise CatalogError(
+            f"--overlay {path} is a directory; name a CSV file, e.g. --overlay {path / OVERLAY_NAME}"
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise CatalogError(f"--overlay {path} is not a regular file; name a CSV file, e.g. {OVERLAY_NAME}")
 
 
 def merge(previous: Iterable[Offer], fresh: Iterable[Offer]) -> list[Offer]:
@@ -114,7 +114,8 @@ def remove_stale_temp_files(path: Path, older_than_s: float = 3600) -> int:
     """Temp files a killed refresh left behind (never read by the loader); removed when old."""
     removed = 0
     now = time.time()
-    for tmp in path.parent.glob(f"{_TMP_PREFIX}*.tmp"):
+    prefixes = {_TMP_PREFIX, f".{path.name}."}  # infra/atomic.py names temp files .<name>.XXXX.tmp
+    for tmp in (t for prefix in prefixes for t in path.parent.glob(f"{glob.escape(prefix)}*.tmp")):
         try:
             if now - tmp.stat().st_mtime > older_than_s:
                 tmp.unlink()

@@ -7,7 +7,7 @@ failure never loses them and never leaves a half-written file.
 
 from __future__ import annotations
 
-import shutil
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -19,7 +19,13 @@ from typing import Protocol
 from infra.catalog.loader import DATA_DIR, read_offers
 from infra.catalog.model import Offer
 from infra.catalog.refresh.http import FetchError
-from infra.catalog.refresh.overlay import merge, read_overlay, remove_stale_temp_files, write_overlay
+from infra.catalog.refresh.overlay import (
+    check_overlay_path,
+    merge,
+    read_overlay,
+    remove_stale_temp_files,
+    write_overlay,
+)
 from infra.errors import CatalogError, TrainfleetError, did_you_mean
 
 CLOUDS = ("aws", "azure", "gcp")
@@ -128,8 +134,17 @@ def load_previous(overlay: Path, notes: list[str]) -> list[Offer]:
     try:
         return read_overlay(overlay)
     except CatalogError:
+        check_overlay_path(overlay)  # only ever a regular file is moved aside, never a folder
         aside = overlay.with_name(overlay.name + f".corrupt-{int(time.time())}")
-        shutil.move(overlay, aside)
+        while aside.exists() or aside.is_symlink():  # never over an earlier corrupt copy
+            aside = aside.with_name(aside.name + "-1")
+        try:
+            os.rename(overlay, aside)
+        except OSError as exc:
+            raise TrainfleetError(
+                f"the catalog overlay {overlay} is corrupt and cannot be moved aside ({exc.strerror or exc}); "
+                "move or delete it, or use --overlay PATH"
+            ) from None
         notes.append(f"previous overlay {overlay} was corrupt; moved it to {aside}")
         return []
 
@@ -146,6 +161,7 @@ def refresh(
 ) -> RefreshReport:
     """Refresh `cloud` prices for `regions` (default: every region the catalog knows) into `overlay`."""
     started = time.perf_counter()
+    check_overlay_path(overlay)  # a folder or device as --overlay: one line, before any network call
     src = source or source_for(cloud)
     src.check_credentials()
     snapshot = snapshot_offers()
@@ -190,10 +206,12 @@ def refresh(
                 current = merge(current, rows)
                 try:
                     write_overlay(overlay, current)
-                except OSError as exc:
+                except OSError as exc:  # infra.atomic.WriteError: the previous overlay is untouched
+                    from infra.atomic import describe
+
                     raise TrainfleetError(
-                        f"cannot write the catalog overlay {overlay} ({exc.strerror or exc}); "
-                        f"use --overlay PATH or set TRAINFLEET_HOME to a writable folder"
+                        f"cannot write the catalog overlay {overlay}: {describe(exc)} "
+                        f"(or use --overlay PATH or set TRAINFLEET_HOME to a writable folder)"
                     ) from None
             report.regions.append(result)
             on_region(result)
