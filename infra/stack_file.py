@@ -357,12 +357,12 @@ def _splice(original: str, dumped: str, changed: set[str]) -> str | None:
     return "".join(out)
 
 
-def _plain(value: Any) -> Any:
+def plain_data(value: Any) -> Any:
     """ruamel's round-trip types -> plain dict/list/scalars, for comparing two documents."""
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain_data(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [plain_data(v) for v in value]
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
@@ -445,9 +445,9 @@ def edit_stack_file(path: Path, edit, *, check_catalog: bool = True) -> EditResu
     config = doc["config"]
     if not isinstance(config, CommentedMap):
         raise ConfigError(f"{path}: `config:` must be a mapping of keys such as trainfleet:job")
-    before = {str(k): _plain(v) for k, v in config.items()}
+    before = {str(k): plain_data(v) for k, v in config.items()}
     notes = list(edit(config) or [])
-    after = {str(k): _plain(v) for k, v in config.items()}
+    after = {str(k): plain_data(v) for k, v in config.items()}
     changed = {k for k in after if before.get(k) != after[k]}
     if set(before) - set(after):
         raise ConfigError(f"{path}: an edit may not remove config keys")  # never: the planner only sets

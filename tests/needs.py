@@ -34,3 +34,12 @@ def need_module(name: str, install: str) -> ModuleType:
     except ImportError:
         need(False, f"python module {name}", install)
         raise  # unreachable: need() skips or fails
+
+
+def need_tool(tool: str) -> str:
+    """The path of a command-line tool (shellcheck, cloud-init, bash), or skip (fail under CI)."""
+    import shutil
+
+    path = shutil.which(tool)
+    need(path is not None, tool, f"apt-get install {tool}")
+    return path  # type: ignore[return-value]

@@ -18,7 +18,6 @@ import copy
 import json
 import os
 import re
-import shutil
 import stat
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from infra.errors import ConfigError, TrainfleetError
 from infra.naming import check_stack_name
 from infra.userdata import render_fleets, render_user_data, shq, templates_root
 from tests.conftest import STACKS, assert_one_line_error, run_trainfleet
+from tests.needs import need_tool
 
 CANARY = "PWNED"
 # Each would run `touch PWNED` (or change meaning) if it reached a shell unquoted, or end a line early.
@@ -249,15 +249,6 @@ def test_the_systemd_reader_follows_the_documented_rules():
     }
 
 
-def need(tool: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{tool} is not installed; .ci/run installs it")
-        pytest.skip(f"{tool} not installed (apt-get install {tool})")
-    return path
-
-
 def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
@@ -271,7 +262,7 @@ def no_canary(tmp_path: Path) -> None:
 
 def bash_environment_file(text: str, tmp_path: Path) -> dict[str, str]:
     """KEY -> value after `set -a; . FILE` in a real bash (the way the node scripts read it)."""
-    need("bash")
+    need_tool("bash")
     f = tmp_path / "sourced.env"
     f.write_text(text, encoding="utf-8")
     result = subprocess.run(
@@ -493,13 +484,13 @@ def test_quoted_args_keep_shellcheck_and_cloud_inits_schema_happy(cloud, tmp_pat
     args = ["--name", "my run's \"best\" one", "$(touch PWNED)", "a  b", "\\", "", "`x`", "ü ☃ 😀"]
     config = StackConfig.from_sections({**sections_with("launch.args", "x", cloud), "launch": {"args": args}})
     r = render_user_data("Prod_2.v-1", config, config.fleets[0], bucket="b-1", group="g-1")
-    shellcheck = need("shellcheck")
+    shellcheck = need_tool("shellcheck")
     for name, shell in (("trainfleet-boot.sh", "bash"), ("trainfleet-launch.sh", "bash"), ("trainfleet.env", "sh")):
         f = tmp_path / name
         f.write_text(r.parts[name], encoding="utf-8")
         result = subprocess.run([shellcheck, "-s", shell, str(f)], capture_output=True, text=True)
         assert result.returncode == 0, f"{name}:\n{result.stdout}"
-    tool = need("cloud-init")
+    tool = need_tool("cloud-init")
     f = tmp_path / "user-data"
     f.write_text(r.document, encoding="utf-8")
     result = subprocess.run([tool, "schema", "--config-file", str(f)], capture_output=True, text=True)

@@ -8,10 +8,8 @@ import base64
 import configparser
 import gzip
 import json
-import os
 import py_compile
 import re
-import shutil
 import subprocess
 
 import jinja2
@@ -30,6 +28,7 @@ from infra.userdata import (
     render_user_data,
 )
 from tests.conftest import STACKS
+from tests.needs import need_tool
 
 
 def _stack_fleets():
@@ -56,16 +55,6 @@ def rendered(stack: str, fleet: str):
         config = read_stack_file(STACKS / f"Pulumi.{stack}.yaml").config
         _cache[stack] = render_fleets(stack, config)
     return _cache[stack][fleet]
-
-
-def need(tool: str) -> str:
-    """The tool's path; CI installs it (.ci/run), so there a missing tool fails instead of skipping."""
-    path = shutil.which(tool)
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{tool} is not installed; .ci/run installs it")
-        pytest.skip(f"{tool} not installed (apt-get install {tool})")
-    return path
 
 
 @pytest.mark.parametrize("stack,fleet", STACK_FLEETS)
@@ -114,7 +103,7 @@ def test_every_part_lands_on_the_node_unchanged(stack, fleet):
 
 @pytest.mark.parametrize("stack,fleet", STACK_FLEETS)
 def test_cloud_config_passes_cloud_inits_schema(stack, fleet, tmp_path):
-    tool = need("cloud-init")
+    tool = need_tool("cloud-init")
     f = tmp_path / "user-data"
     f.write_text(rendered(stack, fleet).document)
     result = subprocess.run([tool, "schema", "--config-file", str(f)], capture_output=True, text=True)
@@ -123,7 +112,7 @@ def test_cloud_config_passes_cloud_inits_schema(stack, fleet, tmp_path):
 
 
 def test_cloud_init_schema_check_does_reject_a_bad_document(tmp_path):
-    tool = need("cloud-init")
+    tool = need_tool("cloud-init")
     f = tmp_path / "user-data"
     f.write_text(
         "#cloud-config\nwrite_files:\n  - path: /x\n    permissions: 644\n    content: 5\nruncmd: 7\n"
@@ -134,7 +123,7 @@ def test_cloud_init_schema_check_does_reject_a_bad_document(tmp_path):
 
 @pytest.mark.parametrize("stack,fleet", STACK_FLEETS)
 def test_rendered_shell_passes_shellcheck(stack, fleet, tmp_path):
-    tool = need("shellcheck")
+    tool = need_tool("shellcheck")
     r = rendered(stack, fleet)
     for name, shell in (
         ("trainfleet-boot.sh", "bash"),
@@ -148,7 +137,7 @@ def test_rendered_shell_passes_shellcheck(stack, fleet, tmp_path):
 
 
 def test_shellcheck_does_flag_a_bad_script(tmp_path):
-    tool = need("shellcheck")
+    tool = need_tool("shellcheck")
     f = tmp_path / "bad.sh"
     f.write_text("#!/usr/bin/env bash\nrm -rf $1/*\n")
     assert subprocess.run([tool, str(f)], capture_output=True).returncode != 0

@@ -9,6 +9,7 @@ from typing import Any
 from cli.planner.optimizer import Candidate, Request
 from infra.config import NAMESPACE, StackConfig, slug
 from infra.errors import ConfigError
+from infra.stack_file import plain_data
 
 PROVIDER_REGION_KEY = {"aws": "aws:region", "gcp": "gcp:region", "azure": "azure-native:location"}
 
@@ -101,24 +102,12 @@ def planned_values(c: Candidate, req: Request) -> tuple[dict[str, Any], dict[str
     return planned, {PROVIDER_REGION_KEY[c.offer.cloud]: c.offer.region}
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int | float):
-        return value
-    return str(value)
-
-
 def _set(mapping, key: str, value: Any) -> None:
     """Set only what changes, so an unchanged value keeps its exact spelling, quoting and comment."""
     from ruamel.yaml.comments import CommentedSeq
 
     old = mapping.get(key)
-    if key in mapping and _plain(old) == value:
+    if key in mapping and plain_data(old) == value:
         return
     if isinstance(value, list) and isinstance(old, CommentedSeq) and old.fa.flow_style():
         seq = CommentedSeq(value)
@@ -163,7 +152,7 @@ def merge_plan(config, planned: dict[str, Any], provider: dict[str, Any], where:
         if key in planned["job"]:
             _set(job, key, planned["job"][key])
         elif key in job:
-            notes.append(f"dropped {ns}job.{key} ({_plain(job[key])!r}): this plan does not set it")
+            notes.append(f"dropped {ns}job.{key} ({plain_data(job[key])!r}): this plan does not set it")
             del job[key]
 
     plan_fleet = planned["fleets"][0]
@@ -174,15 +163,15 @@ def merge_plan(config, planned: dict[str, Any], provider: dict[str, Any], where:
         config[ns + "fleets"] = [fleet]
     else:
         fleet = fleets[0]
-        moved = (_plain(fleet.get("cloud")), _plain(fleet.get("region"))) != (
+        moved = (plain_data(fleet.get("cloud")), plain_data(fleet.get("region"))) != (
             plan_fleet["cloud"], plan_fleet["region"])  # fmt: skip
-        retyped = _plain(fleet.get("instance_type")) != plan_fleet["instance_type"]
+        retyped = plain_data(fleet.get("instance_type")) != plan_fleet["instance_type"]
         stale = [*(FLEET_TIED_TO_REGION if moved else ()), *(FLEET_TIED_TO_TYPE if retyped else ())]
         if plan_fleet["purchase"] != "mixed":
             stale += FLEET_TIED_TO_MIXED
         for key in FLEET_OWNED:
             _set(fleet, key, plan_fleet[key])
-        fleet_name = _plain(fleet.get("name"))
+        fleet_name = plain_data(fleet.get("name"))
         for key in stale:
             if key in fleet:
                 why = (
@@ -190,7 +179,7 @@ def merge_plan(config, planned: dict[str, Any], provider: dict[str, Any], where:
                     else f"the fleet moves to {plan_fleet['cloud']} {plan_fleet['region']}" if key in FLEET_TIED_TO_REGION
                     else f"the instance type is now {plan_fleet['instance_type']}"
                 )  # fmt: skip
-                notes.append(f"dropped fleet {fleet_name} {key} ({_plain(fleet[key])!r}): {why}")
+                notes.append(f"dropped fleet {fleet_name} {key} ({plain_data(fleet[key])!r}): {why}")
                 del fleet[key]
         fallbacks = fleet.get("fallback_instance_types")
         if isinstance(fallbacks, list) and plan_fleet["instance_type"] in fallbacks:
