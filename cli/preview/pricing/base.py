@@ -23,6 +23,7 @@ from cli.preview.model import (
     UsageValue,
 )
 from infra.catalog import Catalog, Offer
+from infra.errors import TrainfleetError, shown
 
 # What `pulumi preview --json` writes for a value it does not know yet, and for a secret.
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
@@ -36,6 +37,10 @@ class Free(Exception):
 
 class NotEstimable(Exception):
     """An input the price depends on is a secret or not known until apply."""
+
+
+class MalformedInputs(TrainfleetError):
+    """A resource's inputs are not shaped as its provider's schema says (a hand-edited or corrupt document)."""
 
 
 class NotPriced(Exception):
@@ -179,6 +184,13 @@ def price_resource(resource: Resource, ctx: PricingContext) -> PricedResource:
         return PricedResource(resource, NOT_ESTIMABLE, reason=str(exc))
     except NotPriced as exc:
         return PricedResource(resource, NOT_PRICED, reason=str(exc))
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        # A list where the schema has a number, a string where it has an object: a price from such a
+        # document would be a guess, so the whole preview stops here rather than pricing it as $0.
+        raise MalformedInputs(
+            f"{resource.urn}: its inputs are not shaped as the provider's schema says "
+            f"({type(exc).__name__}: {shown(str(exc))}); make the file with `pulumi preview --json`"
+        ) from None
     if not components:
         return PricedResource(resource, FREE, reason="no billable component for these inputs")
     unknown = [c for c in components if c.monthly_cost is None]
