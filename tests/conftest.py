@@ -70,3 +70,26 @@ def assert_one_line_error(result: Result, *needles: str) -> None:
     assert "Traceback" not in result.stderr
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
+
+
+
+def _fail_skip_under_ci(report) -> None:
+    """Under CI=true a skip is a failure, wherever it came from (a `pytest.skip`, an `importorskip`, a skip
+    marker, a module-level skip at collection): `.ci/run` installs every test dependency, so a skip there
+    means a broken install that would otherwise turn into a green run."""
+    from tests.needs import in_ci
+
+    if in_ci() and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, which must not skip: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    _fail_skip_under_ci((yield).get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    _fail_skip_under_ci((yield).get_result())
