@@ -36,10 +36,11 @@ def need_module(name: str, install: str) -> ModuleType:
         raise  # unreachable: need() skips or fails
 
 
-def need_tool(tool: str) -> str:
-    """The path of a command-line tool (shellcheck, cloud-init, bash), or skip (fail under CI)."""
+def need_tool(tool: str, package: str | None = None) -> str:
+    """The path of a command-line tool (shellcheck, cloud-init, bash), or skip (fail under CI); `package`
+    names the Debian package when it differs from the tool (node: nodejs)."""
     import shutil
 
     path = shutil.which(tool)
-    need(path is not None, tool, f"apt-get install {tool}")
+    need(path is not None, tool, f"apt-get install {package or tool}")
     return path  # type: ignore[return-value]

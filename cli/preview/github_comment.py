@@ -1,9 +1,12 @@
 """Post or update the cost-diff comment on a pull request, found by its hidden marker.
 
-`decide(comments, marker, body)` is the pure rule: update the first comment that carries the marker
-(leave it alone when its body is already the same), create one otherwise. `upsert_comment` applies it
-through GitHub's issues-comments REST API (list, create, update), so a workflow that runs on every
-push keeps exactly one comment per stack:
+`decide(comments, marker, body)` is the pure rule: a comment is this stack's when the bot posted it and
+its first line is exactly the stack's marker (so `dev` never takes `dev-eu`'s comment, nor a human's that
+quotes the marker); the first such comment is updated (left alone when its body is already the same),
+else one is created. `upsert_comment` applies it through GitHub's issues-comments REST API (list, following
+the Link header's pages, create, update), so a workflow that runs on every push keeps exactly one comment
+per stack. `.github/scripts/cost-comment.js` is the same rule for the workflow; both are tested on the
+cases of tests/fixtures/cost_comment_cases.json.
 
     python -m cli.preview.github_comment --repo OWNER/NAME --pr 42 --body-file comment.md
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import urllib.error
 import urllib.request
@@ -27,6 +31,9 @@ from infra.errors import TrainfleetError
 
 API = "https://api.github.com"
 PER_PAGE = 100
+# The login of the workflow's GITHUB_TOKEN, which posts the comments (as actions/github-script does).
+BOT_LOGIN = "github-actions[bot]"
+USER_AGENT = "trainfleet-cost-comment"  # GitHub rejects requests without a User-Agent
 
 
 @dataclass(frozen=True)
@@ -35,24 +42,32 @@ class Decision:
     comment_id: int | None = None
 
 
+def first_line(body: str | None) -> str:
+    """The first line of a comment body; GitHub keeps the CRLF line ends of a comment edited in a browser."""
+    return (body or "").split("\n", 1)[0].removesuffix("\r")
+
+
 def comment_marker(body: str) -> str | None:
-    """The marker line of a body (the first `<!-- trainfleet-cost-diff:... -->`), if any."""
-    start = body.find(MARKER_PREFIX)
-    if start < 0:
-        return None
-    end = body.find("-->", start)
-    return body[start : end + 3] if end > 0 else None
+    """The marker of a body: its first line when that is a `<!-- trainfleet-cost-diff:... -->` line."""
+    line = first_line(body)
+    return line if line.startswith(MARKER_PREFIX) and line.endswith(" -->") else None
 
 
-def decide(comments: list[dict[str, Any]], marker: str, body: str) -> Decision:
-    """Create, update, or leave alone: the comment whose body holds `marker` is ours."""
-    ours = [c for c in comments if marker in (c.get("body") or "")]
-    if not ours:
+def is_ours(comment: dict[str, Any], marker: str, bot_login: str = BOT_LOGIN) -> bool:
+    """Posted by the bot, and its first line is exactly `marker` (a marker quoted further down is text)."""
+    author = (comment.get("user") or {}).get("login")
+    return author == bot_login and first_line(comment.get("body")) == marker
+
+
+def decide(comments: list[dict[str, Any]], marker: str, body: str, bot_login: str = BOT_LOGIN) -> Decision:
+    """Create, update, or leave alone. `comments` come in the API's order, ascending id: the oldest of
+    ours is the one kept up to date."""
+    ours = next((c for c in comments if is_ours(c, marker, bot_login)), None)
+    if ours is None:
         return Decision("create")
-    first = min(ours, key=lambda c: (c.get("created_at") or "", c.get("id") or 0))
-    if (first.get("body") or "") == body:
-        return Decision("unchanged", first["id"])
-    return Decision("update", first["id"])
+    if (ours.get("body") or "") == body:
+        return Decision("unchanged", ours["id"])
+    return Decision("update", ours["id"])
 
 
 class GitHubError(TrainfleetError):
@@ -60,8 +75,14 @@ class GitHubError(TrainfleetError):
 
 
 def _request(method: str, url: str, token: str, payload: dict | None = None) -> Any:
+    return _call(method, url, token, payload)[0]
+
+
+def _call(method: str, url: str, token: str, payload: dict | None = None) -> tuple[Any, str]:
+    """The decoded JSON answer and its Link header ("" when there is none)."""
     data = json.dumps(payload).encode() if payload is not None else None
     req = urllib.request.Request(url, data=data, method=method)
+    req.add_header("User-Agent", USER_AGENT)
     req.add_header("Accept", "application/vnd.github+json")
     req.add_header("X-GitHub-Api-Version", "2022-11-28")
     if token:
@@ -71,6 +92,7 @@ def _request(method: str, url: str, token: str, payload: dict | None = None) -> 
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             text = resp.read().decode()
+            link = resp.headers.get("Link") or ""
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode(errors="replace")[:200]
         raise GitHubError(
@@ -78,37 +100,51 @@ def _request(method: str, url: str, token: str, payload: dict | None = None) -> 
         ) from None
     except urllib.error.URLError as exc:
         raise GitHubError(f"GitHub API {url} cannot be reached ({exc.reason})") from None
-    return json.loads(text) if text else None
+    return (json.loads(text) if text else None), link
+
+
+def next_page(link: str) -> str | None:
+    """The rel="next" URL of a Link header, e.g. `<https://api.github.com/...&page=2>; rel="next", ...`
+    (https://docs.github.com/en/rest/using-the-rest-api/using-pagination-in-the-rest-api)."""
+    found = re.search(r'<([^>]+)>;\s*rel="next"', link)
+    return found.group(1) if found else None
 
 
 def list_comments(api: str, repo: str, number: int, token: str) -> list[dict[str, Any]]:
+    """Every comment of the issue: the first page, then each page the Link header names as next."""
     out: list[dict[str, Any]] = []
-    page = 1
-    while True:
-        batch = _request(
-            "GET", f"{api}/repos/{repo}/issues/{number}/comments?per_page={PER_PAGE}&page={page}", token
-        )
+    url: str | None = f"{api}/repos/{repo}/issues/{number}/comments?per_page={PER_PAGE}"
+    while url:
+        batch, link = _call("GET", url, token)
         if not isinstance(batch, list):
             raise GitHubError(
                 f"GitHub API listed comments of {repo}#{number} as {type(batch).__name__}, not a list"
             )
         out.extend(batch)
-        if len(batch) < PER_PAGE:
-            return out
-        page += 1
+        url = next_page(link)
+    return out
 
 
 def upsert_comment(
-    body: str, *, repo: str, number: int, token: str, api: str = API, marker: str | None = None
+    body: str,
+    *,
+    repo: str,
+    number: int,
+    token: str,
+    api: str = API,
+    marker: str | None = None,
+    bot_login: str = BOT_LOGIN,
 ) -> Decision:
     """Create or update this stack's comment on PR `number`; returns what was done."""
     marker = marker or comment_marker(body)
-    if not marker:
+    if not marker or first_line(body) != marker:
+        # a body that does not start with its marker would never be found again: one new comment per push
         raise GitHubError(
-            "the comment body has no trainfleet marker; render it with `trainfleet diff --format markdown`"
+            "the comment body does not start with its trainfleet marker; "
+            "render it with `trainfleet diff --format markdown`"
         )
     api = api.rstrip("/")
-    decision = decide(list_comments(api, repo, number, token), marker, body)
+    decision = decide(list_comments(api, repo, number, token), marker, body, bot_login)
     if decision.action == "create":
         made = _request("POST", f"{api}/repos/{repo}/issues/{number}/comments", token, {"body": body})
         return Decision("create", made.get("id") if isinstance(made, dict) else None)
@@ -126,6 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--body-file", type=Path, required=True, help="markdown from `trainfleet diff --format markdown`"
     )
+    parser.add_argument(
+        "--bot-login",
+        default=BOT_LOGIN,
+        help=f"the user the token posts as; only its comments are updated (default {BOT_LOGIN}, "
+        "the workflow's GITHUB_TOKEN)",
+    )
     args = parser.parse_args(argv)
     try:
         body = args.body_file.read_text()
@@ -135,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             number=args.pr,
             token=os.environ.get("GITHUB_TOKEN", ""),
             api=os.environ.get("GITHUB_API_URL", API),
+            bot_login=args.bot_login,
         )
     except (OSError, TrainfleetError) as exc:
         print(f"error: {exc}", file=sys.stderr)
