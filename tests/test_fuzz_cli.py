@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 HEAVY = os.environ.get("TRAINFLEET_FUZZ") == "heavy"
 settings.register_profile(
     "fuzz-ci",
-    max_examples=150,
+    max_examples=300,
     deadline=None,
     derandomize=True,
     database=None,

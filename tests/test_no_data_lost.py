@@ -8,6 +8,7 @@ the code under test.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import stat
@@ -380,6 +381,26 @@ def test_deeply_nested_preview_json_is_one_line(tmp_path, tf):
     deep = tmp_path / "deep.json"
     deep.write_text('{"steps": [' + "[" * 5000 + "]" * 5000 + "]}")
     assert_one_line_error(tf("preview", "--pulumi-json", str(deep)), "deep.json", "nested more than")
+
+
+@pytest.mark.parametrize(
+    ("resource", "path", "value"),
+    [
+        ("train-asg", ["mixedInstancesPolicy", "instancesDistribution", "onDemandBaseCapacity"], "1e400"),
+        ("train-lt", ["blockDeviceMappings"], "NaN"),  # priced with the group that launches it
+    ],
+)
+def test_a_preview_input_of_the_wrong_shape_is_one_line_naming_the_resource(tmp_path, tf, resource, path, value):
+    """Found by the fuzz suite: `1e400` parses to infinity (int() of it raised OverflowError) and a number
+    where the schema has a list raised TypeError."""
+    doc = json.loads((REPO / "tests" / "fixtures" / "preview" / "prod-main.json").read_text())
+    inputs = next(s for s in doc["steps"] if s["urn"].endswith(resource))["newState"]["inputs"]
+    for key in path[:-1]:
+        inputs = inputs[key]
+    inputs[path[-1]] = "__VALUE__"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc).replace('"__VALUE__"', value))
+    assert_one_line_error(tf("preview", "--pulumi-json", str(bad)), "train-asg", "not shaped as the provider")
 
 
 # ---- diff: symlinked stack files, --output ----------------------------------------------------------------

@@ -184,11 +184,12 @@ def price_resource(resource: Resource, ctx: PricingContext) -> PricedResource:
         return PricedResource(resource, NOT_ESTIMABLE, reason=str(exc))
     except NotPriced as exc:
         return PricedResource(resource, NOT_PRICED, reason=str(exc))
-    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+    except (TypeError, ValueError, ArithmeticError, AttributeError, KeyError, IndexError) as exc:
         # A list where the schema has a number, a string where it has an object: a price from such a
         # document would be a guess, so the whole preview stops here rather than pricing it as $0.
         raise MalformedInputs(
-            f"{resource.urn}: its inputs are not shaped as the provider's schema says "
+            f"{resource.urn}: its inputs, or those of a resource it reads (its launch template), are not "
+            "shaped as the provider's schema says "
             f"({type(exc).__name__}: {shown(str(exc))}); make the file with `pulumi preview --json`"
         ) from None
     if not components:
