@@ -5,6 +5,8 @@ Every process is started here on 127.0.0.1 and stopped by its own pid; nothing e
 
 from __future__ import annotations
 
+import datetime as dt
+import ipaddress
 import json
 import os
 import signal
@@ -12,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -21,17 +24,25 @@ FAKE_TRAINER = Path(__file__).resolve().parent / "agent_fake_trainer.py"
 from tests.moto_server import ServerProcess  # noqa: E402
 
 
+def child_env(env: dict | None, unset: tuple[str, ...] = ()) -> dict:
+    """This process's environment plus `env`, without the variables named in `unset`."""
+    merged = {**os.environ, **(env or {})}
+    for name in unset:
+        merged.pop(name, None)
+    return merged
+
+
 class Proc:
     """A child process whose stderr JSON lines (the agent's log) are collected as they arrive."""
 
-    def __init__(self, argv: list[str], env: dict | None = None):
+    def __init__(self, argv: list[str], env: dict | None = None, unset: tuple[str, ...] = ()):
         self.argv = argv
         self.p = subprocess.Popen(
             argv,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, **(env or {})},
+            env=child_env(env, unset),
         )
         self.events: list[dict] = []
         self.stderr_lines: list[str] = []
@@ -106,17 +117,19 @@ class Proc:
             self.p.wait(10)
 
 
-def agent(*args: str, env: dict | None = None) -> Proc:
-    return Proc([sys.executable, str(AGENT), *args], env)
+def agent(*args: str, env: dict | None = None, unset: tuple[str, ...] = ()) -> Proc:
+    return Proc([sys.executable, str(AGENT), *args], env, unset)
 
 
-def run_agent(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+def run_agent(
+    *args: str, env: dict | None = None, timeout: float = 60, unset: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(AGENT), *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, **(env or {})},
+        env=child_env(env, unset),
     )
 
 
@@ -178,18 +191,89 @@ AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
-class Azurite(ServerProcess):
-    """Azurite's blob service (npm, installed by .ci/run under .venv/azurite) in memory on 127.0.0.1."""
+@dataclass(frozen=True)
+class TlsFiles:
+    ca: Path  # what a client trusts (a node's CA bundle)
+    cert: Path  # the server's certificate for 127.0.0.1, signed by the CA
+    key: Path
 
-    def __init__(self, workdir: Path):
-        super().__init__(
-            [str(AZURITE_BIN), "--blobHost", "127.0.0.1", "--blobPort", "0", "--inMemoryPersistence",
-             "--disableTelemetry", "--skipApiVersionCheck", "--silent"],
-            r"listens on (http://127\.0\.0\.1:\d+)",
-            "azurite",
-            cwd=workdir,
-        )  # fmt: skip
+
+def make_tls_files(folder: Path) -> TlsFiles:
+    """A throwaway CA and a server certificate for 127.0.0.1 it signed (valid for a day), as PEM files."""
+    from cryptography import x509  # moto needs it, so the test install always has it
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = dt.datetime.now(dt.UTC)
+
+    def certificate(subject: str, key, issuer: str, issuer_key, extensions):
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
+        )
+        for ext, critical in extensions:
+            builder = builder.add_extension(ext, critical=critical)
+        return builder.sign(issuer_key, hashes.SHA256())
+
+    ca_key, server_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_usage = x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
+                             data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
+                             encipher_only=False, decipher_only=False)  # fmt: skip
+    ca = certificate("trainfleet test CA", ca_key, "trainfleet test CA", ca_key, [
+        (x509.BasicConstraints(ca=True, path_length=0), True),
+        (ca_usage, True),
+        (x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False),
+    ])  # fmt: skip
+    server = certificate("127.0.0.1", server_key, "trainfleet test CA", ca_key, [
+        (x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                                      x509.DNSName("localhost")]), False),
+        (x509.BasicConstraints(ca=False, path_length=None), True),
+        (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False),
+        (x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False),
+    ])  # fmt: skip
+    files = TlsFiles(folder / "ca.pem", folder / "cert.pem", folder / "key.pem")
+    files.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files.cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    files.key.write_bytes(
+        server_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return files
+
+
+class Azurite(ServerProcess):
+    """Azurite's blob service (npm, installed by .ci/run under .venv/azurite) in memory on 127.0.0.1.
+
+    With `tls`, it serves HTTPS and checks OAuth bearer tokens (``--oauth basic``: issuer, audience, nbf/exp;
+    not the signature), the mode trainfleet's storage accounts need since they turn shared keys off:
+    https://github.com/Azure/Azurite#oauth-authentication . Azurite still takes the shared key too, which
+    the tests' own client uses to set up and read back.
+    """
+
+    def __init__(self, workdir: Path, tls: TlsFiles | None = None):
+        argv = [str(AZURITE_BIN), "--blobHost", "127.0.0.1", "--blobPort", "0", "--inMemoryPersistence",
+                "--disableTelemetry", "--silent"]  # fmt: skip
+        if tls:
+            argv += ["--oauth", "basic", "--cert", str(tls.cert), "--key", str(tls.key)]
+        super().__init__(argv, r"listens on (https?://127\.0\.0\.1:\d+)", "azurite", cwd=workdir)
         self.endpoint = f"{self.url}/{AZURITE_ACCOUNT}"
+
+
+def azurite_shared_key_client(endpoint: str, bucket: str):
+    """The tests' own blob client: the agent's AzureBlobStore signing with Azurite's account key, for setting
+    up containers and reading results back (the agent under test never gets the key)."""
+    from unittest import mock
+
+    env = {"TRAINFLEET_AZURE_BLOB_ENDPOINT": endpoint, "AZURE_STORAGE_KEY": AZURITE_KEY}
+    with mock.patch.dict(os.environ, env):
+        return load_agent_module().AzureBlobStore(bucket)
 
 
 def load_agent_module():

@@ -21,8 +21,10 @@ stale, so the next GET is a 401).
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import hashlib
+import hmac
 import json
 import secrets
 import threading
@@ -67,6 +69,7 @@ class MetadataServer:
                     return
                 with outer.lock:
                     outer.requests.append((method, self.path, status))
+                    outer.lock.notify_all()
                 data = body if isinstance(body, bytes) else body.encode()
                 try:
                     self.send_response(status)
@@ -145,6 +148,16 @@ class MetadataServer:
         with self.lock:
             return sum(1 for _m, p, s in self.requests if path_part in p and (status is None or s == status))
 
+    def wait_count(self, path_part: str, n: int, timeout: float = 30.0) -> int:
+        """Wait until `n` requests for `path_part` have been answered (a request count, not a time window)."""
+        end = time.time() + timeout
+        with self.lock:
+            while True:
+                seen = sum(1 for _m, p, _s in self.requests if path_part in p)
+                if seen >= n or time.time() >= end:
+                    return seen
+                self.lock.wait(min(0.5, max(0.0, end - time.time())))
+
 
 class _Hang(Exception):
     pass
@@ -152,6 +165,151 @@ class _Hang(Exception):
 
 def _iso(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ------------------------------------------------------------------------------ identity providers
+# One per test process, shared by every stand-in in it, as the real ones are shared by a cloud's services:
+# the metadata servers issue credentials from them, the API stand-ins check credentials against them.
+
+ENTRA_TENANT = "8a1f2b3c-0000-4000-8000-00000000c0de"
+ENTRA_ISSUER = f"https://sts.windows.net/{ENTRA_TENANT}/"  # v1.0 tokens, as managed identities get
+_ENTRA_KEY = secrets.token_bytes(32)  # the tenant's signing key (HS256 here; Entra ID signs with RS256)
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def entra_token(resource: str, lifetime_s: int = 3599, now: float | None = None) -> tuple[str, dict]:
+    """An access token for `resource` with the claims Entra ID puts in a managed identity's v1.0 token
+    (https://learn.microsoft.com/en-us/entra/identity-platform/access-token-claims-reference): aud is the
+    resource asked for, iat/nbf are backdated 5 minutes for clock skew, exp is `lifetime_s` from now."""
+    now = int(time.time() if now is None else now)
+    principal = str(uuid.uuid4())
+    claims = {
+        "aud": resource,
+        "iss": ENTRA_ISSUER,
+        "iat": now - 300,
+        "nbf": now - 300,
+        "exp": now + lifetime_s,
+        "aio": _b64url(secrets.token_bytes(24)),
+        "appid": str(uuid.uuid4()),
+        "appidacr": "2",
+        "idp": ENTRA_ISSUER,
+        "idtyp": "app",
+        "oid": principal,
+        "sub": principal,
+        "tid": ENTRA_TENANT,
+        "uti": _b64url(secrets.token_bytes(16)),
+        "ver": "1.0",
+        "xms_mirid": "/subscriptions/00000000-0000-0000-0000-000000000000/resourcegroups/trainfleet-rg"
+        "/providers/Microsoft.Compute/virtualMachineScaleSets/trainfleet-vmss",
+    }
+    header = {"typ": "JWT", "alg": "HS256"}
+    signing_input = _b64url(json.dumps(header).encode()) + "." + _b64url(json.dumps(claims).encode())
+    signature = hmac.new(_ENTRA_KEY, signing_input.encode(), hashlib.sha256).digest()
+    return signing_input + "." + _b64url(signature), claims
+
+
+def entra_claims(token: str) -> dict | None:
+    """The claims of a token this tenant signed, or None (malformed or not signed with the tenant key).
+    Lifetime and audience are the caller's to check: they are per service."""
+    try:
+        head, body, sig = token.split(".")
+        expected = hmac.new(_ENTRA_KEY, f"{head}.{body}".encode(), hashlib.sha256).digest()
+        if not hmac.compare_digest(expected, _unb64url(sig)):
+            return None
+        return json.loads(_unb64url(body))
+    except (ValueError, TypeError):
+        return None
+
+
+def jwt_claims_unverified(token: str) -> dict:
+    """Read a JWT's claims without checking anything (for assertions in tests)."""
+    return json.loads(_unb64url(token.split(".")[1]))
+
+
+GOOGLE_SCOPE = "https://www.googleapis.com/auth/"
+
+
+class GoogleAuth:
+    """Google's OAuth token service as the APIs see it: every access token the GCE metadata stand-ins issued,
+    with its expiry and scopes. `check` answers what a Google API answers for an Authorization header."""
+
+    # https://cloud.google.com/storage/docs/json_api/v1/status-codes#401-unauthorized and the
+    # "Request is missing required authentication credential" form every Google API returns
+    MISSING = "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.tokens: dict[str, tuple[float, frozenset[str]]] = {}  # token -> (expires at, scopes)
+
+    def issue(self, scopes: list[str], lifetime_s: int = 3599) -> str:
+        token = "ya29.c." + secrets.token_urlsafe(48)
+        with self.lock:
+            self.tokens[token] = (time.time() + lifetime_s, frozenset(scopes))
+        return token
+
+    def expires_in(self, token: str) -> int:
+        with self.lock:
+            return max(0, int(self.tokens[token][0] - time.time()))
+
+    def expire(self, tokens) -> None:
+        with self.lock:
+            for t in tokens:
+                if t in self.tokens:
+                    self.tokens[t] = (time.time() - 1, self.tokens[t][1])
+
+    def check(self, authorization: str | None, any_scope: set[str]) -> tuple[int, dict] | None:
+        """None when the header carries a live token with one of `any_scope`; else (status, error JSON)."""
+        if not authorization or not authorization.startswith("Bearer "):
+            return 401, self._error(401, self.MISSING, "required", "UNAUTHENTICATED", located=True)
+        with self.lock:
+            exp, scopes = self.tokens.get(authorization[len("Bearer ") :], (0.0, frozenset()))
+        if exp <= time.time():
+            return 401, self._error(401, "Invalid Credentials", "authError", "UNAUTHENTICATED", located=True)
+        if not scopes & any_scope:
+            # https://cloud.google.com/storage/docs/json_api/v1/status-codes#403-forbidden
+            return 403, self._error(
+                403, "Request had insufficient authentication scopes.", "insufficientPermissions",
+                "PERMISSION_DENIED",
+            )  # fmt: skip
+        return None
+
+    @staticmethod
+    def _error(code: int, message: str, reason: str, status: str, located: bool = False) -> dict:
+        item = {"message": message, "domain": "global", "reason": reason}
+        if located:
+            item.update(locationType="header", location="Authorization")
+        return {"error": {"code": code, "message": message, "errors": [item], "status": status}}
+
+
+GOOGLE_AUTH = GoogleAuth()
+
+# What each API accepts (https://cloud.google.com/storage/docs/oauth-scopes,
+# https://cloud.google.com/compute/docs/access/service-accounts#accesscopesiam): reads take any of the
+# read scopes, writes only the read-write ones. cloud-platform covers every API.
+GCS_READ_SCOPES = {GOOGLE_SCOPE + s for s in ("devstorage.read_only", "devstorage.read_write",
+                   "devstorage.full_control", "cloud-platform", "cloud-platform.read-only")}  # fmt: skip
+GCS_WRITE_SCOPES = {
+    GOOGLE_SCOPE + s for s in ("devstorage.read_write", "devstorage.full_control", "cloud-platform")
+}
+COMPUTE_READ_SCOPES = {
+    GOOGLE_SCOPE + s for s in ("compute", "compute.readonly", "cloud-platform", "cloud-platform.read-only")
+}
+COMPUTE_WRITE_SCOPES = {GOOGLE_SCOPE + s for s in ("compute", "cloud-platform")}
+
+# The scopes trainfleet's GCP stacks give nodes (infra/gcp/iam.py NODE_SCOPES; test_agent_gcp checks they match).
+NODE_SCOPES = [
+    GOOGLE_SCOPE + "devstorage.read_write",
+    GOOGLE_SCOPE + "compute",
+    GOOGLE_SCOPE + "logging.write",
+    GOOGLE_SCOPE + "monitoring.write",
+]
 
 
 class AwsImds(MetadataServer):
@@ -246,8 +404,10 @@ class GceMetadata(MetadataServer):
         "/computeMetadata/v1/instance/maintenance-event",
     )
 
-    def __init__(self, **kw):
+    def __init__(self, scopes: list[str] | None = None, **kw):
         super().__init__(**kw)
+        self.scopes = list(NODE_SCOPES if scopes is None else scopes)
+        self.issued: list[str] = []  # access tokens, newest last
         self.values = {
             "instance/preempted": "FALSE",
             "instance/maintenance-event": "NONE",
@@ -260,6 +420,23 @@ class GceMetadata(MetadataServer):
 
     def preempt(self):
         self.set("instance/preempted", "TRUE")
+
+    def expire_tokens(self):
+        """Every token this server issued stops working (Google rejects it as expired)."""
+        with self.lock:
+            issued = list(self.issued)
+        GOOGLE_AUTH.expire(issued)
+
+    def _token(self) -> dict:
+        """The service account's token, reused while it has 5+ minutes left, as the metadata server does
+        (https://cloud.google.com/compute/docs/access/authenticate-workloads#applications)."""
+        with self.lock:
+            if self.issued and GOOGLE_AUTH.expires_in(self.issued[-1]) > 300:
+                tok = self.issued[-1]
+            else:
+                tok = GOOGLE_AUTH.issue(self.scopes)
+                self.issued.append(tok)
+        return {"access_token": tok, "expires_in": GOOGLE_AUTH.expires_in(tok), "token_type": "Bearer"}
 
     def set(self, key: str, value: str):
         with self.lock:
@@ -283,12 +460,9 @@ class GceMetadata(MetadataServer):
         key = parts.path[len("/computeMetadata/v1/") :]
         hdr = {"Metadata-Flavor": "Google", "Content-Type": "application/text"}
         if key == "instance/service-accounts/default/token":
-            tok = {
-                "access_token": "ya29.test-" + secrets.token_hex(8),
-                "expires_in": 3599,
-                "token_type": "Bearer",
-            }
-            return 200, {**hdr, "Content-Type": "application/json"}, json.dumps(tok)
+            return 200, {**hdr, "Content-Type": "application/json"}, json.dumps(self._token())
+        if key == "instance/service-accounts/default/scopes":
+            return 200, hdr, "".join(sc + "\n" for sc in self.scopes)
         with self.lock:
             if key not in self.values:
                 return 404, hdr, ""
@@ -386,27 +560,117 @@ class AzureImds(MetadataServer):
                 json.dumps({"interface": [{"ipv4": {"ipAddress": [{"privateIpAddress": "10.1.0.4"}]}}]}),
             )
         if parts.path == "/metadata/identity/oauth2/token":
-            now = int(time.time())
-            tok = {
-                "access_token": "eyJ0eXAi.test." + secrets.token_hex(8),
-                "expires_in": "3599",
-                "expires_on": str(now + 3599),
-                "resource": q.get("resource", ""),
-                "token_type": "Bearer",
-            }
-            return 200, js, json.dumps(tok)
+            return self._token(q.get("resource"), js)
         return 404, js, json.dumps({"error": "Not found"})
+
+    # Resources this tenant issues tokens for (an unknown one is AADSTS50001 below).
+    RESOURCES = {
+        "https://storage.azure.com/", "https://storage.azure.com",
+        "https://management.azure.com/", "https://management.azure.com",
+        "https://management.core.windows.net/", "https://vault.azure.net",
+    }  # fmt: skip
+
+    def _token(self, resource: str | None, js: dict):
+        """GET /metadata/identity/oauth2/token, as documented in
+        https://learn.microsoft.com/en-us/entra/identity/managed-identities-azure-resources/how-to-use-vm-token#get-a-token-using-http
+        (`resource` is required; its error table gives 400 for a missing or unknown one)."""
+        if not resource:
+            missing = "Required query variable 'resource' is missing"
+            return 400, js, json.dumps({"error": "invalid_request", "error_description": missing})
+        if resource not in self.RESOURCES:
+            unknown = f"AADSTS50001: The application named {resource} was not found in the tenant named {ENTRA_TENANT}."
+            return 400, js, json.dumps({"error": "invalid_resource", "error_description": unknown})
+        token, claims = entra_token(resource)
+        now = int(time.time())
+        doc = {  # every number is a string in this API's answer
+            "access_token": token,
+            "client_id": claims["appid"],
+            "expires_in": str(claims["exp"] - now),
+            "expires_on": str(claims["exp"]),
+            "ext_expires_in": str(claims["exp"] - now),
+            "not_before": str(claims["nbf"]),
+            "resource": resource,
+            "token_type": "Bearer",
+        }
+        return 200, js, json.dumps(doc)
 
 
 class _ApiServer(MetadataServer):
     """A cloud control-plane API on loopback that requires a bearer token."""
 
-    def authorized(self, h) -> bool:
-        return (h.headers.get("Authorization") or "").startswith("Bearer ")
+    def refusal(self, h, method):
+        """None when the request's credentials are good for this API; else the response to send."""
+        raise NotImplementedError
 
 
-class GceComputeApi(_ApiServer):
+class GoogleApiServer(_ApiServer):
+    """A Google API: a live access token (issued by a GceMetadata stand-in) with one of the API's scopes."""
+
+    read_scopes: set[str] = set()
+    write_scopes: set[str] = set()
+
+    def is_write(self, method: str, path: str) -> bool:
+        return method != "GET"
+
+    def refusal(self, h, method):
+        path = urllib.parse.urlsplit(h.path).path
+        scopes = self.write_scopes if self.is_write(method, path) else self.read_scopes
+        bad = GOOGLE_AUTH.check(h.headers.get("Authorization"), scopes)
+        if bad is None:
+            return None
+        status, body = bad
+        return status, {"Content-Type": "application/json; charset=UTF-8"}, json.dumps(body)
+
+
+# Azure Resource Manager accepts these audiences and no other; its 401 names them. The bodies below are
+# ARM's, as quoted in https://github.com/hashicorp/go-azure-helpers/issues/51 and
+# https://github.com/Azure-Samples/active-directory-dotnetcore-daemon-v2/issues/145 .
+ARM_AUDIENCES = (
+    "https://management.core.windows.net/", "https://management.core.windows.net",
+    "https://management.azure.com/", "https://management.azure.com",
+)  # fmt: skip
+
+
+def arm_refusal(authorization: str | None, now: float | None = None):
+    """None for a token ARM accepts; else (401, headers, error JSON) as ARM answers."""
+    now = time.time() if now is None else now
+    challenge = {
+        "Content-Type": "application/json; charset=utf-8",
+        "WWW-Authenticate": f'Bearer authorization_uri="https://login.windows.net/{ENTRA_TENANT}", '
+        'error="invalid_token", error_description="The access token is invalid."',
+    }
+
+    def refuse(code: str, message: str):
+        return 401, challenge, json.dumps({"error": {"code": code, "message": message}})
+
+    if not authorization:
+        return refuse("AuthenticationFailed", "Authentication failed. The 'Authorization' header is missing.")
+    claims = entra_claims(authorization[len("Bearer ") :]) if authorization.startswith("Bearer ") else None
+    if claims is None or claims.get("iss") != ENTRA_ISSUER:
+        return refuse("InvalidAuthenticationToken", "The access token is invalid.")
+    if not claims.get("nbf", now + 1) <= now < claims.get("exp", 0):
+        return refuse(
+            "ExpiredAuthenticationToken",
+            f"The access token expiry UTC time '{_iso(claims.get('exp', 0))}' is earlier than current UTC time '{_iso(now)}'.",
+        )
+    if claims.get("aud") not in ARM_AUDIENCES:
+        allowed = ",".join(f"'{a}'" for a in ARM_AUDIENCES)
+        return refuse(
+            "InvalidAuthenticationTokenAudience",
+            f"The access token has been obtained for wrong audience or resource '{claims.get('aud')}'. "
+            f"It should exactly match with one of the allowed audiences {allowed}.",
+        )
+    return None
+
+
+class GceComputeApi(GoogleApiServer):
     """Compute Engine API v1: instanceGroupManagers.listManagedInstances / resize, instances.get."""
+
+    read_scopes = COMPUTE_READ_SCOPES
+    write_scopes = COMPUTE_WRITE_SCOPES
+
+    def is_write(self, method: str, path: str) -> bool:
+        return method != "GET" and not path.endswith("/listManagedInstances")  # a POST that only reads
 
     def __init__(self, project="trainfleet-test", zone="us-central1-a", **kw):
         super().__init__(**kw)
@@ -424,19 +688,10 @@ class GceComputeApi(_ApiServer):
             self.regional.add(name)
 
     def dispatch(self, h, method):
-        if not self.authorized(h):
-            return (
-                401,
-                {},
-                json.dumps(
-                    {
-                        "error": {
-                            "code": 401,
-                            "message": "Request is missing required authentication credential.",
-                        }
-                    }
-                ),
-            )
+        refused = self.refusal(h, method)
+        if refused:
+            self.body(h)
+            return refused
         parts = urllib.parse.urlsplit(h.path)
         zonal = f"/compute/v1/projects/{self.project}/zones/{self.zone}/"
         regional = f"/compute/v1/projects/{self.project}/regions/{self.zone.rsplit('-', 1)[0]}/"
@@ -506,9 +761,14 @@ class AzureArmApi(_ApiServer):
         self.groups[name] = ips
         self.capacity[name] = len(ips)
 
+    def refusal(self, h, method):
+        return arm_refusal(h.headers.get("Authorization"))
+
     def dispatch(self, h, method):
-        if not self.authorized(h):
-            return 401, {}, json.dumps({"error": {"code": "AuthenticationFailed"}})
+        refused = self.refusal(h, method)
+        if refused:
+            self.body(h)
+            return refused
         parts = urllib.parse.urlsplit(h.path)
         q = dict(urllib.parse.parse_qsl(parts.query))
         js = {"Content-Type": "application/json"}

@@ -1,5 +1,11 @@
 """The on-node agent on Azure, on loopback: an Azure IMDS server (Scheduled Events, acknowledged by POST
-StartRequests), Azurite's blob service (shared-key auth) for the bucket, the agent and a fake trainer.
+StartRequests; managed-identity tokens), Azurite's blob service for the bucket, the agent and a fake trainer.
+
+Storage auth is the mode the stacks deploy: infra/azure/storage.py turns shared keys off on the checkpoint
+account (allow_shared_key_access=False), so a node signs every blob request with its managed identity's
+token for https://storage.azure.com/ . Azurite runs with ``--oauth basic`` over HTTPS behind
+AzureBearerVersionGate (tests/storage_auth_proxies.py); the agent gets no account key, trusts the test CA
+through SSL_CERT_FILE as a node trusts its CA bundle, and talks to the gate.
 
 Notice-to-durable is measured from the moment the Preempt event is scheduled to the moment a blob client sees
 LATEST name the trainer's notice checkpoint. ``pytest tests/test_agent_azure.py -s`` prints it.
@@ -7,9 +13,12 @@ LATEST name the trainer's notice checkpoint. ``pytest tests/test_agent_azure.py 
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import ssl
 import time
+import urllib.parse
 import uuid
 
 import pytest
@@ -17,40 +26,46 @@ import pytest
 from tests.agent_support import (
     AZURITE_ACCOUNT,
     AZURITE_BIN,
-    AZURITE_KEY,
     Azurite,
+    TlsFiles,
     agent,
+    azurite_shared_key_client,
     load_agent_module,
+    make_tls_files,
     run_agent,
     trainer,
 )
-from tests.metadata_servers import AzureImds
+from tests.metadata_servers import AzureArmApi, AzureImds, entra_token, jwt_claims_unverified
 from tests.needs import need
+from tests.storage_auth_proxies import AzureBearerVersionGate
 
 AZURE_WINDOW_S = 30.0
 
 need(AZURITE_BIN.exists(), "Azurite", "npm install --prefix .venv/azurite azurite@3, as .ci/run does")
 
 
+STORAGE = "https://storage.azure.com/"
+MANAGEMENT = "https://management.azure.com/"
+NO_KEY = ("AZURE_STORAGE_KEY",)  # a node has no account key: the account refuses shared-key requests
+
+
 @pytest.fixture(scope="module")
-def azurite(tmp_path_factory):
-    srv = Azurite(tmp_path_factory.mktemp("azurite"))
+def tls(tmp_path_factory) -> TlsFiles:
+    return make_tls_files(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def azurite(tmp_path_factory, tls):
+    srv = Azurite(tmp_path_factory.mktemp("azurite"), tls)
     yield srv
     srv.stop()
 
 
-@pytest.fixture
-def blob(azurite, monkeypatch):
-    """A fresh container; returns (bucket argument, agent env, an in-test blob client)."""
-    env = {"TRAINFLEET_AZURE_BLOB_ENDPOINT": azurite.endpoint, "AZURE_STORAGE_KEY": AZURITE_KEY}
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    container = "ckpt" + uuid.uuid4().hex[:10]
-    bucket = f"{AZURITE_ACCOUNT}/{container}"
-    mod = load_agent_module()
-    store = mod.AzureBlobStore(bucket)
-    store._req("PUT", store.base + "?restype=container", {"Content-Length": "0"}, b"", ok=(201,))
-    return bucket, env, store
+@pytest.fixture(scope="module")
+def gate(azurite, tls):
+    srv = AzureBearerVersionGate(azurite.url, tls).start()
+    yield srv
+    srv.stop()
 
 
 @pytest.fixture
@@ -58,6 +73,60 @@ def imds():
     srv = AzureImds(vm_name="trainfleet_3", slow_s=3.0).start()
     yield srv
     srv.stop()
+
+
+@pytest.fixture
+def blob(azurite, gate, imds, tls, monkeypatch):
+    """A fresh container; returns (bucket argument, agent env, the tests' own shared-key blob client)."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca))  # the tests' client talks HTTPS to Azurite too
+    container = "ckpt" + uuid.uuid4().hex[:10]
+    bucket = f"{AZURITE_ACCOUNT}/{container}"
+    store = azurite_shared_key_client(azurite.endpoint, bucket)
+    store._req("PUT", store.base + "?restype=container", {"Content-Length": "0"}, b"", ok=(201,))
+    env = {
+        "TRAINFLEET_AZURE_BLOB_ENDPOINT": f"{gate.url}/{AZURITE_ACCOUNT}",
+        "TRAINFLEET_METADATA_URL": imds.url,  # restore/sync take no --metadata-url
+        "SSL_CERT_FILE": str(tls.ca),
+    }
+    return bucket, env, store
+
+
+def assert_agent_used_its_managed_identity(gate, imds):
+    assert gate.auth_schemes() == {"Bearer"}, "every blob request carries the managed identity's token"
+    assert imds.count("resource=" + urllib.parse.quote(STORAGE, safe=""), 200) >= 1
+
+
+def https_request(tls, url, method="GET", headers=None, body=b""):
+    """(status, headers, body) of one HTTPS request that trusts the test CA."""
+    parts = urllib.parse.urlsplit(url)
+    ctx = ssl.create_default_context(cafile=str(tls.ca))
+    conn = http.client.HTTPSConnection(parts.hostname, parts.port, context=ctx, timeout=30)
+    try:
+        target = parts.path + ("?" + parts.query if parts.query else "")
+        conn.request(method, target, body=body, headers={"Content-Length": str(len(body)), **(headers or {})})
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+def imds_token(imds, resource: str | None) -> tuple[int, dict]:
+    query = {"api-version": "2018-02-01"} | ({"resource": resource} if resource else {})
+    conn = http.client.HTTPConnection("127.0.0.1", int(imds.url.rsplit(":", 1)[1]), timeout=10)
+    try:
+        conn.request("GET", "/metadata/identity/oauth2/token?" + urllib.parse.urlencode(query),
+                     headers={"Metadata": "true"})  # fmt: skip
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read())
+    finally:
+        conn.close()
+
+
+def put_blob(tls, endpoint, bucket, name, token, version="2021-08-06"):
+    container = bucket.split("/", 1)[1]
+    headers = {"Authorization": "Bearer " + token, "x-ms-version": version, "x-ms-blob-type": "BlockBlob",
+               "x-ms-date": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime())}  # fmt: skip
+    return https_request(tls, f"{endpoint}/{container}/{name}", "PUT", headers, b"payload")
 
 
 def exit_step_of(tr):
@@ -77,7 +146,7 @@ def run_notice(blob, imds, tmp_path, faults=()):
         "--ckpt-dir", str(tmp_path / "ckpt"), "--run-dir", str(tmp_path / "run"),
         "--interval-minutes", "0", "--keep-last", "2", "--metadata-url", imds.url,
         "--poll-s", "0.2", "--scan-s", "0.2", "--http-timeout-s", "1",
-        env=env,
+        env=env, unset=NO_KEY,
     )  # fmt: skip
     try:
         ag.wait_event("durable", timeout=30)
@@ -90,7 +159,9 @@ def run_notice(blob, imds, tmp_path, faults=()):
                 assert ag.alive(), "\n".join(ag.stderr_lines)
                 time.sleep(0.1)
             assert not imds.faults
-        time.sleep(1.5)
+        # five more polls of the document that holds the other VM's event, and still no notice
+        polls = imds.count("/metadata/scheduledevents")
+        assert imds.wait_count("/metadata/scheduledevents", polls + 5) >= polls + 5
         assert ag.alive() and tr.alive() and not ag.named("notice")
         t0 = time.time()
         eid = imds.preempt(not_before_s=AZURE_WINDOW_S)
@@ -115,9 +186,10 @@ def run_notice(blob, imds, tmp_path, faults=()):
         tr.kill()
 
 
-def test_azure_preempt_is_made_durable_then_acknowledged(blob, imds, tmp_path):
+def test_azure_preempt_is_made_durable_then_acknowledged(blob, imds, gate, tmp_path):
     bucket, env, store = blob
     ag, eid, step, seconds = run_notice(blob, imds, tmp_path)
+    assert_agent_used_its_managed_identity(gate, imds)
     assert seconds < AZURE_WINDOW_S
     assert imds.acked == [eid], "only this VM's Preempt event is acknowledged"
     names = [e["event"] for e in ag.events]
@@ -137,6 +209,7 @@ def test_azure_preempt_is_made_durable_then_acknowledged(blob, imds, tmp_path):
         "--dest",
         str(tmp_path / "r"),
         env=env,
+        unset=NO_KEY,
     )
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == str(step)
@@ -160,7 +233,7 @@ def test_azure_faults_never_crash_the_watcher(blob, imds, tmp_path):
     print(f"\nAzure notice-to-durable after faults {faults}: {seconds:.2f}s")
 
 
-def test_azure_block_blob_upload_for_large_files(blob, tmp_path):
+def test_azure_block_blob_upload_for_large_files(blob, imds, gate, tmp_path):
     bucket, env, _store = blob
     ckpt = tmp_path / "ckpt" / "step-00000005"
     ckpt.mkdir(parents=True)
@@ -168,16 +241,89 @@ def test_azure_block_blob_upload_for_large_files(blob, tmp_path):
     (ckpt / "COMPLETE").touch()
     env = {**env, "TRAINFLEET_PART_SIZE": str(1 << 20)}  # 4 blocks + a block list
     args = ("--cloud", "azure", "--bucket", bucket, "--prefix", "p")
-    assert run_agent("sync", *args, "--ckpt-dir", str(tmp_path / "ckpt"), env=env).returncode == 0
-    res = run_agent("restore", *args, "--dest", str(tmp_path / "r"), env=env)
+    res = run_agent("sync", *args, "--ckpt-dir", str(tmp_path / "ckpt"), env=env, unset=NO_KEY)
+    assert res.returncode == 0, res.stderr
+    res = run_agent("restore", *args, "--dest", str(tmp_path / "r"), env=env, unset=NO_KEY)
     assert res.stdout.strip() == "5", res.stderr
     assert (tmp_path / "r/step-00000005/big.bin").read_bytes() == (ckpt / "big.bin").read_bytes()
+    assert_agent_used_its_managed_identity(gate, imds)
 
 
 def test_managed_identity_token_comes_from_the_imds(imds):
     mod = load_agent_module()
     tok = mod.BearerToken("azure", imds.url)
-    assert tok.get().startswith("eyJ0eXAi.test.")
+    claims = jwt_claims_unverified(tok.get())
+    assert claims["aud"] == STORAGE
+    assert claims["iss"].startswith("https://sts.windows.net/")
+    assert claims["nbf"] <= time.time() < claims["exp"]
     assert tok.get() == tok.get()  # cached until it nears expiry
     assert imds.count("/metadata/identity/oauth2/token", 200) == 1
     assert imds.count("resource=https%3A%2F%2Fstorage.azure.com%2F") == 1
+
+
+def test_imds_token_needs_a_resource_and_its_aud_is_that_resource(imds):
+    # the doc's error table: 400 for a request without a (known) resource
+    status, doc = imds_token(imds, None)
+    assert (status, doc["error"]) == (400, "invalid_request")
+    status, doc = imds_token(imds, "https://no-such-app.example/")
+    assert (status, doc["error"]) == (400, "invalid_resource")
+    for resource in (STORAGE, MANAGEMENT):
+        status, doc = imds_token(imds, resource)
+        claims = jwt_claims_unverified(doc["access_token"])
+        assert status == 200 and doc["resource"] == resource and claims["aud"] == resource
+        # IMDS answers with strings; exp/nbf in the token are the same instants
+        assert int(doc["expires_on"]) == claims["exp"] and int(doc["not_before"]) == claims["nbf"]
+        assert 3000 < int(doc["expires_in"]) <= 3600
+
+
+def test_azurite_refuses_a_token_for_another_audience(blob, azurite, imds, tls):
+    bucket = blob[0]
+    _, management = imds_token(imds, MANAGEMENT)
+    status, headers, body = put_blob(tls, azurite.endpoint, bucket, "wrong-aud", management["access_token"])
+    assert status in (401, 403), body
+    assert b"Invalid token audience" in body
+    _, storage = imds_token(imds, STORAGE)
+    status, _h, body = put_blob(tls, azurite.endpoint, bucket, "right-aud", storage["access_token"])
+    assert status == 201, body  # the same request with the storage token goes through
+
+
+def test_bearer_needs_service_version_2017_11_09_or_later(blob, gate, imds, tls):
+    bucket = blob[0]
+    endpoint = f"{gate.url}/{AZURITE_ACCOUNT}"
+    token = imds_token(imds, STORAGE)[1]["access_token"]
+    for old in ("2017-07-29", ""):
+        status, headers, body = put_blob(tls, endpoint, bucket, "old-version", token, version=old)
+        assert status == 403 and headers["x-ms-error-code"] == "AuthenticationFailed", body
+        assert b"Authentication scheme Bearer is not supported in this version." in body
+    status, _h, body = put_blob(tls, endpoint, bucket, "oldest-allowed", token, version="2017-11-09")
+    assert status == 201, body
+
+
+def test_management_api_takes_only_management_tokens(imds):
+    arm = AzureArmApi().start()
+    try:
+        arm.add_group("trainfleet-vmss", ["10.1.0.4"])
+        path = arm.prefix + "trainfleet-vmss/networkInterfaces?api-version=2018-10-01"
+
+        def get(authorization=None):
+            conn = http.client.HTTPConnection("127.0.0.1", int(arm.url.rsplit(":", 1)[1]), timeout=10)
+            try:
+                conn.request("GET", path, headers={"Authorization": authorization} if authorization else {})
+                resp = conn.getresponse()
+                return resp.status, json.loads(resp.read())
+            finally:
+                conn.close()
+
+        management = imds_token(imds, MANAGEMENT)[1]["access_token"]
+        storage = imds_token(imds, STORAGE)[1]["access_token"]
+        assert get("Bearer " + management)[0] == 200
+        status, doc = get("Bearer " + storage)
+        assert status == 401 and doc["error"]["code"] == "InvalidAuthenticationTokenAudience"
+        assert f"wrong audience or resource '{STORAGE}'" in doc["error"]["message"]
+        assert get()[1]["error"]["code"] == "AuthenticationFailed"
+        head, body, _sig = management.split(".")
+        assert get(f"Bearer {head}.{body}.forged")[1]["error"]["code"] == "InvalidAuthenticationToken"
+        expired, _claims = entra_token(MANAGEMENT, lifetime_s=-60)
+        assert get("Bearer " + expired)[1]["error"]["code"] == "ExpiredAuthenticationToken"
+    finally:
+        arm.stop()

@@ -1,5 +1,12 @@
-"""The on-node agent on GCP, on loopback: a GCE metadata server (hanging GETs on instance/preempted),
-gcp-storage-emulator for the bucket, the agent and a fake trainer as processes.
+"""The on-node agent on GCP, on loopback: a GCE metadata server (hanging GETs on instance/preempted; the
+service account's token), gcp-storage-emulator for the bucket behind GcsAuthProxy, the agent and a fake
+trainer as processes.
+
+The agent logs in as a node does: it takes its access token from the metadata server and sends it to the
+storage endpoint (TRAINFLEET_GCS_ENDPOINT, the override of https://storage.googleapis.com). It is not given
+STORAGE_EMULATOR_HOST, which makes it skip auth as Google's client libraries do for emulators. The emulator
+checks no credentials, so tests/storage_auth_proxies.py checks them in front of it. The tests read results
+straight from the emulator.
 
 Notice-to-durable is measured from the moment instance/preempted turns TRUE to the moment a plain HTTP
 client sees LATEST name the trainer's notice checkpoint. ``pytest tests/test_agent_gcp.py -s`` prints it.
@@ -7,16 +14,19 @@ client sees LATEST name the trainer's notice checkpoint. ``pytest tests/test_age
 
 from __future__ import annotations
 
+import ast
 import json
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
 
 import pytest
 
-from tests.agent_support import GcsEmulator, agent, run_agent, trainer
-from tests.metadata_servers import GceMetadata
+from tests.agent_support import REPO, GcsEmulator, agent, run_agent, trainer
+from tests.metadata_servers import GOOGLE_SCOPE, NODE_SCOPES, GceComputeApi, GceMetadata
+from tests.storage_auth_proxies import GcsAuthProxy
 
 GCP_WINDOW_S = 30.0
 BUCKET = "ckpt-gcp"
@@ -29,11 +39,57 @@ def gcs():
     srv.stop()
 
 
+@pytest.fixture(scope="module")
+def proxy(gcs):
+    srv = GcsAuthProxy(gcs.url).start()
+    yield srv
+    srv.stop()
+
+
 @pytest.fixture
 def gce():
     srv = GceMetadata(slow_s=3.0).start()
     yield srv
     srv.stop()
+
+
+NO_EMULATOR = ("STORAGE_EMULATOR_HOST",)  # a node talks to the real endpoint, with its token
+
+
+def node_env(proxy, gce) -> dict:
+    return {"TRAINFLEET_GCS_ENDPOINT": proxy.url, "TRAINFLEET_METADATA_URL": gce.url}
+
+
+def assert_agent_logged_in(proxy, gce):
+    assert proxy.auth_schemes() == {"Bearer"}, "every storage request carries the service account's token"
+    assert not {401, 403} & set(proxy.statuses())
+    assert gce.count("service-accounts/default/token", 200) >= 1
+
+
+def http(method, url, token=None, body=None, headers=None):
+    """(status, JSON body or raw bytes) of one plain HTTP request."""
+    hdrs = dict(headers or {})
+    if token:
+        hdrs["Authorization"] = "Bearer " + token
+    req = urllib.request.Request(url, data=body, method=method, headers=hdrs)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            status, data = r.status, r.read()
+    except urllib.error.HTTPError as e:
+        status, data = e.code, e.read()
+    try:
+        return status, json.loads(data)
+    except ValueError:
+        return status, data
+
+
+def metadata_token(gce) -> str:
+    req = urllib.request.Request(
+        gce.url + "/computeMetadata/v1/instance/service-accounts/default/token",
+        headers={"Metadata-Flavor": "Google"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.load(r)["access_token"]
 
 
 def gcs_get(gcs, key):
@@ -60,9 +116,9 @@ def exit_step_of(tr):
     return None
 
 
-def run_notice(gcs, gce, tmp_path, faults=()):
+def run_notice(gcs, proxy, gce, tmp_path, faults=()):
     prefix = "run-" + uuid.uuid4().hex[:6]
-    env = {"STORAGE_EMULATOR_HOST": gcs.host}
+    env = node_env(proxy, gce)
     tr = trainer(
         tmp_path / "ckpt", tmp_path / "run", "--step-s", "0.05", "--blob-mb", "4", "--ckpt-every", "20"
     )
@@ -71,7 +127,7 @@ def run_notice(gcs, gce, tmp_path, faults=()):
         "--ckpt-dir", str(tmp_path / "ckpt"), "--run-dir", str(tmp_path / "run"),
         "--interval-minutes", "0", "--keep-last", "2", "--metadata-url", gce.url,
         "--poll-s", "0.2", "--scan-s", "0.2", "--http-timeout-s", "1",
-        env=env,
+        env=env, unset=NO_EMULATOR,
     )  # fmt: skip
     try:
         ag.wait_event("durable", timeout=30)
@@ -82,7 +138,9 @@ def run_notice(gcs, gce, tmp_path, faults=()):
                 assert ag.alive(), "\n".join(ag.stderr_lines)
                 time.sleep(0.1)
             assert not gce.faults
-            time.sleep(1.0)
+            # the watcher is back to polling after the faults, and alive
+            polls = gce.count("instance/preempted")
+            assert gce.wait_count("instance/preempted", polls + 2) >= polls + 2
             assert ag.alive()
         t0 = time.time()
         gce.preempt()
@@ -107,8 +165,8 @@ def run_notice(gcs, gce, tmp_path, faults=()):
         tr.kill()
 
 
-def test_gcp_preemption_checkpoint_is_durable_within_30s_and_restores(gcs, gce, tmp_path):
-    ag, prefix, step, seconds, env = run_notice(gcs, gce, tmp_path)
+def test_gcp_preemption_checkpoint_is_durable_within_30s_and_restores(gcs, proxy, gce, tmp_path):
+    ag, prefix, step, seconds, env = run_notice(gcs, proxy, gce, tmp_path)
     assert seconds < GCP_WINDOW_S
     assert gce.hanging_gets >= 1, "the agent should use wait_for_change hanging GETs"
     reported = ag.wait_event("notice_durable", timeout=1)
@@ -126,6 +184,7 @@ def test_gcp_preemption_checkpoint_is_durable_within_30s_and_restores(gcs, gce, 
         "--dest",
         str(tmp_path / "r"),
         env=env,
+        unset=NO_EMULATOR,
     )
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == str(step)
@@ -135,11 +194,12 @@ def test_gcp_preemption_checkpoint_is_durable_within_30s_and_restores(gcs, gce, 
     ).read_bytes()
     steps = {k.split("/")[1] for k in gcs_list(gcs, prefix + "/") if k.split("/")[1].startswith("step-")}
     assert name in steps and len(steps) <= 2  # keep_last=2 pruned the older periodic checkpoints
+    assert_agent_logged_in(proxy, gce)
 
 
-def test_gcp_faults_never_crash_the_watcher(gcs, gce, tmp_path):
+def test_gcp_faults_never_crash_the_watcher(gcs, proxy, gce, tmp_path):
     faults = ["503", "hang", "500"]
-    ag, _prefix, step, seconds, _env = run_notice(gcs, gce, tmp_path, faults=faults)
+    ag, _prefix, step, seconds, _env = run_notice(gcs, proxy, gce, tmp_path, faults=faults)
     assert gce.faults_served == faults
     errors = ag.named("metadata_error")
     assert len(errors) >= 3, errors  # 503, the hanging endpoint (timed out), 500
@@ -149,24 +209,108 @@ def test_gcp_faults_never_crash_the_watcher(gcs, gce, tmp_path):
     print(f"\nGCP notice-to-durable after faults {faults}: {seconds:.2f}s")
 
 
-def test_gcp_live_migration_notice_checkpoints_and_keeps_training(gcs, gce, tmp_path):
+def test_gcp_live_migration_notice_checkpoints_and_keeps_training(gcs, proxy, gce, tmp_path):
     prefix = "mig-" + uuid.uuid4().hex[:6]
     tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--step-s", "0.05", "--blob-mb", "0.1")
     ag = agent(
         "watch", "--cloud", "gcp", "--bucket", BUCKET, "--prefix", prefix,
         "--ckpt-dir", str(tmp_path / "ckpt"), "--run-dir", str(tmp_path / "run"),
         "--metadata-url", gce.url, "--poll-s", "0.2", "--scan-s", "0.2",
-        env={"STORAGE_EMULATOR_HOST": gcs.host},
+        env=node_env(proxy, gce), unset=NO_EMULATOR,
     )  # fmt: skip
     try:
         ag.wait_event("watch_start", timeout=10)
-        time.sleep(0.5)
+        assert gce.wait_count("instance/maintenance-event", 1) >= 1, "the watcher polls maintenance-event"
         gce.set("instance/maintenance-event", "MIGRATE_ON_HOST_MAINTENANCE")
         ag.wait_event("trainer_signalled", timeout=10, pred=lambda e: e["signal"] == "SIGUSR1")
         ag.wait_event("durable", timeout=20)
-        time.sleep(0.5)
+        # two more answered polls of instance/preempted after the upload, and nothing was stopped
+        polls = gce.count("instance/preempted")
+        assert gce.wait_count("instance/preempted", polls + 2) >= polls + 2
         assert tr.alive() and ag.alive(), "a migration is not a preemption: training goes on"
         assert gcs_get(gcs, f"{prefix}/LATEST")
+        assert_agent_logged_in(proxy, gce)
     finally:
         ag.kill()
         tr.kill()
+
+
+def test_gcs_refuses_requests_without_a_live_token_with_a_storage_scope(proxy):
+    listing = f"{proxy.url}/storage/v1/b/{BUCKET}/o?prefix=auth-check"
+    upload = f"{proxy.url}/upload/storage/v1/b/{BUCKET}/o?uploadType=media&name=auth-check"
+    node = GceMetadata(slow_s=3.0).start()  # the stacks' scopes: devstorage.read_write among them
+    compute_only = GceMetadata(scopes=[GOOGLE_SCOPE + "compute"]).start()
+    read_only = GceMetadata(scopes=[GOOGLE_SCOPE + "devstorage.read_only"]).start()
+    try:
+        status, doc = http("GET", listing)
+        assert status == 401 and doc["error"]["errors"][0]["reason"] == "required"
+        assert doc["error"]["status"] == "UNAUTHENTICATED"
+        assert http("GET", listing, token="ya29.made-up")[0] == 401
+        token = metadata_token(node)
+        assert http("GET", listing, token=token)[0] == 200
+        assert http("POST", upload, token=token, body=b"x")[0] == 200
+        node.expire_tokens()
+        status, doc = http("GET", listing, token=token)
+        assert status == 401 and doc["error"]["errors"][0]["reason"] == "authError"
+        assert metadata_token(node) != token, "the metadata server hands out a fresh token once one expired"
+        status, doc = http("GET", listing, token=metadata_token(compute_only))
+        assert status == 403 and doc["error"]["status"] == "PERMISSION_DENIED"
+        ro = metadata_token(read_only)
+        assert http("GET", listing, token=ro)[0] == 200
+        assert http("POST", upload, token=ro, body=b"x")[0] == 403
+    finally:
+        for srv in (node, compute_only, read_only):
+            srv.stop()
+
+
+def test_agent_without_a_storage_scope_fails_with_one_clear_line(proxy, tmp_path):
+    compute_only = GceMetadata(scopes=[GOOGLE_SCOPE + "compute"]).start()
+    try:
+        args = ("restore", "--cloud", "gcp", "--bucket", BUCKET, "--prefix", "nope", "--dest", str(tmp_path))
+        res = run_agent(*args, env=node_env(proxy, compute_only), unset=NO_EMULATOR)
+        assert res.returncode == 1 and "Traceback" not in res.stderr
+        assert "HTTP 403" in res.stderr and "insufficient authentication scopes" in res.stderr
+    finally:
+        compute_only.stop()
+
+
+def test_compute_api_needs_a_live_token_with_a_compute_scope():
+    node, storage_only = (
+        GceMetadata().start(),
+        GceMetadata(scopes=[GOOGLE_SCOPE + "devstorage.read_write"]).start(),
+    )
+    api = GceComputeApi().start()
+    try:
+        api.add_group("trainers", [("trainers-0", "10.128.0.2")])
+        url = f"{api.url}/compute/v1/projects/trainfleet-test/zones/us-central1-a/instances/trainers-0"
+        assert http("GET", url)[0] == 401
+        token = metadata_token(node)
+        assert http("GET", url, token=token) == (200, {"name": "trainers-0", "networkInterfaces": [
+            {"name": "nic0", "networkIP": "10.128.0.2"}]})  # fmt: skip
+        assert http("GET", url, token=metadata_token(storage_only))[0] == 403
+        node.expire_tokens()
+        assert http("GET", url, token=token)[0] == 401
+    finally:
+        for srv in (node, storage_only, api):
+            srv.stop()
+
+
+def test_metadata_server_has_the_scopes_the_stacks_give_nodes():
+    # infra/gcp/iam.py read as text, not imported: the stand-in must not borrow the code under test
+    tree = ast.parse((REPO / "infra/gcp/iam.py").read_text())
+    stack_scopes = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "NODE_SCOPES" for t in node.targets)
+    )
+    assert NODE_SCOPES == stack_scopes
+    gce = GceMetadata().start()
+    try:
+        req = urllib.request.Request(
+            gce.url + "/computeMetadata/v1/instance/service-accounts/default/scopes",
+            headers={"Metadata-Flavor": "Google"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.read().decode().split() == stack_scopes
+    finally:
+        gce.stop()
