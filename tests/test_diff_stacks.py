@@ -12,9 +12,15 @@ from cli.preview.diff import diff_estimates, input_changes
 from cli.preview.engine import estimate_config
 from infra.stack_file import read_stack_file
 from tests.conftest import REPO, STACKS, assert_one_line_error
+from tests.test_preview_stacks import AWS_IPV4_HOUR, AWS_NAT_HOUR, EBS_GP3, HOURS, S3_STANDARD
 
 DEV = STACKS / "Pulumi.dev.yaml"
 ASG = "aws:autoscaling/group:Group"
+PREVIEW = REPO / "tests" / "fixtures" / "preview"
+
+# dev-asg, one spot g5.12xlarge in use1-az1/az2/az4, worked by hand in tests/test_preview_stacks.py from
+# the offers.csv rows (2.7804 + 2.0796 + 2.0813) / 3 = $2.313767/h, plus its 200 GB gp3 root volume:
+DEV_ASG_PER_NODE = (2.7804 + 2.0796 + 2.0813) / 3 * HOURS + 200 * EBS_GP3  # $1,705.05 a node a month
 
 
 def with_nodes(text: str, factor: int) -> str:
@@ -45,14 +51,15 @@ def test_doubling_a_fleets_nodes_doubles_its_line(doubled):
     assert len(rows) == 1
     row = rows[0]
     assert row.op == "update"
-    assert row.base_monthly > 0 and row.head_monthly == pytest.approx(2 * row.base_monthly)
-    assert row.delta == pytest.approx(row.base_monthly)
+    assert row.base_monthly == pytest.approx(1 * DEV_ASG_PER_NODE)
+    assert row.head_monthly == pytest.approx(2 * DEV_ASG_PER_NODE)
+    assert row.delta == pytest.approx(1705.0497, abs=1e-4)
     for base_c, head_c in zip(row.base.components, row.head.components, strict=True):
         assert head_c.monthly_cost == pytest.approx(2 * base_c.monthly_cost), head_c.name
     paths = {c.path: (c.base, c.head) for c in row.changes}
     assert paths["desiredCapacity"] == (fleet.nodes, 2 * fleet.nodes)
     # the fleet line is all that costs more (a multi-node fleet also gains a free placement group)
-    assert doubled.monthly_delta == pytest.approx(row.delta)
+    assert doubled.monthly_delta == pytest.approx(1705.0497, abs=1e-4)
     added = [r for r in doubled.rows if r.op == "create"]
     assert all(r.head.monthly_cost == 0 for r in added), [(r.type, r.name) for r in added]
 
@@ -84,8 +91,40 @@ def test_cli_diff_of_two_stack_files(tmp_path, trainfleet):
     data = result.json()
     row = next(r for r in data["resources"] if r["type"] == ASG)
     assert row["op"] == "update"
-    assert row["head_monthly_cost"] == pytest.approx(2 * row["base_monthly_cost"], rel=1e-6)
-    assert data["summary"]["monthly_delta"] == pytest.approx(row["monthly_delta"], abs=0.01)
+    assert row["base_monthly_cost"] == pytest.approx(DEV_ASG_PER_NODE, abs=1e-4)
+    assert row["head_monthly_cost"] == pytest.approx(2 * DEV_ASG_PER_NODE, abs=1e-4)
+    assert data["summary"]["monthly_delta"] == 1705.05
+
+
+# The two fixture documents, resource by resource (USD/month). offers.csv rows for train-asg's zones:
+#   aws,us-east-1,use1-az1,p4d.24xlarge ... spot 2.465500 ... skypilot-aws
+#   aws,us-east-1,use1-az4,p4d.24xlarge ... spot 8.120300 ... skypilot-aws
+P4D_SPOT = (2.4655 + 8.1203) / 2  # $5.2929/h
+MAIN_ASG = 2 * HOURS * P4D_SPOT + 2 * 200 * EBS_GP3  # prod-main: 2 nodes = 7,727.634 + 32 = 7,759.634
+PR_ASG = 4 * HOURS * P4D_SPOT + 4 * 200 * EBS_GP3  # prod-pr: 4 nodes = 15,455.268 + 64 = 15,519.268
+NAT = HOURS * AWS_NAT_HOUR  # 32.85 in both
+NEW_IP = HOURS * AWS_IPV4_HOUR  # 3.65, only in prod-pr
+# subnets, launch template, budget and the component: free in both
+
+
+def test_cli_diff_of_two_preview_documents_adds_up_by_hand(trainfleet):
+    result = trainfleet(
+        "diff", "--base", str(PREVIEW / "prod-main.json"), "--head", str(PREVIEW / "prod-pr.json"),
+        "--format", "json",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    data = result.json()
+    rows = {r["name"]: r for r in data["resources"]}
+    assert rows["train-asg"]["base_monthly_cost"] == pytest.approx(MAIN_ASG, abs=1e-4)
+    assert rows["train-asg"]["head_monthly_cost"] == pytest.approx(PR_ASG, abs=1e-4)
+    assert rows["train-net-nat"]["monthly_delta"] == 0
+    assert rows["train-net-ip2"]["op"] == "create"
+    assert rows["train-net-ip2"]["monthly_delta"] == pytest.approx(NEW_IP)
+    summary = data["summary"]
+    assert summary["base_monthly_cost"] == round(MAIN_ASG + NAT, 2) == 7792.48
+    assert summary["head_monthly_cost"] == round(PR_ASG + NAT + NEW_IP, 2) == 15555.77
+    assert summary["monthly_delta"] == round(PR_ASG + NEW_IP - MAIN_ASG, 2) == 7763.28
+    assert (summary["added"], summary["removed"], summary["changed"], summary["replaced"]) == (1, 0, 1, 0)
 
 
 def test_cli_diff_against_a_git_ref(tmp_path, trainfleet):
@@ -115,7 +154,10 @@ def test_cli_diff_against_a_git_ref(tmp_path, trainfleet):
     new = trainfleet("diff", "--base", "main~1", "--stack", "dev", "--format", "json", cwd=repo)
     assert new.code == 0, new.stderr
     summary = new.json()["summary"]
-    assert summary["base_monthly_cost"] == 0 and summary["head_monthly_cost"] > 0
+    # the working tree's dev stack, 3 nodes: 3 x 1,705.05 + NAT 32.85 + its IPv4 3.65 + 36.4 GB of
+    # checkpoints x $0.023 (lines worked in tests/test_preview_stacks.py)
+    head = 3 * DEV_ASG_PER_NODE + HOURS * AWS_NAT_HOUR + HOURS * AWS_IPV4_HOUR + 36.4 * S3_STANDARD
+    assert summary["base_monthly_cost"] == 0 and summary["head_monthly_cost"] == round(head, 2) == 5152.49
     assert summary["added"] == len(new.json()["resources"]) and summary["unchanged"] == 0
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import statistics
 from pathlib import Path
 
 import pytest
@@ -12,22 +11,47 @@ from cli.preview.diff import diff_one_preview, diff_preview_files
 from cli.preview.model import FREE, NOT_ESTIMABLE, NOT_PRICED, PRICED
 from cli.preview.pulumi_json import PreviewJsonError, parse_document, price_document, steps
 from cli.preview.usage import resolve_usage
-from infra.catalog import default_catalog
 from tests.conftest import assert_one_line_error
+from tests.test_preview_stacks import AWS_IPV4_HOUR, AWS_NAT_HOUR, EBS_GP3, HOURS, S3_STANDARD
 
 FIXTURES = Path(__file__).parent / "fixtures" / "preview"
 REPLACE_DELETE = FIXTURES / "replace-delete.json"
-HOURS = 730.0
+# The same preview as `pulumi preview --json --show-replacement-steps` writes it (see fixtures README).
+REPLACE_STEPS = FIXTURES / "replace-steps.json"
+# prod-pr.json as plain `pulumi preview --json` writes it, without --show-sames.
+PR_NO_SAMES = FIXTURES / "prod-pr-no-sames.json"
+
+# Hand-worked unit prices, from the offers.csv rows quoted (cloud,region,zone,type ... on_demand, spot):
+#   aws,us-east-1,use1-az1,p4d.24xlarge ... 21.957642,2.465500 ... skypilot-aws
+#   aws,us-east-1,use1-az2,p4d.24xlarge ... 21.957642,8.191500 ... skypilot-aws
+#   aws,us-east-1,use1-az4,p4d.24xlarge ... 21.957642,8.120300 ... skypilot-aws
+#   aws,us-east-1,use1-az6,p4d.24xlarge ... 21.957642,7.879900 ... skypilot-aws
+P4D_SPOT_AZ1_AZ4 = (2.4655 + 8.1203) / 2  # = $5.2929/h: train-asg's subnets are in use1-az1 and use1-az4
+P4D_SPOT_REGION = (2.4655 + 8.1915 + 8.1203 + 7.8799) / 4  # = $6.6643/h: every us-east-1 zone
+#   aws,us-east-1,use1-az1,g5.12xlarge ... 5.672,2.780400 ... skypilot-aws
+#   aws,us-east-1,use1-az1,g5.48xlarge ... 16.288,4.540800 ... skypilot-aws
+G5_12XL_ON_DEMAND, G5_48XL_ON_DEMAND = 5.672, 16.288  # eval-asg's subnet is in use1-az1
+# and list prices from tests/test_preview_stacks.py (each with its pricing-page URL):
+# EBS gp3 $0.08/GB-month, NAT gateway $0.045/h, public IPv4 $0.005/h, S3 Standard $0.023/GB-month.
+# The document has no stack config, so checkpoint GB is the labelled 100 GB default; NAT GB is 0.
+NO_STACK_CHECKPOINT_GB = 100
+
+# replace-delete.json, resource by resource (USD/month), before -> after:
+TRAIN_ASG_BEFORE = 2 * HOURS * P4D_SPOT_AZ1_AZ4 + 2 * 200 * EBS_GP3  # 7,727.63 + 32 = 7,759.63
+TRAIN_ASG_AFTER = 4 * HOURS * P4D_SPOT_AZ1_AZ4 + 4 * 500 * EBS_GP3  # 15,455.27 + 160 = 15,615.27
+EVAL_ASG_BEFORE = 1 * HOURS * G5_12XL_ON_DEMAND  # 4,140.56
+EVAL_ASG_AFTER = 1 * HOURS * G5_48XL_ON_DEMAND  # 11,890.24
+NAT = HOURS * AWS_NAT_HOUR  # 32.85, deleted
+OLD_CKPT = NO_STACK_CHECKPOINT_GB * S3_STANDARD  # 2.30, deleted
+NEW_IP = HOURS * AWS_IPV4_HOUR  # 3.65, created
+BEFORE_TOTAL = TRAIN_ASG_BEFORE + EVAL_ASG_BEFORE + NAT + OLD_CKPT  # 11,935.34
+AFTER_TOTAL = TRAIN_ASG_AFTER + EVAL_ASG_AFTER + NEW_IP  # 27,509.16 (probe-asg, debug, scratch unknown)
 
 
-def spot(instance_type: str, zones: list[str]) -> float:
-    offers = default_catalog().offers(cloud="aws", region="us-east-1", instance_type=instance_type)
-    return statistics.fmean(o.spot_usd_per_hour for o in offers if o.zone in zones)
-
-
-def on_demand(instance_type: str) -> float:
-    offers = default_catalog().offers(cloud="aws", region="us-east-1", instance_type=instance_type)
-    return statistics.fmean(o.on_demand_usd_per_hour for o in offers if o.zone == "use1-az1")
+def test_hand_worked_document_totals():
+    assert round(BEFORE_TOTAL, 3) == 11935.344
+    assert round(AFTER_TOTAL, 3) == 27509.158
+    assert round(AFTER_TOTAL - BEFORE_TOTAL, 3) == 15573.814
 
 
 @pytest.fixture(scope="module")
@@ -70,11 +94,10 @@ def test_ops_fold_into_before_and_after():
 def test_update_prices_old_and_new_state(diff):
     r = row(diff, "train-asg")
     assert r.op == "update"
-    price = spot("p4d.24xlarge", ["use1-az1", "use1-az4"])  # the group's subnets' AZ ids
     # before: 2 nodes and the old template's 200 GB volumes; after: 4 nodes and the replaced template's 500 GB
-    assert r.base_monthly == pytest.approx(2 * HOURS * price + 2 * 200 * 0.08)
-    assert r.head_monthly == pytest.approx(4 * HOURS * price + 4 * 500 * 0.08)
-    assert r.delta == pytest.approx(2 * HOURS * price + (2000 - 400) * 0.08)
+    assert r.base_monthly == pytest.approx(TRAIN_ASG_BEFORE)
+    assert r.head_monthly == pytest.approx(TRAIN_ASG_AFTER)
+    assert r.delta == pytest.approx(7855.634)  # 15,615.268 - 7,759.634
     assert {c.path for c in r.changes} >= {"desiredCapacity", "maxSize"}
 
 
@@ -82,9 +105,9 @@ def test_replace_prices_both_sides(diff):
     r = row(diff, "eval-asg")
     assert r.op == "replace"
     # on-demand (100% above a base of 0), instance type changed by the replacement
-    assert r.base_monthly == pytest.approx(HOURS * on_demand("g5.12xlarge"))
-    assert r.head_monthly == pytest.approx(HOURS * on_demand("g5.48xlarge"))
-    assert r.delta == pytest.approx(HOURS * (on_demand("g5.48xlarge") - on_demand("g5.12xlarge")))
+    assert r.base_monthly == pytest.approx(EVAL_ASG_BEFORE)
+    assert r.head_monthly == pytest.approx(EVAL_ASG_AFTER)
+    assert r.delta == pytest.approx(7749.68)  # 730 h x (16.288 - 5.672)
     lt = row(diff, "train-lt")
     assert lt.op == "replace" and lt.status == FREE and lt.delta == 0
 
@@ -92,14 +115,18 @@ def test_replace_prices_both_sides(diff):
 def test_delete_removes_its_cost_and_create_adds(diff, usage):
     nat = row(diff, "train-net-nat")
     assert nat.op == "delete" and nat.head is None
-    assert nat.delta == pytest.approx(-HOURS * 0.045 - usage["nat_gb_per_month"].value * 0.045)
+    assert usage["nat_gb_per_month"].value == 0
+    assert nat.delta == pytest.approx(-NAT) and nat.delta == pytest.approx(-32.85)
     bucket = row(diff, "old-ckpt")
-    assert bucket.delta == pytest.approx(-usage["checkpoint_gb"].value * 0.023)
+    assert usage["checkpoint_gb"].value == NO_STACK_CHECKPOINT_GB
+    assert bucket.delta == pytest.approx(-OLD_CKPT) and bucket.delta == pytest.approx(-2.30)
     eip = row(diff, "train-net-ip2")
-    assert eip.op == "create" and eip.base is None and eip.delta == pytest.approx(HOURS * 0.005)
+    assert eip.op == "create" and eip.base is None and eip.delta == pytest.approx(NEW_IP)
 
 
 def test_secrets_and_unknowns_are_not_estimable_never_zero(diff):
+    # Pulumi writes a secret as the string "[secret]" and a value unknown until apply as the
+    # UnknownStringValue 04da6b54-...: pulumi/pulumi pkg/backend/display/json.go (massagePropertyValue)
     probe = row(diff, "probe-asg")  # desiredCapacity unknown until apply
     assert probe.status == NOT_ESTIMABLE and probe.delta is None and "unknown" in probe.head.reason
     debug = row(diff, "debug")  # instanceType is a secret
@@ -110,14 +137,12 @@ def test_secrets_and_unknowns_are_not_estimable_never_zero(diff):
 
 
 def test_totals_are_before_and_after(diff):
-    known_after = sum(r.head.monthly_cost or 0 for r in diff.rows if r.head is not None)
-    known_before = sum(r.base.monthly_cost or 0 for r in diff.rows if r.base is not None)
-    assert diff.head.monthly_total == pytest.approx(known_after)
-    assert diff.base.monthly_total == pytest.approx(known_before)
-    expected = sum(r.delta for r in diff.rows if r.delta is not None)
-    assert diff.monthly_delta == pytest.approx(expected)
+    assert diff.base.monthly_total == pytest.approx(BEFORE_TOTAL)
+    assert diff.head.monthly_total == pytest.approx(AFTER_TOTAL)
+    assert diff.monthly_delta == pytest.approx(AFTER_TOTAL - BEFORE_TOTAL)
     s = diff.summary()
     assert (s["added"], s["removed"], s["changed"], s["replaced"]) == (4, 2, 1, 2)
+    assert s["monthly_delta"] == 15573.81
     assert not s["complete"]
 
 
@@ -135,27 +160,55 @@ def test_region_comes_from_the_preview_config(usage):
 def test_two_preview_documents_diff_by_their_after_states(usage):
     d = diff_preview_files(FIXTURES / "prod-main.json", FIXTURES / "prod-pr.json", usage)
     asg = row(d, "train-asg")
-    price = spot("p4d.24xlarge", ["use1-az1", "use1-az4"])
     assert asg.op == "update"
-    assert asg.head_monthly == pytest.approx(2 * asg.base_monthly)  # 2 -> 4 nodes, 200 GB each
-    assert asg.delta == pytest.approx(2 * HOURS * price + 2 * 200 * 0.08)
+    # prod-main: 2 nodes; prod-pr: 4 nodes; both with the same 200 GB template
+    assert asg.base_monthly == pytest.approx(2 * HOURS * P4D_SPOT_AZ1_AZ4 + 2 * 200 * EBS_GP3)  # 7,759.63
+    assert asg.head_monthly == pytest.approx(4 * HOURS * P4D_SPOT_AZ1_AZ4 + 4 * 200 * EBS_GP3)  # 15,519.27
     assert row(d, "train-net-ip2").op == "create"
-    assert d.monthly_delta == pytest.approx(asg.delta + HOURS * 0.005)
+    assert row(d, "train-net-nat").delta == 0  # in both documents
+    # base: ASG 7,759.634 + NAT 32.85; head: ASG 15,519.268 + NAT 32.85 + new IPv4 3.65
+    assert d.base.monthly_total == pytest.approx(7792.484)
+    assert d.head.monthly_total == pytest.approx(15555.768)
+    assert d.monthly_delta == pytest.approx(7763.284)
     assert d.count("same") == len(d.rows) - 2
 
 
-def test_show_replacement_steps_fold_into_one_replace():
-    doc = json.loads(REPLACE_DELETE.read_text())
-    split = []
-    for s in doc["steps"]:
-        if s["op"] == "replace":
-            split.append({**s, "op": "create-replacement", "oldState": None})
-            split.append({**s, "op": "delete-replaced", "newState": None})
-        else:
-            split.append(s)
-    folded = {s.urn: s for s in steps({"steps": split})}
-    ev = next(s for u, s in folded.items() if u.endswith("::eval-asg"))
-    assert ev.op == "replace" and ev.before is not None and ev.after is not None
+def test_show_replacement_steps_count_a_replace_once(usage):
+    """`--show-replacement-steps` adds the non-logical create-replacement and delete-replaced steps next to
+    the logical replace (pulumi/pulumi pkg/backend/display: shouldShow hides `!step.Logical` steps from JSON
+    unless ShowReplacementSteps), and a create-replacement carries the old state too (CreateStep.Old()).
+    Three steps, one resource: before and after each count it once."""
+    raw = json.loads(REPLACE_STEPS.read_text())["steps"]
+    eval_ops = [s["op"] for s in raw if s["urn"].endswith("::eval-asg")]
+    assert eval_ops == ["create-replacement", "replace", "delete-replaced"]
+    d = diff_one_preview(REPLACE_STEPS, usage)
+    ev = row(d, "eval-asg")
+    assert ev.op == "replace" and ev.base is not None and ev.head is not None
+    assert ev.base_monthly == pytest.approx(EVAL_ASG_BEFORE) and ev.head_monthly == pytest.approx(
+        EVAL_ASG_AFTER
+    )
+    assert d.base.monthly_total == pytest.approx(BEFORE_TOTAL)
+    assert d.head.monthly_total == pytest.approx(AFTER_TOTAL)
+    assert d.monthly_delta == pytest.approx(15573.814)
+    assert d.summary()["replaced"] == 2 and len(d.rows) == len(row_names(REPLACE_DELETE))
+
+
+def row_names(path: Path) -> set[str]:
+    return {s.urn for s in steps(json.loads(path.read_text()))}
+
+
+def test_a_document_without_sames_prices_fleets_over_the_whole_region(usage):
+    """Plain `pulumi preview --json` leaves out unchanged resources (shouldShow returns ShowSameResources for
+    OpSame), so the group's subnets are not in the document: its zones are unknown and spot is the mean over
+    every zone of the region the document's config names (aws:region us-east-1)."""
+    doc = json.loads(PR_NO_SAMES.read_text())
+    assert {s["op"] for s in doc["steps"][1:]} == {"update", "create"}
+    priced = price_document(doc, str(PR_NO_SAMES), usage)
+    asg = next(r for r in priced.after.resources if r.resource.name == "train-asg")
+    spot_line = next(c for c in asg.components if c.name == "p4d.24xlarge spot (4 nodes)")
+    assert spot_line.unit_price == pytest.approx(P4D_SPOT_REGION)  # 6.6643, not the two zones' 5.2929
+    assert spot_line.monthly_cost == pytest.approx(4 * HOURS * P4D_SPOT_REGION)  # 19,459.76
+    assert "every zone of the region" in spot_line.note
 
 
 def test_bad_documents_are_one_clear_error(tmp_path, trainfleet):
@@ -178,4 +231,5 @@ def test_preview_cli_prices_a_document(trainfleet):
     assert data["diff"]["summary"]["replaced"] == 2
     by_name = {r["name"]: r for r in data["diff"]["resources"]}
     assert by_name["probe-asg"]["monthly_delta"] is None and by_name["probe-asg"]["status"] == NOT_ESTIMABLE
-    assert by_name["train-net-nat"]["monthly_delta"] == pytest.approx(-32.85)
+    assert by_name["train-net-nat"]["monthly_delta"] == pytest.approx(-32.85)  # 730 h x $0.045
+    assert data["diff"]["summary"]["monthly_delta"] == pytest.approx(15573.81, abs=0.005)

@@ -1,19 +1,19 @@
 """`trainfleet preview` over every stack in stacks/: the real program under Pulumi's mock runtime, priced.
 
 One offline run per stack (module-scoped), reused by every assertion about it.
+
+Every expected dollar figure here is worked by hand below, from the catalog rows it quotes
+(infra/catalog/data/offers.csv) or from the clouds' published list prices (URL in the comment);
+nothing in this file asks the pricing code, the catalog loader or the rate table for a number.
 """
 
 from __future__ import annotations
-
-import statistics
 
 import pytest
 
 from cli.preview.engine import estimate_stack
 from cli.preview.model import FREE, NOT_ESTIMABLE, NOT_PRICED, PRICED
 from cli.preview.pricing import FREE_TYPES, PRICERS
-from infra.catalog import default_catalog
-from infra.stack_file import read_stack_file
 from tests.conftest import STACKS, assert_one_line_error
 
 STACK_FILES = sorted(STACKS.glob("Pulumi.*.yaml"))
@@ -23,6 +23,164 @@ GROUP_TYPES = {
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager",
     "azure-native:compute:VirtualMachineScaleSet",
 }
+ASSET_TYPE = "aws:s3/bucketObjectv2:BucketObjectv2"  # the program's uploaded scripts: bytes, checked apart
+
+# A month is 730 hours: 365 d x 24 h / 12. It is the month the clouds' own price pages and calculators
+# use ("monthly price estimates are based on 730 hours of usage",
+# https://azure.microsoft.com/pricing/details/virtual-machines/linux/; the AWS Pricing Calculator and
+# Google's calculator also quote 730 h). Not 720 (30 days), not 744 (31 days).
+HOURS = 730
+
+# Checkpoint GB the preview assumes when no usage file says otherwise: params x 14 bytes x keep_last.
+# 14 B/param = bf16 weights (2) + fp32 master weights, Adam momentum and variance (4 + 4 + 4): the
+# "K = 12" optimizer state of mixed-precision Adam in the ZeRO paper, section 3.1
+# (https://arxiv.org/abs/1910.02054), without the gradients, which a checkpoint does not keep.
+GB_PER_PARAM = 14 / 1e9
+
+# Published list prices (USD), as listed on the clouds' pricing pages in 2025.
+# AWS, us-east-1 (us-west-2 lists the same figures for all of these):
+S3_STANDARD = 0.023  # per GB-month, first 50 TB: https://aws.amazon.com/s3/pricing/
+EBS_GP3 = 0.08  # per GB-month: https://aws.amazon.com/ebs/pricing/
+AWS_NAT_HOUR = 0.045  # per NAT gateway hour: https://aws.amazon.com/vpc/pricing/
+AWS_NAT_GB = 0.045  # per GB through a NAT gateway: https://aws.amazon.com/vpc/pricing/
+AWS_IPV4_HOUR = 0.005  # per public IPv4 address hour, since 2024-02-01: https://aws.amazon.com/vpc/pricing/
+AWS_EGRESS_GB = 0.09  # per GB to the internet, first 10 TB: https://aws.amazon.com/ec2/pricing/on-demand/
+# GCP, us-central1:
+GCS_STANDARD = 0.020  # per GB-month: https://cloud.google.com/storage/pricing
+GCP_PD_SSD = 0.17  # per GB-month: https://cloud.google.com/compute/disks-image-pricing
+GCP_NAT_VM_HOUR = 0.0014  # per VM-hour, up to 32 VMs: https://cloud.google.com/nat/pricing
+GCP_EGRESS_GB = 0.12  # per GB, premium tier, first TiB: https://cloud.google.com/vpc/network-pricing
+BIGQUERY_ACTIVE = 0.02  # per GB-month: https://cloud.google.com/bigquery/pricing#storage
+# Azure, eastus (https://azure.microsoft.com/pricing/details/ + the page named):
+AZURE_BLOB_HOT_LRS = 0.018  # per GB-month, first 50 TB: storage/blobs/
+AZURE_EGRESS_GB = 0.087  # per GB, 100 GB-10 TB: bandwidth/
+AZURE_P15 = 38.01  # Premium SSD P15 (256 GiB) per month: managed-disks/
+AZURE_IPV4_HOUR = 0.005  # standard static public IPv4 per hour: ip-addresses/
+AZURE_NAT_HOUR = 0.045  # per NAT gateway hour: azure-nat-gateway/
+
+# Usage defaults the stacks leave alone: 0 GB egress and NAT traffic, 1 GB of billing export.
+EGRESS_GB = NAT_GB = 0
+BILLING_GB = 1
+
+
+def aws_network(prefix: str) -> dict[str, dict[str, float]]:
+    """One NAT gateway (always on) and its Elastic IP, as every AWS stack's network declares."""
+    return {
+        f"{prefix}-net-nat": {
+            "NAT gateway hours": HOURS * AWS_NAT_HOUR,
+            "NAT data processed": NAT_GB * AWS_NAT_GB,
+        },
+        f"{prefix}-net-nat-ip": {"public IPv4 address": HOURS * AWS_IPV4_HOUR},
+    }
+
+
+def s3_checkpoints(params: float, keep_last: int) -> dict[str, float]:
+    return {
+        "S3 Standard storage (checkpoints)": params * GB_PER_PARAM * keep_last * S3_STANDARD,
+        "data transfer out to the internet": EGRESS_GB * AWS_EGRESS_GB,
+    }
+
+
+# stack -> priced resource name -> cost component name -> USD per month, each worked by hand.
+EXPECTED = {
+    # stacks/Pulumi.dev.yaml: 1 spot g5.12xlarge in us-east-1 zones use1-az1, use1-az2, use1-az4.
+    # offers.csv (cloud,region,zone,instance_type ... spot_usd_per_hour ... source):
+    #   aws,us-east-1,use1-az1,g5.12xlarge ... 2.780400 ... skypilot-aws
+    #   aws,us-east-1,use1-az2,g5.12xlarge ... 2.079600 ... skypilot-aws
+    #   aws,us-east-1,use1-az4,g5.12xlarge ... 2.081300 ... skypilot-aws
+    # (use1-az5 2.182400 and use1-az6 2.238700 are not the fleet's zones and stay out of the mean.)
+    # spot: (2.7804 + 2.0796 + 2.0813) / 3 = $2.313767/h x 730 h x 1 node = $1,689.05/month
+    "dev": {
+        "dev-asg": {
+            "g5.12xlarge spot (1 node)": (2.7804 + 2.0796 + 2.0813) / 3 * HOURS * 1,
+            "EBS gp3 200 GB x 1 node": 200 * 1 * EBS_GP3,  # root_volume_gb default 200
+        },
+        "dev-ckpt": s3_checkpoints(1.3e9, keep_last=2),  # 36.4 GB
+        **aws_network("dev"),
+    },
+    # stacks/Pulumi.prod.yaml: 4 x p4de.24xlarge, on_demand_base 1 and 0% above it -> 1 on-demand, 3 spot,
+    # zones use1-az4 and use1-az6. offers.csv:
+    #   aws,us-east-1,use1-az4,p4de.24xlarge ... on_demand 27.44705, spot 9.973400 ... skypilot-aws
+    #   aws,us-east-1,use1-az6,p4de.24xlarge ... on_demand 27.44705, spot 8.650500 ... skypilot-aws
+    # on-demand: $27.44705/h x 730 h x 1 node = $20,036.35/month
+    # spot: (9.9734 + 8.6505) / 2 = $9.31195/h x 730 h x 3 nodes = $20,393.17/month
+    "prod": {
+        "main-asg": {
+            "p4de.24xlarge on-demand (1 node)": 27.44705 * HOURS * 1,
+            "p4de.24xlarge spot (3 nodes)": (9.9734 + 8.6505) / 2 * HOURS * 3,
+            "EBS gp3 500 GB x 4 nodes": 500 * 4 * EBS_GP3,
+        },
+        "main-ckpt": s3_checkpoints(13e9, keep_last=3),  # 546 GB
+        "aws-billing": {"S3 Standard storage (billing export data)": BILLING_GB * S3_STANDARD},
+        **aws_network("main"),
+    },
+    # stacks/Pulumi.gaudi.yaml: 2 spot dl1.24xlarge in us-west-2 zone usw2-az1. offers.csv:
+    #   aws,us-west-2,usw2-az1,dl1.24xlarge ... spot 4.167100 ... skypilot-aws
+    # spot: $4.1671/h x 730 h x 2 nodes = $6,083.97/month
+    "gaudi": {
+        "gaudi-asg": {
+            "dl1.24xlarge spot (2 nodes)": 4.1671 * HOURS * 2,
+            "EBS gp3 300 GB x 2 nodes": 300 * 2 * EBS_GP3,
+        },
+        "gaudi-ckpt": s3_checkpoints(7e9, keep_last=2),  # 196 GB
+        **aws_network("gaudi"),
+    },
+    # stacks/Pulumi.gcp-dev.yaml: 1 spot a2-highgpu-1g in us-central1 zones a and b. offers.csv:
+    #   gcp,us-central1,us-central1-a,a2-highgpu-1g ... spot 1.80385 ... skypilot-gcp, "price = host row + GPU row"
+    #   gcp,us-central1,us-central1-b,a2-highgpu-1g ... spot 1.80385 ... skypilot-gcp
+    # and the two rows it sums, in skypilot-catalog v8 gcp/vms.csv (shared/data/catalog/gcp_accel.csv):
+    #   a2-highgpu-1g,...,us-central1,us-central1-a,0.73948,0.36975   (host VM, spot 0.36975)
+    #   ,,,A100,1,...,us-central1,us-central1-a,2.93391,1.4341         (1 x A100 GPU, spot 1.4341)
+    # spot: 0.36975 + 1.4341 = $1.80385/h in both zones x 730 h x 1 node = $1,316.81/month
+    "gcp-dev": {
+        "gdev-mig": {
+            "a2-highgpu-1g spot (1 node)": (0.36975 + 1.4341) * HOURS * 1,
+            "pd-ssd 200 GB x 1 node": 200 * 1 * GCP_PD_SSD,
+        },
+        "gdev-ckpt": {
+            "Cloud Storage Standard (checkpoints)": 1.3e9 * GB_PER_PARAM * 2 * GCS_STANDARD,
+            "internet egress": EGRESS_GB * GCP_EGRESS_GB,
+        },
+        # Cloud NAT bills per VM it serves: the fleet's 1 VM, all month.
+        "gdev-net-nat": {"Cloud NAT for 1 VM": 1 * HOURS * GCP_NAT_VM_HOUR},
+        # (BigQuery's first 10 GiB a month are free; the preview prices the 1 GB at list price.)
+        "gcp-billing": {"BigQuery active storage (billing export)": BILLING_GB * BIGQUERY_ACTIVE},
+    },
+    # stacks/Pulumi.azure-dev.yaml: 1 spot Standard_NC24ads_A100_v4 in eastus (Azure rows carry no zone,
+    # so the fleet's zones 1-3 all take the region's price). offers.csv:
+    #   azure,eastus,,Standard_NC24ads_A100_v4 ... on_demand 3.673, spot 0.444433 ... skypilot-azure
+    # spot: $0.444433/h x 730 h x 1 node = $324.44/month
+    "azure-dev": {
+        "adev-vmss": {
+            "Standard_NC24ads_A100_v4 spot (1 node)": 0.444433 * HOURS * 1,
+            # a 200 GB Premium_LRS OS disk is billed as the next tier up, P15 (256 GiB)
+            "Premium_LRS OS disk 200 GB (256 GB tier) x 1": 1 * AZURE_P15,
+        },
+        "adev-ckpt": {
+            "Blob hot LRS (checkpoints)": 1.3e9 * GB_PER_PARAM * 2 * AZURE_BLOB_HOT_LRS,
+            "internet egress": EGRESS_GB * AZURE_EGRESS_GB,
+        },
+        "azurebilling": {"Blob hot LRS (billing export data)": BILLING_GB * AZURE_BLOB_HOT_LRS},
+        "adev-net-nat": {"NAT gateway hours": HOURS * AZURE_NAT_HOUR},
+        "adev-net-nat-ip": {"public IPv4 address": HOURS * AZURE_IPV4_HOUR},
+    },
+}
+
+# Each uploaded script is well under 1 MB: 1e6 B / 1e9 x $0.023 = $0.000023/month at most.
+MAX_ASSET_USD = 1e6 / 1e9 * S3_STANDARD
+
+
+def hand_total(stack: str) -> float:
+    return sum(sum(lines.values()) for lines in EXPECTED[stack].values())
+
+
+def test_hand_worked_totals_are_what_the_comments_say():
+    """The sums a reviewer can redo on paper (cents), so a typo in a table above shows up here."""
+    assert round(hand_total("dev"), 2) == 1742.39  # 1689.05 + 16 + 0.84 + 32.85 + 3.65
+    assert round(hand_total("prod"), 2) == 40638.60  # 20036.35 + 20393.17 + 160 + 12.56 + 0.02 + 32.85 + 3.65
+    assert round(hand_total("gaudi"), 2) == 6172.97  # 6083.97 + 48 + 4.51 + 32.85 + 3.65
+    assert round(hand_total("gcp-dev"), 2) == 1352.58  # 1316.81 + 34 + 0.73 + 1.02 + 0.02
+    assert round(hand_total("azure-dev"), 2) == 399.62  # 324.44 + 38.01 + 0.66 + 0.02 + 32.85 + 3.65
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +199,22 @@ def _ids(paths):
     return [p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in paths]
 
 
+def priced_lines(est) -> dict[str, dict[str, float]]:
+    """resource name -> component name -> monthly USD, for every priced resource but the uploaded scripts."""
+    return {
+        r.resource.name: {c.name: c.monthly_cost for c in r.components}
+        for r in est.resources
+        if r.status == PRICED and r.resource.type != ASSET_TYPE
+    }
+
+
 def test_there_are_stacks_to_preview():
     assert STACK_FILES, "stacks/ has no Pulumi.<env>.yaml"
+
+
+def test_every_stack_has_hand_worked_figures():
+    """A new stack needs its figures worked by hand above before it is previewed here."""
+    assert set(_ids(STACK_FILES)) == set(EXPECTED)
 
 
 @pytest.mark.parametrize("path", STACK_FILES, ids=_ids(STACK_FILES))
@@ -72,43 +244,37 @@ def test_every_resource_is_priced_free_or_explicitly_not_priced(estimates, path)
 
 
 @pytest.mark.parametrize("path", STACK_FILES, ids=_ids(STACK_FILES))
-def test_fleet_cost_is_nodes_times_hours_times_catalog_price(estimates, path):
-    from infra.program import fleet_zones
-
+def test_every_priced_line_is_the_hand_worked_figure(estimates, path):
+    """Fleet lines (zone mean of the catalog rows x 730 h x nodes, per purchase option), disks, buckets,
+    NAT and addresses: each line of each stack against the figure worked by hand in EXPECTED."""
+    stack = _ids([path])[0]
     est = estimates(path)
-    config = read_stack_file(path).config
-    hours = est.usage["hours_per_month"].value
-    job_hours = est.usage["job_hours"].value
-    catalog = default_catalog()
-    for fleet in config.fleets:
-        groups = [
-            r
-            for r in est.resources
-            if r.resource.type in GROUP_TYPES and r.resource.parent.endswith(f"::{fleet.name}")
-        ]
-        assert len(groups) == 1, (fleet.name, [g.resource.name for g in groups])
-        group = groups[0]
-        assert group.status == PRICED, group.reason
-        offers = catalog.offers(cloud=fleet.cloud, region=fleet.region, instance_type=fleet.instance_type)
-        zones = fleet_zones(fleet)
-        pool = [o for o in offers if o.zone in zones] or offers
-        for purchase, nodes in (("spot", fleet.spot_nodes), ("on-demand", fleet.on_demand_nodes)):
-            lines = [c for c in group.components if c.name.startswith(f"{fleet.instance_type} {purchase} (")]
-            if nodes == 0:
-                assert not lines, (fleet.name, purchase)
-                continue
-            assert len(lines) == 1, (fleet.name, purchase, [c.name for c in group.components])
-            price = statistics.fmean(o.price(purchase) for o in pool if o.price(purchase) is not None)
-            assert lines[0].unit == "node-hour"
-            assert lines[0].monthly_cost == pytest.approx(nodes * hours * price)
-            assert lines[0].job_cost == pytest.approx(nodes * job_hours * price)
+    got = priced_lines(est)
+    assert set(got) == set(EXPECTED[stack]), "priced resources differ from the hand-worked list"
+    for name, lines in EXPECTED[stack].items():
+        assert set(got[name]) == set(lines), name
+        for line, usd in lines.items():
+            assert got[name][line] == pytest.approx(usd, rel=1e-9, abs=1e-9), (name, line)
 
 
 @pytest.mark.parametrize("path", STACK_FILES, ids=_ids(STACK_FILES))
-def test_totals_add_up_and_usage_is_labelled(estimates, path):
+def test_stack_total_is_the_hand_worked_sum(estimates, path):
+    stack = _ids([path])[0]
     est = estimates(path)
-    assert est.monthly_total == pytest.approx(sum(r.monthly_cost or 0 for r in est.resources))
-    assert est.monthly_total > 0
+    assets = [r for r in est.resources if r.resource.type == ASSET_TYPE]
+    assert all(r.status == PRICED and 0 < r.monthly_cost < MAX_ASSET_USD for r in assets), [
+        (r.resource.name, r.monthly_cost) for r in assets
+    ]
+    slack = MAX_ASSET_USD * len(assets) + 1e-9
+    assert est.monthly_total == pytest.approx(hand_total(stack), abs=slack)
+    # no stack sets job.planned_hours, so the planned job is one 730-hour month and costs the same
+    assert est.usage["job_hours"].value == HOURS and est.usage["hours_per_month"].value == HOURS
+    assert est.job_total == pytest.approx(hand_total(stack), abs=slack)
+
+
+@pytest.mark.parametrize("path", STACK_FILES, ids=_ids(STACK_FILES))
+def test_usage_is_labelled_and_counts_add_up(estimates, path):
+    est = estimates(path)
     for key in ("job_hours", "hours_per_month", "checkpoint_gb", "egress_gb_per_month"):
         assert est.usage[key].source, key
     data = est.to_json()
@@ -117,29 +283,23 @@ def test_totals_add_up_and_usage_is_labelled(estimates, path):
     )
 
 
-def test_preview_cli_json_matches_the_library(estimates, trainfleet):
-    path = STACK_FILES[0]
-    stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
-    est = estimates(path)
-    result = trainfleet("preview", "--stack", stack, "--json", "--fail-above", f"{est.monthly_total + 1:.2f}")
-    assert result.code == 0, result.stderr  # under the guardrail
+def test_preview_cli_json_is_the_hand_worked_total(estimates, trainfleet):
+    path = STACKS / "Pulumi.dev.yaml"
+    result = trainfleet("preview", "--stack", "dev", "--json", "--fail-above", "1743.39")
+    assert result.code == 0, result.stderr  # $1,742.39 is under the guardrail
     data = result.json()
-    assert data["stack"] == stack
-    assert data["monthly_cost"] == pytest.approx(estimates(path).monthly_total, abs=0.01)
+    assert data["stack"] == "dev"
+    assert data["monthly_cost"] == pytest.approx(hand_total("dev"), abs=0.01)
     assert {r["urn"] for r in data["resources"]} == {r.resource.urn for r in estimates(path).resources}
 
 
-def test_fail_above_exits_1_naming_the_cost_drivers(estimates, trainfleet):
-    path = STACK_FILES[0]
-    stack = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
-    est = estimates(path)
-    top = est.drivers(1)[0]
-    below = est.monthly_total - 1
-    result = trainfleet("preview", "--stack", stack, "--fail-above", f"{below:.2f}")
+def test_fail_above_exits_1_naming_the_cost_drivers(trainfleet):
+    # dev costs $1,742.39 a month, most of it dev-asg ($1,689.05 + $16.00)
+    result = trainfleet("preview", "--stack", "dev", "--fail-above", "1741.39")
     assert result.code == 1, (result.stdout, result.stderr)
     errors = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and "Traceback" not in result.stderr
-    assert "exceeds the guardrail" in errors[0] and top.resource.name in errors[0]
+    assert "exceeds the guardrail" in errors[0] and "dev-asg" in errors[0]
 
 
 def test_budget_fail_above_usd_is_the_stack_guardrail(tmp_path, trainfleet):
