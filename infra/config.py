@@ -23,7 +23,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -73,8 +73,29 @@ Hours = Annotated[float, Field(gt=0, le=MAX_HOURS, allow_inf_nan=False, descript
 Usd = Annotated[float, Field(gt=0, le=MAX_USD, allow_inf_nan=False, description="at most 1e12 USD")]
 
 
+def _takes_numbers(annotation: Any) -> bool:
+    """Whether a field holds numbers: int, float or a Literal of ints, alone or inside list/Optional."""
+    if annotation in (int, float):
+        return True
+    if get_origin(annotation) is Literal:
+        return any(type(a) is int for a in get_args(annotation))
+    return any(_takes_numbers(a) for a in get_args(annotation))
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """pydantic reads True as 1 for an int or float field, and YAML reads yes/on/true as True, so
+        `nodes: yes` would silently become 1 node: refuse a boolean wherever a number is expected."""
+        items = value if isinstance(value, list) else [value]
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None and any(isinstance(v, bool) for v in items) and _takes_numbers(field.annotation):
+            what = "holds a yes/no value" if isinstance(value, list) else "is a yes/no value"
+            raise ValueError(f"{shown(value)} {what}, not a number; write the number itself")
+        return value
 
 
 class Job(_Section):

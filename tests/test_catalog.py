@@ -102,31 +102,74 @@ def test_embedded_data_is_exactly_what_the_build_makes(tmp_path: Path):
         assert (tmp_path / name).read_text() == (DATA_DIR / name).read_text(), f"{name} is stale: rebuild it"
 
 
-@pytest.mark.parametrize(
-    "damage,needle",
-    [
-        (lambda text: text.replace("13.10904", "13.1x", 1), "is not a number"),
-        (lambda text: text.replace("cloud,region", "cloud;region", 1), "header is not"),
-        (lambda text: text + "aws,us-east-1,only-three-columns\n", "columns, expected"),
-        (
-            lambda text: text.replace("\n", "\naws,us-east-1,z,t,,,,,,,,,,,,,\n", 1).replace(
-                "z,t,", "z,t,", 1
-            ),
-            "",
-        ),
-    ],
+# The p4de.24xlarge row in use1-az4 of offers.csv, as the build writes it; each damage case below edits
+# text that is really in the file (checked first), so no case can silently test an undamaged file.
+P4DE_ROW = (
+    "aws,us-east-1,use1-az4,p4de.24xlarge,A100-80GB,8,80,96,1152,27.44705,9.973400,0,aws-spot-advisor,400,efa,"
+    "skypilot-aws,"
 )
-def test_corrupt_catalog_is_one_clear_error(tmp_path: Path, damage, needle):
+HEADER_LINE = ",".join(
+    ["cloud", "region", "zone", "instance_type", "accelerator", "accelerators_per_node", "accelerator_memory_gib",
+     "vcpus", "memory_gib", "on_demand_usd_per_hour", "spot_usd_per_hour", "interruption_bucket",
+     "interruption_source", "network_gbps", "fabric", "source", "note"]
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "old,new,needle",
+    [
+        (",13.10904,", ",13.1x,", "column on_demand_usd_per_hour = '13.1x' is not a number"),
+        (HEADER_LINE, HEADER_LINE.replace("cloud,region", "cloud;region"), "header is not cloud,region,"),
+        (P4DE_ROW, "aws,us-east-1,only-three-columns", "has 3 columns, expected 17"),
+        (
+            P4DE_ROW,
+            P4DE_ROW.replace(",9.973400,", ",inf,"),
+            "column spot_usd_per_hour = 'inf' is not a finite",
+        ),
+        (
+            P4DE_ROW,
+            P4DE_ROW.replace(",0,aws-spot", ",7,aws-spot"),
+            "column interruption_bucket = '7' is outside 0..4",
+        ),
+        (
+            P4DE_ROW,
+            P4DE_ROW.replace(",8,80,", ",8.5,80,"),
+            "column accelerators_per_node = '8.5' is not a whole",
+        ),
+        (P4DE_ROW, P4DE_ROW.replace("aws,", "aws2,", 1), "cloud/region/instance_type missing or unknown"),
+    ],
+    ids=["number", "header", "columns", "infinite", "bucket-range", "whole-number", "cloud"],
+)
+def test_corrupt_catalog_is_one_clear_error(tmp_path: Path, old, new, needle):
     data = tmp_path / "data"
     shutil.copytree(DATA_DIR, data)
     offers = data / "offers.csv"
-    offers.write_text(damage(offers.read_text()))
-    if not needle:  # a row with empty numbers is still a valid (unpriced) row
-        assert load_catalog(data).offers(instance_type="t")
-        return
+    text = offers.read_text()
+    assert old != new and old in text, (
+        f"the damage {old!r} is not in offers.csv: this case would test nothing"
+    )
+    offers.write_text(text.replace(old, new, 1))
     with pytest.raises(CatalogError) as err:
         load_catalog(data)
-    assert needle in str(err.value) and "offers.csv" in str(err.value) and "\n" not in str(err.value)
+    message = str(err.value)
+    assert needle in message and "\n" not in message
+    line = text[: text.index(old)].count("\n") + 1  # the damaged line, counted in the file itself
+    if line == 1:  # the header
+        assert message.startswith(f"catalog file {offers}: ")
+    else:
+        assert message.startswith(f"catalog file {offers} line {line}: ")
+
+
+def test_a_row_with_empty_numbers_is_an_unpriced_row(tmp_path: Path):
+    data = tmp_path / "data"
+    shutil.copytree(DATA_DIR, data)
+    offers = data / "offers.csv"
+    text = offers.read_text()
+    assert text.startswith(HEADER_LINE + "\n")
+    offers.write_text(text.replace("\n", "\naws,us-east-1,z,t" + "," * 13 + "\n", 1))  # 17 columns
+    (row,) = load_catalog(data).offers(instance_type="t")
+    assert (row.cloud, row.region, row.zone) == ("aws", "us-east-1", "z")
+    assert (row.on_demand_usd_per_hour, row.spot_usd_per_hour, row.interruption_bucket) == (None, None, None)
 
 
 def test_overlay_replaces_matching_offers(tmp_path: Path):

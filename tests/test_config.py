@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import copy
+import csv
+import ipaddress
+import math
+import re
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from infra.catalog.loader import DATA_DIR
 from infra.config import StackConfig
 from infra.errors import ConfigError
 from infra.stack_file import list_stack_files, read_stack_file, render_stack_text, write_stack_file
@@ -36,9 +42,9 @@ VALID = {
 DELETE = object()
 
 
-def with_change(path: str, value):
-    """VALID with the value at a dotted path (list indexes as numbers) replaced; DELETE removes it."""
-    data = copy.deepcopy(VALID)
+def with_change(path: str, value, base: dict = VALID):
+    """`base` with the value at a dotted path (list indexes as numbers) replaced; DELETE removes it."""
+    data = copy.deepcopy(base)
     *parents, last = [int(p) if p.isdigit() else p for p in path.split(".")]
     node = data
     for p in parents:
@@ -82,6 +88,12 @@ def test_write_keeps_sizes_readable(tmp_path: Path):
         ("fleets.0.cloud", "aws2", ["trainfleet:fleets[0].cloud", "'aws2'", "'gcp'"]),
         ("fleets.0.nodes", 0, ["trainfleet:fleets[0].nodes", "0", "greater than or equal to 1"]),
         ("fleets.0.nodes", "many", ["trainfleet:fleets[0].nodes", "'many'"]),
+        (
+            "fleets.0.nodes",
+            True,
+            ["trainfleet:fleets[0].nodes", "True is a yes/no value, not a number"],
+        ),  # `nodes: yes`
+        ("deepspeed", {"zero_stage": False}, ["trainfleet:deepspeed.zero_stage", "yes/no value"]),
         (
             "fleets.0.instnce_type",
             "x",
@@ -148,32 +160,336 @@ def test_failed_write_keeps_the_old_file(tmp_path: Path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["Pulumi.dev.yaml"]  # no temp file left behind
 
 
+# ---------------------------------------------------------------------------------------------------------
+# A naive validator for the fuzzed keys, written here from the documented constraints (never by calling the
+# schema), so the fuzz tests check accept/reject and not only "no crash":
+# - ranges and patterns: the stack-config reference (README "Stack config" table, infra/config.py docstrings and
+#   Field descriptions), restated by hand in RULES below; counts: infra/units.py parse_count's docstring
+#   ("'7B', '6.7B', '1T', '350M', 7e9 ... a whole number from 1 to 1e18").
+# - how YAML values become numbers: pydantic's conversion table, lax mode
+#   (https://docs.pydantic.dev/latest/concepts/conversion_table/): an int field takes an int, a float with no
+#   fraction or a string of digits; a float field takes an int, a float or a numeric string; a str field takes
+#   only a str. Booleans are refused wherever a number is expected (YAML reads `nodes: yes` as True).
+# - patterns are Rust regexes (https://docs.pydantic.dev/latest/api/standard_library_types/#constrained-types):
+#   `\s` is Unicode White_Space (https://www.unicode.org/Public/UCD/latest/ucd/PropList.txt) and `$` is the
+#   end of the text, so fullmatch with the White_Space set spelled out.
+# - CIDRs: RFC 4632 notation as Python's ipaddress reads it; SSH may open to at most a /8 (IPv4) or a /32
+#   (IPv6), each CIDR and all of them together (infra/config.py Fleet.ssh_cidrs docstring).
+# Where the documents do not say (a string such as '1_000' or '5.' for a number), the verdict is UNDECIDED and
+# the fuzz test only checks that the error, if any, is one clean line.
+UNDECIDED = None
+WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+EMAIL = re.compile(f"[^@{WHITE_SPACE}]+@[^@{WHITE_SPACE}]+\\.[^@{WHITE_SPACE}]+")
+SLUG = re.compile(r"[a-z][a-z0-9-]{0,30}[a-z0-9]")  # fleet and job names: 2-32 of a-z 0-9 -, no edge dash
+TAG_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+DIGITS = re.compile(r"[+-]?[0-9]+")
+DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+COUNT = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)([kmbgtKMBGT]?)")
+COUNT_SCALE = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
+# The zones the catalog knows in aws us-east-1, read from the catalog file itself.
+US_EAST_1_ZONES = {
+    r["zone"] for r in csv.DictReader((DATA_DIR / "offers.csv").open())
+    if r["cloud"] == "aws" and r["region"] == "us-east-1" and r["zone"]
+}  # fmt: skip
+
+
+class Reject(Exception):
+    pass
+
+
+class Undecided(Exception):
+    pass
+
+
+def unclear_string(value: str) -> Exception:
+    """A string that is no number at all is refused; one with digits in a form the documents skip is unclear."""
+    return Undecided() if any(c.isdigit() for c in value) else Reject()
+
+
+def as_int(value) -> int:
+    if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
+        raise Reject
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not value.is_integer():  # 2.5, nan and inf
+            raise Reject
+        return int(value)
+    if DIGITS.fullmatch(value):
+        return int(value)
+    raise unclear_string(value)
+
+
+def as_float(value) -> float:
+    if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
+        raise Reject
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value) or abs(value) > 1e300:  # every float key here is bounded far below
+            raise Reject
+        return float(value)
+    if DECIMAL.fullmatch(value):
+        return float(value)
+    raise unclear_string(value)
+
+
+def as_count(value) -> int:
+    if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
+        raise Reject
+    if isinstance(value, str):
+        m = COUNT.fullmatch(value)
+        if not m:
+            raise unclear_string(value)
+        number = Decimal(m.group(1)) * COUNT_SCALE[m.group(2).lower()]
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise Reject
+    else:
+        number = Decimal(value)
+    if number != number.to_integral_value() or not 1 <= number <= 10**18:
+        raise Reject
+    return int(number)
+
+
+def int_in(low: int, high: int):
+    def rule(value) -> None:
+        if not low <= as_int(value) <= high:
+            raise Reject
+
+    return rule
+
+
+def optional(rule):
+    def check(value) -> None:
+        if value is not None:
+            rule(value)
+
+    return check
+
+
+def list_of(item_rule, *, at_least: int = 0):
+    def rule(value) -> None:
+        if not isinstance(value, list) or len(value) < at_least:
+            raise Reject
+        for item in value:
+            item_rule(item)
+
+    return rule
+
+
+def string(pattern: re.Pattern | None = None, *, min_len: int = 0, max_len: int = 10**9):
+    def rule(value) -> None:
+        if not isinstance(value, str) or not min_len <= len(value) <= max_len:
+            raise Reject
+        if pattern is not None and not pattern.fullmatch(value):
+            raise Reject
+
+    return rule
+
+
+def max_price(value) -> None:  # USD/hour cap: positive up to 100,000, or -1 for "up to on-demand"
+    price = as_float(value)
+    if not (price == -1 or 0 < price <= 100_000):
+        raise Reject
+
+
+def alert_threshold(value) -> None:  # percent of the monthly limit, above 0 and up to 1000
+    if not 0 < as_float(value) <= 1000:
+        raise Reject
+
+
+def zones(value) -> None:  # names of 1-63 characters, each once, each a zone the catalog knows in the region
+    list_of(string(min_len=1, max_len=63))(value)
+    if len(set(value)) != len(value) or not set(value) <= US_EAST_1_ZONES:
+        raise Reject
+
+
+def ssh_cidrs(value) -> None:
+    list_of(string())(value)
+    spans: dict[int, list[tuple[int, int]]] = {4: [], 6: []}
+    for text in value:
+        try:
+            net = ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            raise Reject from None
+        if net.prefixlen < {4: 8, 6: 32}[net.version] or net.prefixlen == 0:
+            raise Reject
+        spans[net.version].append((int(net.network_address), int(net.broadcast_address)))
+    for version, widest in [(4, 2**24), (6, 2**96)]:  # together at most one /8 or /32: merge the spans
+        covered, end = 0, -1
+        for lo, hi in sorted(spans[version]):
+            if hi > end:
+                covered += hi - max(lo, end + 1) + 1
+                end = hi
+        if covered > widest:
+            raise Reject
+
+
+def tags(value) -> None:  # lowercase keys of up to 63 characters, string values of up to 63
+    if not isinstance(value, dict):
+        raise Reject
+    for key, text in value.items():
+        string(TAG_KEY)(key)
+        string(max_len=63)(text)
+
+
+def section(keys: set[str], required: set[str] = frozenset()):
+    """A mapping of known keys with the required ones present; whether a full section's values are valid is
+    left UNDECIDED (the leaf rules above cover the values the fuzz aims at)."""
+
+    def rule(value) -> None:
+        if not isinstance(value, dict) or not set(value) <= keys or not required <= set(value):
+            raise Reject
+        if value:
+            raise Undecided
+
+    return rule
+
+
+# Key names: README "Stack config" table and the infra/config.py module docstring.
+JOB_KEYS = {"name", "model", "params", "tokens", "seq_len", "precision", "method", "lora_rank", "deadline_hours",
+            "planned_hours", "planned_cost_usd"}  # fmt: skip
+FLEET_KEYS = {"name", "cloud", "region", "zones", "instance_type", "fallback_instance_types", "nodes", "purchase",
+              "on_demand_base", "on_demand_percentage_above_base", "max_price", "image", "root_volume_gb",
+              "ssh_cidrs", "spot_termination_action", "network"}  # fmt: skip
+FLEET = section(FLEET_KEYS, {"name", "cloud", "region", "instance_type", "nodes"})
+RULES = {
+    "job": section(JOB_KEYS, {"params", "tokens"}),
+    "job.params": as_count,
+    "job.tokens": as_count,
+    "job.seq_len": int_in(128, 1_048_576),
+    "job.name": string(SLUG),
+    "fleets": list_of(FLEET, at_least=1),
+    "fleets.0": FLEET,
+    "fleets.0.zones": zones,
+    "fleets.0.nodes": int_in(1, 1024),
+    "fleets.0.max_price": optional(max_price),
+    "fleets.0.ssh_cidrs": ssh_cidrs,
+    "fleets.0.network": optional(section({"name", "subnets"}, {"name"})),
+    "budget": optional(
+        section(
+            {"monthly_limit_usd", "alert_thresholds_percent", "recipients", "fail_above_usd"},
+            {"monthly_limit_usd", "recipients"},
+        )
+    ),
+    "budget.recipients": list_of(string(EMAIL), at_least=1),
+    "budget.alert_thresholds_percent": list_of(alert_threshold, at_least=1),
+    "deepspeed": section(
+        {
+            "zero_stage",
+            "offload_optimizer",
+            "offload_param",
+            "micro_batch",
+            "grad_accum",
+            "activation_checkpointing",
+        }
+    ),
+    "checkpoint": section({"interval_minutes", "keep_last", "retention_days", "bucket_name"}),
+    "tags": tags,
+}
+WHOLE_DOCUMENT = section({"job", "fleets", "deepspeed", "checkpoint", "budget", "billing_export", "launch", "tags"},
+                         {"job", "fleets"})  # fmt: skip
+
+
+def naive_verdict(rule, value) -> bool | None:
+    """True: the documents say accept; False: reject; None: they do not say."""
+    try:
+        rule(value)
+    except Reject:
+        return False
+    except Undecided:
+        return UNDECIDED
+    return True
+
+
+def outcome(sections) -> tuple[bool, str]:
+    """(accepted, error message) of the real schema."""
+    try:
+        StackConfig.from_sections(sections)
+    except ConfigError as exc:
+        return False, str(exc)
+    return True, ""
+
+
+# The fuzz changes one key of this valid config: a spot fleet, so nothing else (on_demand_base) bounds nodes.
+FUZZ_BASE = {**VALID, "fleets": [{k: v for k, v in VALID["fleets"][0].items() if not k.startswith("on_demand")}
+                                 | {"purchase": "spot"}]}  # fmt: skip
+
 # Anything YAML can hold, placed anywhere in an otherwise valid config.
 yaml_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=8,
 )
-paths = st.sampled_from(
-    ["job", "job.params", "job.tokens", "job.seq_len", "job.name", "fleets", "fleets.0", "fleets.0.zones",
-     "fleets.0.nodes", "fleets.0.max_price", "fleets.0.ssh_cidrs", "fleets.0.network", "budget",
-     "budget.recipients", "budget.alert_thresholds_percent", "deepspeed", "tags", "checkpoint"]
+# Values near the documented edges and of the right shapes, so the fuzz also meets accepted values.
+near_valid = st.one_of(
+    st.integers(-2, 2000), st.integers(1_048_000, 1_049_000), st.floats(-2, 100_001),
+    st.sampled_from(["7B", "6.7B", "350M", "1T", "12k", "0", "2.5", "1e18", "1.5e18", "-3B"]),
+    st.from_regex(r"[a-z0-9-]{0,34}", fullmatch=True),
+    st.lists(st.sampled_from(sorted(US_EAST_1_ZONES) + ["use1-az9", "us-central1-a", ""]), max_size=3),
+    st.lists(st.sampled_from(["10.0.0.0/8", "10.0.0.0/7", "192.168.1.0/24", "0.0.0.0/0", "11.0.0.0/8",
+                              "2001:db8::/32", "2001:db8::/31", "10.0.0.0/33", "1.2.3.4"]), max_size=3),
+    st.lists(st.sampled_from(["ops@example.com", "a@b.c", "x@y", "a b@c.d", "@b.c", "a@b@c.d"]), max_size=3),
+    st.lists(st.floats(-1, 1001) | st.integers(-1, 1001), max_size=3),
+    st.dictionaries(st.from_regex(r"[a-zA-Z_][a-z0-9_-]{0,64}", fullmatch=True), st.text(max_size=66), max_size=2),
 )  # fmt: skip
+paths = st.sampled_from(sorted(RULES))
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(path=paths, value=yaml_values)
-def test_fuzzed_configs_fail_only_with_config_error(path, value):
-    try:
-        StackConfig.from_sections(with_change(path, value))
-    except ConfigError as exc:
-        assert "\n" not in str(exc) and str(exc).startswith("trainfleet")
+@given(path=paths, value=yaml_values | near_valid)
+# The documented edges, always tried: hypothesis may not draw them on a given run.
+@example(path="fleets.0.nodes", value=0)
+@example(path="fleets.0.nodes", value=1)
+@example(path="fleets.0.nodes", value=1024)
+@example(path="fleets.0.nodes", value=1025)
+@example(path="fleets.0.nodes", value=True)
+@example(path="fleets.0.nodes", value="3")
+@example(path="fleets.0.nodes", value=2.5)
+@example(path="job.seq_len", value=127)
+@example(path="job.seq_len", value=128)
+@example(path="job.seq_len", value=1_048_577)
+@example(path="job.params", value="6.7B")
+@example(path="job.params", value="0.5")
+@example(path="job.params", value=False)
+@example(path="job.name", value="a")
+@example(path="job.name", value="ab\n")
+@example(path="job.name", value="a" * 32)
+@example(path="job.name", value="a" * 33)
+@example(path="fleets.0.max_price", value=-1)
+@example(path="fleets.0.max_price", value=0)
+@example(path="fleets.0.max_price", value=100_000.5)
+@example(path="fleets.0.max_price", value=float("nan"))
+@example(path="fleets.0.zones", value=["use1-az4", "use1-az4"])
+@example(path="fleets.0.zones", value=["use1-az4", "use1-atl2-az1"])
+@example(path="fleets.0.ssh_cidrs", value=["10.0.0.0/8"])
+@example(path="fleets.0.ssh_cidrs", value=["10.0.0.0/7"])
+@example(path="fleets.0.ssh_cidrs", value=["10.0.0.0/8", "11.0.0.0/8"])
+@example(path="fleets.0.ssh_cidrs", value=["10.0.0.0/8", "10.1.0.0/16"])
+@example(path="budget.recipients", value=["a@b.c"])
+@example(path="budget.recipients", value=["a@b"])
+@example(path="budget.recipients", value=["a\u3000b@c.d"])
+@example(path="budget.alert_thresholds_percent", value=[1000])
+@example(path="budget.alert_thresholds_percent", value=[1000.5])
+@example(path="budget.alert_thresholds_percent", value=[0])
+@example(path="tags", value={"team": "x" * 63})
+@example(path="tags", value={"team": "x" * 64})
+@example(path="tags", value={"Team": "x"})
+@example(path="budget", value=None)
+@example(path="deepspeed", value={})
+def test_fuzzed_values_are_accepted_exactly_when_the_documents_allow(path, value):
+    accepted, message = outcome(with_change(path, value, FUZZ_BASE))
+    expected = naive_verdict(RULES[path], value)
+    if expected is not UNDECIDED:
+        assert accepted == expected, f"{path}={value!r}: documents say {'accept' if expected else 'reject'}"
+    if not accepted:
+        assert "\n" not in message and message.startswith(f"trainfleet:{path.split('.')[0]}"), message
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.one_of(yaml_values, st.dictionaries(st.text(max_size=10), yaml_values, max_size=4)))
-def test_fuzzed_whole_documents_fail_only_with_config_error(document):
-    try:
-        StackConfig.from_sections(document)
-    except ConfigError as exc:
-        assert "\n" not in str(exc)
+def test_fuzzed_whole_documents_are_rejected_unless_well_formed(document):
+    accepted, message = outcome(document)
+    expected = naive_verdict(WHOLE_DOCUMENT, document)
+    if expected is not UNDECIDED:
+        assert accepted == expected, f"{document!r}"
+    if not accepted:
+        assert "\n" not in message and message.startswith("trainfleet"), message

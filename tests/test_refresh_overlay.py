@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 from dataclasses import replace
 
 import pytest
@@ -138,23 +138,50 @@ def test_status_without_overlay_is_all_snapshot(tmp_path):
     assert {g["kind"] for g in info["groups"]} == {"snapshot"}
 
 
+class RequestCounter:
+    """Counts the requests a fake API server answers and wakes a waiter at a chosen count, so a test acts at a
+    known point of a client's run instead of sleeping and hoping."""
+
+    def __init__(self, fake: FakePriceApis) -> None:
+        self.count = 0
+        self._changed = threading.Condition()
+        answer = fake.log  # the fake logs every request it answers
+
+        def log(api: str, detail: str) -> None:
+            answer(api, detail)
+            with self._changed:
+                self.count += 1
+                self._changed.notify_all()
+
+        fake.log = log
+
+    def reset(self) -> None:
+        with self._changed:
+            self.count = 0
+
+    def wait_for(self, n: int, timeout_s: float = 60) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self.count >= n, timeout_s)
+
+
+AZURE_REGIONS = (
+    "centralus",
+    "eastus",
+    "eastus2",
+    "northcentralus",
+    "southcentralus",
+    "westus",
+    "westus2",
+    "westus3",
+)
+
+
 def test_kill_9_mid_refresh_never_corrupts_the_overlay(tmp_path):
-    """Kill the refresh process at many moments while it fetches and writes; the overlay always loads, and
-    holds the previous refresh's rows plus whole regions of the new one, never a torn file."""
-    slow = {
-        r: 0.05
-        for r in (
-            "centralus",
-            "eastus",
-            "eastus2",
-            "northcentralus",
-            "southcentralus",
-            "westus",
-            "westus2",
-            "westus3",
-        )
-    }
-    fake = FakePriceApis(Faults(azure_delay_s=slow, azure_page_size=15)).start()
+    """Kill the refresh process at many points while it fetches and writes (after its 1st, 5th, ... request of
+    about 78); the overlay always loads, and holds the previous refresh's rows plus whole regions of the new
+    one, never a torn file."""
+    fake = FakePriceApis(Faults(azure_delay_s={r: 0.05 for r in AZURE_REGIONS}, azure_page_size=15)).start()
+    counter = RequestCounter(fake)
     path = tmp_path / "catalog-overlay.csv"
     env = {**os.environ, **isolated_env(tmp_path), **fake.env(), "COLUMNS": "200"}
     try:
@@ -162,14 +189,13 @@ def test_kill_9_mid_refresh_never_corrupts_the_overlay(tmp_path):
                                "--regions", "westus"], cwd=REPO, env=env, capture_output=True, timeout=60)  # fmt: skip
         assert done.returncode == 0
         previous = {(o.region, o.instance_type): o for o in read_overlay(path)}
-        kills_during_run = 0
-        for delay in [0.3 + 0.2 * i for i in range(8)]:
+        for requests_before_kill in (1, 5, 12, 20, 30, 42, 55, 70):
+            counter.reset()
             proc = subprocess.Popen([sys.executable, "-m", "cli", "catalog", "refresh", "--cloud", "azure",
                                      "--parallel", "2"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)  # fmt: skip
-            time.sleep(delay)
-            if proc.poll() is None:
-                kills_during_run += 1
+            assert counter.wait_for(requests_before_kill), "the refresh never got that far"
+            assert proc.poll() is None  # it has more pages to ask for: the kill lands mid-refresh
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
             rows = read_overlay(path)  # raises CatalogError if torn
@@ -179,7 +205,6 @@ def test_kill_9_mid_refresh_never_corrupts_the_overlay(tmp_path):
             for o in rows:
                 per_region.setdefault(o.region, set()).add(o.as_of)
             assert all(len(stamps) == 1 for stamps in per_region.values())  # each region whole, one refresh
-        assert kills_during_run >= 5  # the kills really landed mid-refresh
     finally:
         fake.stop()
 
