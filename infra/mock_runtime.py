@@ -2,7 +2,9 @@
 
 `run_program(stack, config)` calls `infra.program.declare` inside `pulumi.runtime.set_mocks`, with a
 mock engine that answers like the clouds would (ids, ARNs, names, self links, bucket URLs) and records
-every resource: its type token, logical name, URN, parent URN, inputs and mocked outputs. Used by
+every resource: its type token, logical name, URN, parent URN, inputs and mocked outputs. An AMI lookup
+answers from a table of AMIs (DEFAULT_IMAGES, or the `images` given) and fails as the real one does when
+nothing matches, so a root device name comes from the AMI asked for. Used by
 `trainfleet stacks check`, by the tests, and by the offline cost preview (which prices what it finds).
 
 No Pulumi CLI, no credentials and no network are needed; nothing is created anywhere.
@@ -341,12 +343,177 @@ def _azure_outputs(token: str, name: str, inputs: dict) -> tuple[str, dict]:
     return rid, out
 
 
+# ------------------------------------------------------------------------------------ AMI lookups
+
+
+@dataclass(frozen=True)
+class MockImage:
+    """One AMI as EC2 DescribeImages reports it (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_Image.html)."""
+
+    image_id: str
+    name: str
+    owner_id: str
+    owner_alias: str | None
+    architecture: str
+    state: str
+    creation_date: str  # ISO 8601, as the API gives it: sorts as text
+    root_device_name: str
+    root_device_type: str = "ebs"
+    regions: tuple[str, ...] | None = None  # None: published in every region
+
+    @classmethod
+    def from_api(cls, record: dict[str, Any]) -> MockImage:
+        """From a DescribeImages `Image` record (plus `Regions`, where the AMI exists)."""
+        regions = record.get("Regions")
+        return cls(
+            image_id=record["ImageId"],
+            name=record["Name"],
+            owner_id=record["OwnerId"],
+            owner_alias=record.get("ImageOwnerAlias"),
+            architecture=record["Architecture"],
+            state=record["State"],
+            creation_date=record["CreationDate"],
+            root_device_name=record["RootDeviceName"],
+            root_device_type=record.get("RootDeviceType", "ebs"),
+            regions=tuple(regions) if regions is not None else None,
+        )
+
+
+# The public AMIs the program looks up by default (infra/aws/fleet.py GPU_AMI_NAME, infra/aws/gaudi.py
+# HABANA_AMI_NAME). Ubuntu-based DLAMIs: root /dev/sda1. Names follow the DLAMI release notes
+# (https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-notes.html); the ids are stand-ins.
+# tests/fixtures/aws_amis/images.json holds these with their provenance, and real AMIs besides.
+DEFAULT_IMAGES: tuple[MockImage, ...] = (
+    MockImage(
+        "ami-0dea1a0000000a001",
+        "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20260611",
+        "898082745236", "amazon", "x86_64", "available", "2026-06-11T00:00:00.000Z", "/dev/sda1",
+    ),
+    MockImage(
+        "ami-0dea1a0000000a002",
+        "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) 20260918",
+        "898082745236", "amazon", "x86_64", "available", "2026-09-18T00:00:00.000Z", "/dev/sda1",
+    ),
+    MockImage(
+        "ami-0dea1a0000000b001",
+        "Deep Learning AMI Habana PyTorch 1.10.0 SynapseAI 1.2.0 (Ubuntu 18.04)",
+        "898082745236", "amazon", "x86_64", "available", "2022-01-27T00:00:00.000Z", "/dev/sda1",
+    ),
+)  # fmt: skip
+
+# What terraform-provider-aws's aws_ami data source (behind aws.ec2.get_ami) answers when the filters match
+# nothing or, without most_recent, more than one image (internal/service/ec2/ec2_ami_data_source.go).
+AMI_NO_RESULTS = "Your query returned no results. Please change your search criteria and try again."
+AMI_MANY_RESULTS = (
+    "Your query returned more than one result. Please try more specific search criteria, "
+    "or set `most_recent` attribute to true."
+)
+
+
+class AmiLookupError(Exception):
+    """aws.ec2.get_ami failed as the real provider would."""
+
+
+def _ec2_wildcard(pattern: str) -> re.Pattern[str]:
+    """DescribeImages filter values: `*` any run of characters, `?` one character, all else literal."""
+    parts = (".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.compile("".join(parts), re.DOTALL)
+
+
+# DescribeImages filter name -> the image field it compares
+# (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeImages.html, "Filters").
+_IMAGE_FILTERS: dict[str, Callable[[MockImage], str | None]] = {
+    "image-id": lambda i: i.image_id,
+    "name": lambda i: i.name,
+    "architecture": lambda i: i.architecture,
+    "state": lambda i: i.state,
+    "owner-id": lambda i: i.owner_id,
+    "owner-alias": lambda i: i.owner_alias,
+    "root-device-name": lambda i: i.root_device_name,
+    "root-device-type": lambda i: i.root_device_type,
+}
+
+
+def _image_matches(image: MockImage, region: str, owners: list[str], filters: list[dict]) -> bool:
+    if image.regions is not None and region not in image.regions:
+        return False  # an AMI id lives in one region
+    # Owners: account ids or aliases (`amazon`, `aws-marketplace`); an image matches any one of them.
+    if owners and image.owner_id not in owners and image.owner_alias not in owners:
+        return False
+    for f in filters:  # every filter must match; within one, any value may
+        field_of = _IMAGE_FILTERS[f["name"]]
+        value = field_of(image)
+        if value is None or not any(_ec2_wildcard(v).fullmatch(value) for v in f["values"]):
+            return False
+    return True
+
+
+# What `pulumi preview` shows for a value known only at apply time (the same sentinel its JSON carries).
+UNKNOWN_UNTIL_APPLY = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+
+
+def _is_private_pin(images: tuple[MockImage, ...], owners: list[str], filters: list[dict]) -> bool:
+    """A stack that pins one literal AMI id this table has never heard of: most likely the user's own image,
+    which only their account can describe. (An id the table knows, but in another region, still fails.)"""
+    if owners or len(filters) != 1 or filters[0]["name"] != "image-id" or len(filters[0]["values"]) != 1:
+        return False
+    image_id = filters[0]["values"][0]
+    return not any(c in image_id for c in "*?") and all(i.image_id != image_id for i in images)
+
+
+def _private_image(image_id: str) -> dict:
+    """The pinned image, with what only a real lookup can tell left unknown until apply, never guessed."""
+    return {
+        "id": image_id,
+        "imageId": image_id,
+        "name": UNKNOWN_UNTIL_APPLY,
+        "rootDeviceName": UNKNOWN_UNTIL_APPLY,
+        "rootDeviceType": UNKNOWN_UNTIL_APPLY,
+        "architecture": UNKNOWN_UNTIL_APPLY,
+        "ownerId": UNKNOWN_UNTIL_APPLY,
+        "imageOwnerAlias": None,
+    }
+
+
+def _describe_image(images: tuple[MockImage, ...], args: dict) -> dict:
+    """aws:ec2/getAmi over `images`: DescribeImages filtering, then the data source's one-image rule."""
+    filters = list(args.get("filters") or [])
+    for f in filters:
+        if f["name"] not in _IMAGE_FILTERS:
+            # What EC2 answers for a filter name it does not have (this mock implements the ones above).
+            raise AmiLookupError(f"InvalidParameterValue: The filter '{f['name']}' is invalid")
+    region = args.get("region") or "us-east-1"
+    owners = list(args.get("owners") or [])
+    found = [i for i in images if _image_matches(i, region, owners, filters)]
+    if not found and _is_private_pin(images, owners, filters):
+        return _private_image(filters[0]["values"][0])
+    if not found:
+        raise AmiLookupError(
+            f"aws.ec2.get_ami: {AMI_NO_RESULTS} (region {region}, owners {owners}, filters {filters})"
+        )
+    if len(found) > 1 and not args.get("mostRecent"):
+        raise AmiLookupError(f"aws.ec2.get_ami: {AMI_MANY_RESULTS}")
+    image = max(found, key=lambda i: i.creation_date)
+    return {
+        "id": image.image_id,
+        "imageId": image.image_id,
+        "name": image.name,
+        "rootDeviceName": image.root_device_name,
+        "rootDeviceType": image.root_device_type,
+        "architecture": image.architecture,
+        "ownerId": image.owner_id,
+        "imageOwnerAlias": image.owner_alias,
+        "creationDate": image.creation_date,
+        "state": image.state,
+    }
+
+
 def _uuid(seed: str) -> str:
     h = hashlib.sha256(seed.encode()).hexdigest()
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-8{h[17:20]}-{h[20:32]}"
 
 
-def _call(token: str, args: dict) -> dict:
+def _call(token: str, args: dict, images: tuple[MockImage, ...]) -> dict:
     if token == "aws:index/getCallerIdentity:getCallerIdentity":
         return {
             "accountId": MOCK_AWS_ACCOUNT,
@@ -355,18 +522,7 @@ def _call(token: str, args: dict) -> dict:
             "id": MOCK_AWS_ACCOUNT,
         }
     if token == "aws:ec2/getAmi:getAmi":
-        filters = {f["name"]: f["values"] for f in args.get("filters") or []}
-        image = (filters.get("image-id") or [None])[0]
-        pattern = (filters.get("name") or ["mock"])[0]
-        image = image or "ami-" + _short_hash(pattern, args.get("region") or "", n=17)
-        return {
-            "id": image,
-            "imageId": image,
-            "name": pattern.replace("*", "20260101"),
-            "rootDeviceName": "/dev/sda1",
-            "architecture": "x86_64",
-            "ownerId": "898082745236",
-        }
+        return _describe_image(images, args)
     if token == "aws:ec2/getSubnets:getSubnets":
         filters = {f["name"]: f["values"] for f in args.get("filters") or []}
         zones = filters.get("availability-zone-id") or ["az"]
@@ -412,8 +568,9 @@ def _call(token: str, args: dict) -> dict:
 class CloudMocks(pulumi.runtime.Mocks):
     """Answers resource registrations and invokes the way the clouds would, deterministically."""
 
-    def __init__(self) -> None:
+    def __init__(self, images: tuple[MockImage, ...] = DEFAULT_IMAGES) -> None:
         self.invocations: list[Invocation] = []
+        self.images = tuple(images)  # the AMIs aws:ec2/getAmi can find
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         token, name, inputs = args.typ, args.name, dict(args.inputs)
@@ -432,7 +589,7 @@ class CloudMocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         self.invocations.append(Invocation(args.token, dict(args.args)))
-        return _call(args.token, dict(args.args))
+        return _call(args.token, dict(args.args), self.images)
 
 
 class _CapturingMonitor(pulumi_mocks.MockMonitor):
@@ -480,16 +637,18 @@ def run_program(
     config: StackConfig,
     *,
     declare: Callable[[str, StackConfig], dict] | None = None,
+    images: tuple[MockImage, ...] | None = None,
 ) -> ProgramRun:
     """Run the program for one stack under the mock runtime; return what it declared and exported.
 
-    Raises what the program raises (a ConfigError for a config the clouds would reject).
+    `images`: the AMIs an AMI lookup can find (default DEFAULT_IMAGES); a lookup they do not satisfy fails
+    as the real one does. Raises what the program raises (a ConfigError for a config the clouds would reject).
     """
     if declare is None:
         from infra.program import declare as declare_program
 
         declare = declare_program
-    mocks = CloudMocks()
+    mocks = CloudMocks(DEFAULT_IMAGES if images is None else images)
     monitor = _CapturingMonitor(mocks)
     pulumi_settings.ROOT.set(None)  # a fresh root stack per run, named after this stack
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)

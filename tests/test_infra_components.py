@@ -20,7 +20,7 @@ from infra.aws.iam import node_policy
 from infra.azure.identity import prefix_condition
 from infra.config import StackConfig
 from infra.errors import ConfigError
-from infra.mock_runtime import run_program
+from infra.mock_runtime import MockImage, run_program
 from infra.program import declare, fleet_price
 from infra.stack_file import read_stack_file
 from tests.conftest import REPO, STACKS
@@ -237,12 +237,15 @@ def test_bucket_name_with_several_fleets_is_rejected():
 
 
 def test_gaudi_image_override_pins_the_ami():
+    # ami-dca37ea5: a real 2017 Ubuntu Deep Learning AMI (tests/fixtures/aws_amis/images.json, root /dev/sda1).
+    table = json.loads((REPO / "tests" / "fixtures" / "aws_amis" / "images.json").read_text())
+    images = tuple(MockImage.from_api(record) for record in table["images"])
     sf = read_stack_file(STACKS / "Pulumi.gaudi.yaml")
-    config = _with_fleet(sf.config, image="ami-0123456789abcdef0")
-    run = run_program("gaudi", config)
+    config = _with_fleet(sf.config, image="ami-dca37ea5")
+    run = run_program("gaudi", config, images=images)
     (ami,) = [i for i in run.invocations if i.token == "aws:ec2/getAmi:getAmi"]
-    assert ami.args["filters"] == [{"name": "image-id", "values": ["ami-0123456789abcdef0"]}]
-    assert run.one("aws:ec2/launchTemplate:LaunchTemplate").inputs["imageId"] == "ami-0123456789abcdef0"
+    assert ami.args["filters"] == [{"name": "image-id", "values": ["ami-dca37ea5"]}]
+    assert run.one("aws:ec2/launchTemplate:LaunchTemplate").inputs["imageId"] == "ami-dca37ea5"
 
 
 def test_existing_vpc_and_subnets_are_used_not_created():
@@ -276,13 +279,49 @@ def test_a_stack_can_hold_fleets_on_several_clouds():
     )
 
 
-def test_fleet_price_uses_on_demand_for_the_base_and_spot_for_the_rest():
-    prod = read_stack_file(STACKS / "Pulumi.prod.yaml").config
-    price = fleet_price(prod.fleets[0])
-    assert (price["on_demand_nodes"], price["spot_nodes"]) == (1, 3)
-    expected = price["on_demand_usd_per_node_hour"] + 3 * price["spot_usd_per_node_hour"]
-    assert price["usd_per_hour"] == pytest.approx(expected, abs=1e-3)
-    assert price["source"]
+# Hourly fleet prices worked by hand from infra/catalog/data/offers.csv (columns on_demand_usd_per_hour,
+# spot_usd_per_hour), for the rows named in each case: on-demand nodes at the on-demand price, spot nodes at
+# the cheapest spot price among the fleet's zones.
+FLEET_PRICES = [
+    # prod: p4de.24xlarge, us-east-1, zones use1-az4 (spot 9.973400) and use1-az6 (spot 8.650500), on-demand
+    # 27.44705; 1 on-demand + 3 spot nodes: 27.44705 + 3 * 8.6505 = 53.39855.
+    ("Pulumi.prod.yaml", {}, 27.44705, 8.6505, "use1-az6", 53.39855),
+    # dev: g5.12xlarge, us-east-1, zones use1-az1 (2.780400), use1-az2 (2.079600), use1-az4 (2.081300),
+    # on-demand 5.672; one spot node.
+    ("Pulumi.dev.yaml", {}, 5.672, 2.0796, "use1-az2", 2.0796),
+    # dev in use1-az1 (2.780400) and use1-az5 (2.182400) only: not use1-az2, the cheapest in the region.
+    ("Pulumi.dev.yaml", {"zones": ["use1-az1", "use1-az5"]}, 5.672, 2.1824, "use1-az5", 2.1824),
+    # dev with no zones: every us-east-1 zone of the catalog (az1, az2, az4, az5 2.182400, az6 2.238700).
+    ("Pulumi.dev.yaml", {"zones": []}, 5.672, 2.0796, "use1-az2", 2.0796),
+    # dev all on-demand, 2 nodes: 2 * 5.672.
+    ("Pulumi.dev.yaml", {"purchase": "on-demand", "nodes": 2}, 5.672, 2.0796, "use1-az2", 11.344),
+    # gaudi: dl1.24xlarge, us-west-2, usw2-az1 (spot 4.167100, on-demand 13.10904); 2 spot nodes: 8.3342.
+    ("Pulumi.gaudi.yaml", {}, 13.10904, 4.1671, "usw2-az1", 8.3342),
+    # gcp-dev: a2-highgpu-1g, us-central1-a and -b (both spot 1.80385, on-demand 3.67339).
+    ("Pulumi.gcp-dev.yaml", {}, 3.67339, 1.80385, None, 1.80385),  # a tie: either zone
+    # azure-dev: Standard_NC24ads_A100_v4, eastus, one regional row (spot 0.444433, on-demand 3.673).
+    ("Pulumi.azure-dev.yaml", {}, 3.673, 0.444433, None, 0.444433),
+]
+
+
+@pytest.mark.parametrize("stack_file, changes, on_demand, spot, spot_zone, total", FLEET_PRICES)
+def test_fleet_price_from_the_catalog_rows(stack_file, changes, on_demand, spot, spot_zone, total):
+    sf = read_stack_file(STACKS / stack_file)
+    fleet = _with_fleet(sf.config, **changes).fleets[0] if changes else sf.config.fleets[0]
+    price = fleet_price(fleet)
+    assert price["on_demand_usd_per_node_hour"] == pytest.approx(on_demand, abs=1e-9)
+    assert price["spot_usd_per_node_hour"] == pytest.approx(spot, abs=1e-9)
+    if spot_zone is not None:
+        assert price["spot_zone"] == spot_zone
+    assert price["usd_per_hour"] == pytest.approx(total, abs=1e-4)  # rounded to 4 places
+    assert price["source"] == f"skypilot-{fleet.cloud}"  # the rows' source column
+
+
+def test_the_program_exports_the_hand_worked_fleet_price():
+    sf = read_stack_file(STACKS / "Pulumi.prod.yaml")
+    run = run_program(sf.env, sf.config)
+    assert run.exports["fleets"]["main"]["hourly_price"]["usd_per_hour"] == pytest.approx(53.39855, abs=1e-4)
+    assert run.exports["hourly_price_usd"] == pytest.approx(53.39855, abs=1e-4)
 
 
 # ------------------------------------------------------------------------------------ __main__

@@ -16,11 +16,11 @@ import re
 import pytest
 
 from infra import naming
-from infra.config import TAG_JOB, TAG_STACK
-from infra.mock_runtime import MOCK_AWS_ACCOUNT, ProgramRun, run_program
+from infra.config import TAG_JOB, TAG_STACK, StackConfig
+from infra.mock_runtime import DEFAULT_IMAGES, MOCK_AWS_ACCOUNT, MockImage, ProgramRun, run_program
 from infra.program import fleet_zones, offers_efa
 from infra.stack_file import list_stack_files, read_stack_file
-from tests.conftest import STACKS
+from tests.conftest import REPO, STACKS
 
 STACK_FILES = {p.name.removeprefix("Pulumi.").removesuffix(".yaml"): p for p in list_stack_files(STACKS)}
 REQUIRED_STACKS = {"dev", "prod", "gcp-dev", "azure-dev", "gaudi"}
@@ -53,13 +53,34 @@ MUST_BE_TAGGED = {
 }
 
 
+# Public AMIs with their real root device names (provenance inside); the mocked AMI lookups answer from it.
+AMI_TABLE = json.loads((REPO / "tests" / "fixtures" / "aws_amis" / "images.json").read_text())
+IMAGES = tuple(MockImage.from_api(record) for record in AMI_TABLE["images"])
+
+# Worked by hand from tests/fixtures/aws_amis/images.json: the newest x86_64 image, owned by amazon, whose name
+# matches the program's name filter. dev/prod: "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu *" finds
+# the Ubuntu 22.04 (2026-06-11) and 24.04 (2026-09-18) images, not the newer ARM64 one (its name differs);
+# gaudi: "Deep Learning AMI Habana PyTorch * SynapseAI * (Ubuntu *" finds the one Habana image.
+EXPECTED_AMI = {
+    "dev": ("ami-0dea1a0000000a002", "/dev/sda1"),
+    "prod": ("ami-0dea1a0000000a002", "/dev/sda1"),
+    "gaudi": ("ami-0dea1a0000000b001", "/dev/sda1"),
+}
+
+
 @pytest.fixture(scope="module")
 def runs() -> dict[str, tuple]:
     out = {}
     for env, path in STACK_FILES.items():
         sf = read_stack_file(path)
-        out[env] = (sf.config, run_program(env, sf.config))
+        out[env] = (sf.config, run_program(env, sf.config, images=IMAGES))
     return out
+
+
+def _with_fleet(config: StackConfig, **changes) -> StackConfig:
+    sections = config.to_sections()
+    sections["fleets"] = [{**sections["fleets"][0], **changes}]
+    return StackConfig.from_sections(sections)
 
 
 def _stacks_on(cloud: str) -> list[str]:
@@ -236,7 +257,8 @@ def test_aws_group_spot_settings_match_the_config(runs, env):
             assert (base, pct) == (fleet.on_demand_base, fleet.on_demand_percentage_above_base)
         overrides = [o["instanceType"] for o in policy["launchTemplate"]["overrides"]]
         assert overrides == [fleet.instance_type, *fleet.fallback_instance_types]
-        assert ("spotMaxPrice" in dist) == (fleet.max_price not in (None, -1))
+        # No stack file sets max_price: no cap, which the provider spells "" (its default: up to on-demand).
+        assert fleet.max_price is None and dist.get("spotMaxPrice", "") == ""
         # Several zones: one subnet per zone of the fleet.
         zones = fleet_zones(fleet)
         assert len(zones) >= 1 and len(asg.inputs["vpcZoneIdentifiers"]) == len(zones)
@@ -259,7 +281,8 @@ def test_aws_launch_template_imdsv2_encrypted_root_efa_no_public_ip(runs, env):
         assert meta["httpTokens"] == "required" and meta["httpEndpoint"] == "enabled"
         ami = next(i for i in run.invocations if i.token == "aws:ec2/getAmi:getAmi")
         (root,) = lt.inputs["blockDeviceMappings"]
-        assert root["deviceName"] == "/dev/sda1"  # the mocked AMI's root device, looked up not guessed
+        image_id, root_device = EXPECTED_AMI[env]
+        assert (lt.inputs["imageId"], root["deviceName"]) == (image_id, root_device)
         assert root["ebs"]["encrypted"] == "true" and root["ebs"]["volumeSize"] == fleet.root_volume_gb
         (nic,) = lt.inputs["networkInterfaces"]
         assert nic["associatePublicIpAddress"] == "false"
@@ -267,6 +290,89 @@ def test_aws_launch_template_imdsv2_encrypted_root_efa_no_public_ip(runs, env):
         profile = run.one("aws:iam/instanceProfile:InstanceProfile")
         assert lt.inputs["iamInstanceProfile"]["arn"] == profile.outputs["arn"]
         assert ami.args["mostRecent"] is True
+
+
+# ------------------------------------------------------------------ AMI lookup: the root device is looked up
+
+
+def _launch_template_with(env: str, images=IMAGES, **fleet_changes):
+    config = _with_fleet(read_stack_file(STACK_FILES[env]).config, **fleet_changes)
+    return run_program(env, config, images=images).one("aws:ec2/launchTemplate:LaunchTemplate")
+
+
+@pytest.mark.parametrize(
+    "env, image, root_device",
+    [
+        # Amazon Linux 2023 in us-east-1 (moto's capture of DescribeImages): its root is /dev/xvda.
+        ("dev", "ami-03c3da4cfa8e8943a", "/dev/xvda"),
+        # The same release's us-west-2 copy, for the us-west-2 stack.
+        ("gaudi", "ami-0a1a95d8da5818fdb", "/dev/xvda"),
+        # The 2017 Deep Learning AMIs: Amazon Linux build /dev/xvda, Ubuntu build /dev/sda1.
+        ("prod", "ami-999844e0", "/dev/xvda"),
+        ("prod", "ami-dca37ea5", "/dev/sda1"),
+    ],
+)
+def test_launch_template_root_device_is_the_pinned_amis_own(env, image, root_device):
+    lt = _launch_template_with(env, image=image)
+    (root,) = lt.inputs["blockDeviceMappings"]
+    assert (lt.inputs["imageId"], root["deviceName"]) == (image, root_device)
+    assert root["ebs"]["encrypted"] == "true"  # the root volume the AMI boots from is the encrypted one
+
+
+def test_an_ami_id_from_another_region_is_not_found_like_the_real_lookup():
+    # ami-0a1a95d8da5818fdb is the us-west-2 AL2023 image; dev is in us-east-1, where that id does not exist.
+    with pytest.raises(Exception, match=re.escape("Your query returned no results")):
+        _launch_template_with("dev", image="ami-0a1a95d8da5818fdb")
+
+
+def test_a_private_ami_is_left_unknown_until_apply_not_guessed_or_refused():
+    """A user's own AMI id is in no public table: only their account can describe it. Offline, the program
+    still runs (stacks check, preview), and the root device is Pulumi's unknown, never a guessed /dev/sda1."""
+    lt = _launch_template_with("dev", image="ami-0fedcba9876543210")
+    (root,) = lt.inputs["blockDeviceMappings"]
+    assert lt.inputs["imageId"] == "ami-0fedcba9876543210"
+    # Pulumi's runtime reads its unknown marker as "known at apply" and records no value, as a preview does.
+    assert "deviceName" not in root and root["ebs"]["encrypted"] == "true"
+
+
+def test_a_name_filter_matching_nothing_fails_like_the_real_lookup():
+    # Only Amazon Linux images: the program's DLAMI name filter matches none of them.
+    amazon_linux = tuple(i for i in IMAGES if i.name.startswith("al2023-"))
+    assert amazon_linux
+    with pytest.raises(Exception, match=re.escape("Your query returned no results")) as err:
+        run_program("dev", read_stack_file(STACK_FILES["dev"]).config, images=amazon_linux)
+    assert "Deep Learning Base OSS Nvidia Driver GPU AMI" in str(err.value)  # says what was asked
+
+
+def test_the_default_images_are_the_vendored_ones():
+    """The table `trainfleet preview` uses offline is a subset of the vendored one, field for field."""
+    vendored = {i.image_id: i for i in IMAGES}
+    assert DEFAULT_IMAGES and all(vendored.get(i.image_id) == i for i in DEFAULT_IMAGES)
+
+
+# ------------------------------------------------------------------------- spotMaxPrice: the stack's cap
+
+
+@pytest.mark.parametrize(
+    "env, max_price, expected",
+    [
+        # Written by hand: the stack's USD/hour value as the string the provider schema takes
+        # (aws:autoscaling/group mixedInstancesPolicy.instancesDistribution.spotMaxPrice: string).
+        ("dev", 2.5, "2.5"),
+        ("dev", 1.23456, "1.23456"),  # not rounded up to 1.2346
+        ("prod", 30, "30.0"),
+        ("gaudi", 0.00004, "0.00004"),  # not "0.0000", nor 4e-05
+        # No cap: "", the provider's default, "which means the on-demand price" (pulumi_aws
+        # GroupMixedInstancesPolicyInstancesDistributionArgs.spot_max_price docstring).
+        ("dev", -1, ""),
+        ("prod", None, ""),
+    ],
+)
+def test_spot_max_price_is_the_stack_value(env, max_price, expected):
+    config = _with_fleet(read_stack_file(STACK_FILES[env]).config, max_price=max_price)
+    asg = run_program(env, config, images=IMAGES).one("aws:autoscaling/group:Group")
+    distribution = asg.inputs["mixedInstancesPolicy"]["instancesDistribution"]
+    assert distribution.get("spotMaxPrice", "") == expected
 
 
 def test_efa_on_multi_node_efa_types_only(runs):

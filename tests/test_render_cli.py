@@ -1,49 +1,275 @@
-"""`trainfleet render`: run as a user would, for every stack in stacks/."""
+"""`trainfleet render`: run as a user would, for every stack in stacks/, and checked against what nobody
+here computed: golden files read and reviewed by a person (tests/fixtures/render/, see REVIEWED.md there),
+values written by hand from the stack files and the catalog, and the template files copied verbatim.
+
+Regenerate the golden files after an intended change with TRAINFLEET_REGEN_GOLDEN=1, then read the diff
+before committing it; under CI that variable is refused."""
 
 from __future__ import annotations
 
 import base64
+import difflib
 import gzip
 import hashlib
 import json
+import os
 
 import pytest
+import yaml
 
 from infra.stack_file import list_stack_files, read_stack_file, stack_name
-from infra.userdata import render_fleets
-from tests.conftest import STACKS, assert_one_line_error, run_trainfleet
+from tests.conftest import REPO, STACKS, assert_one_line_error, run_trainfleet
+from tests.needs import in_ci
 
 STACK_NAMES = [stack_name(p) for p in list_stack_files(STACKS.parent)]
+GOLDEN = REPO / "tests" / "fixtures" / "render"
+REGENERATE = os.environ.get("TRAINFLEET_REGEN_GOLDEN") == "1"
+
+# The small, reviewable parts whose every line matters in a review; golden files under GOLDEN/<stack>/<fleet>/.
+GOLDEN_PARTS = (
+    "trainfleet.env",
+    "ds_config.json",
+    "trainfleet-launch.sh",
+    "trainfleet-trainer.service",
+    "trainfleet-agent.service",
+)
+# Parts that are template files shipped as they are.
+COPIED_VERBATIM = {
+    "train.py": "templates/train.py",
+    "trainfleet_agent.py": "templates/agent/trainfleet_agent.py",
+}
+
+# stack -> (fleet, cloud), from stacks/Pulumi.<stack>.yaml.
+FLEETS = {
+    "dev": ("dev", "aws"),
+    "prod": ("main", "aws"),
+    "gaudi": ("gaudi", "aws"),
+    "gcp-dev": ("gdev", "gcp"),
+    "azure-dev": ("adev", "azure"),
+}
+
+# What `--out` holds for one fleet, per cloud. AWS user-data is limited to 16 KB, so the agent and the
+# training script are fetched from the bucket at boot (assets.json + trainfleet-fetch.py).
+COMMON_FILES = [
+    "SUMMARY.json",
+    "parts/ds_config.json",
+    "parts/train.py",
+    "parts/trainfleet-agent.service",
+    "parts/trainfleet-boot.sh",
+    "parts/trainfleet-launch.sh",
+    "parts/trainfleet-trainer.service",
+    "parts/trainfleet.env",
+    "parts/trainfleet_agent.py",
+    "user-data",
+    "user-data.encoded",
+]
+OUT_FILES = {
+    "aws": sorted([*COMMON_FILES, "assets.json", "parts/trainfleet-fetch.py"]),
+    "gcp": sorted(COMMON_FILES),
+    "azure": sorted(COMMON_FILES),
+}
+
+# The env file's values that say which job this node belongs to, by hand from each stack file (job.name,
+# fleets[0], checkpoint) and the catalog's accelerators per node (offers.csv: g5.12xlarge 4 x A10G,
+# p4de.24xlarge 8 x A100-80GB, dl1.24xlarge 8 x Gaudi-HL205, a2-highgpu-1g 1 x A100-40GB,
+# Standard_NC24ads_A100_v4 1 x A100-80GB). Group names: tf-<stack>-<fleet>.
+ENV_VALUES = {
+    "dev": dict(STACK="dev", JOB="llama-1b-dev", FLEET="dev", CLOUD="aws", REGION="us-east-1",
+                PREFIX="dev/llama-1b-dev/dev", GROUP="tf-dev-dev", NODES="1", SLOTS="4",
+                ACCELERATOR="A10G", INTERVAL_MINUTES="20", KEEP_LAST="2"),
+    "prod": dict(STACK="prod", JOB="llama-13b", FLEET="main", CLOUD="aws", REGION="us-east-1",
+                 PREFIX="prod/llama-13b/main", GROUP="tf-prod-main", NODES="4", SLOTS="8",
+                 ACCELERATOR="A100-80GB", INTERVAL_MINUTES="30", KEEP_LAST="3"),
+    "gaudi": dict(STACK="gaudi", JOB="llama-7b-gaudi", FLEET="gaudi", CLOUD="aws", REGION="us-west-2",
+                  PREFIX="gaudi/llama-7b-gaudi/gaudi", GROUP="tf-gaudi-gaudi", NODES="2", SLOTS="8",
+                  ACCELERATOR="Gaudi-HL205", INTERVAL_MINUTES="30", KEEP_LAST="2", DS_ACCELERATOR="hpu"),
+    "gcp-dev": dict(STACK="gcp-dev", JOB="llama-1b-gcp", FLEET="gdev", CLOUD="gcp", REGION="us-central1",
+                    PREFIX="gcp-dev/llama-1b-gcp/gdev", NODES="1", SLOTS="1", ACCELERATOR="A100-40GB",
+                    GROUP="projects/REPLACE-ME-project/regions/us-central1/instanceGroupManagers/tf-gcp-dev-gdev",
+                    INTERVAL_MINUTES="20", KEEP_LAST="2"),
+    "azure-dev": dict(STACK="azure-dev", JOB="llama-1b-azure", FLEET="adev", CLOUD="azure", REGION="eastus",
+                      PREFIX="azure-dev/llama-1b-azure/adev", GROUP="tf-azure-dev-adev", NODES="1",
+                      SLOTS="1", ACCELERATOR="A100-80GB", INTERVAL_MINUTES="20", KEEP_LAST="2"),
+}  # fmt: skip
+
+# Every node launches its own ranks, no ssh; the script gets the ds_config copied into the run dir.
+LAUNCH_COMMAND = """exec deepspeed --hostfile "$hostfile" --no_ssh --node_rank "$node_rank" \\
+  --master_addr "$master_addr" --master_port "$TRAINFLEET_MASTER_PORT" \\
+  "$TRAINFLEET_SCRIPT" --deepspeed_config "$ds_config" "${script_args[@]}"
+"""
+
+# cloud-config write_files: path -> (part, permissions); owner root:root for all.
+WRITE_FILES = {
+    "/etc/trainfleet/trainfleet.env": ("trainfleet.env", "0644"),
+    "/etc/trainfleet/ds_config.json": ("ds_config.json", "0644"),
+    "/opt/trainfleet/trainfleet-boot.sh": ("trainfleet-boot.sh", "0755"),
+    "/opt/trainfleet/trainfleet-launch.sh": ("trainfleet-launch.sh", "0755"),
+    "/etc/systemd/system/trainfleet-agent.service": ("trainfleet-agent.service", "0644"),
+    "/etc/systemd/system/trainfleet-trainer.service": ("trainfleet-trainer.service", "0644"),
+}
+FETCHED = {"/opt/trainfleet/trainfleet-fetch.py": ("trainfleet-fetch.py", "0755")}
+INLINE = {
+    "/opt/trainfleet/trainfleet_agent.py": ("trainfleet_agent.py", "0755"),
+    "/opt/trainfleet/train.py": ("train.py", "0644"),
+}
+ENABLE_UNITS = [
+    ["systemctl", "daemon-reload"],
+    ["systemctl", "enable", "--now", "trainfleet-agent.service"],
+    ["systemctl", "enable", "--now", "trainfleet-trainer.service"],
+]
+RUNCMD = {
+    "aws": [["python3", "/opt/trainfleet/trainfleet-fetch.py"], *ENABLE_UNITS],
+    "gcp": ENABLE_UNITS,
+    "azure": ENABLE_UNITS,
+}
+# What limits each cloud's user-data, and on which form (AWS: 16 KB payload; GCP: 256 KB metadata value;
+# Azure: 64 KB base64 customData).
+LIMITS = {"aws": ("payload", 16 * 1024), "gcp": ("raw", 256 * 1024), "azure": ("encoded", 64 * 1024)}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> dict[str, tuple]:
+    """stack -> (out folder, summaries) of one `trainfleet render --json` per stack."""
+    out = {}
+    for stack in STACK_NAMES:
+        folder = tmp_path_factory.mktemp(f"render-{stack}")
+        result = run_trainfleet("render", "--stack", stack, "--out", str(folder), "--json")
+        assert result.code == 0, result.stderr
+        out[stack] = (folder, result.json())
+    return out
+
+
+def _fleet_folder(rendered, stack: str):
+    out, _ = rendered[stack]
+    return out / FLEETS[stack][0]
+
+
+def _env(text: str) -> dict[str, str]:
+    """KEY=value lines; a value in POSIX single quotes is unquoted (it holds no quote itself here)."""
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            values[key] = value[1:-1] if value.startswith("'") else value
+    return values
+
+
+def test_every_stack_has_its_expectations():
+    assert sorted(STACK_NAMES) == sorted(FLEETS) == sorted(ENV_VALUES)
 
 
 @pytest.mark.parametrize("stack", STACK_NAMES)
-def test_render_writes_each_fleets_user_data_and_parts_for_review(stack, tmp_path):
-    out = tmp_path / "userdata"
-    result = run_trainfleet("render", "--stack", stack, "--out", str(out), "--json")
-    assert result.code == 0, result.stderr
-    summaries = result.json()
-    config = read_stack_file(STACKS / f"Pulumi.{stack}.yaml").config
-    assert [s["fleet"] for s in summaries] == [f.name for f in config.fleets]
-    expected = render_fleets(stack, config)
-    for s in summaries:
-        folder = out / s["fleet"]
-        r = expected[s["fleet"]]
-        assert (folder / "user-data").read_text() == r.document
-        assert (folder / "user-data.encoded").read_text() == r.encoded()
-        assert sorted(p.name for p in (folder / "parts").iterdir()) == sorted(r.parts)
-        for name, text in r.parts.items():
-            assert (folder / "parts" / name).read_text() == text
-        assert s["headroom_bytes"] >= 0
-        assert json.loads((folder / "SUMMARY.json").read_text()) == s
-        if s["cloud"] == "aws":
-            payload = base64.b64decode((folder / "user-data.encoded").read_text())
-            assert len(payload) <= 16 * 1024
-            text = gzip.decompress(payload).decode() if s["gzipped"] else payload.decode()
-            assert text == r.document
-            assets = json.loads((folder / "assets.json").read_text())
-            for a in assets:
-                assert a["sha256"] == hashlib.sha256(r.assets[a["key"]].encode()).hexdigest()
-                assert a["sha256"] in (folder / "parts" / "trainfleet-fetch.py").read_text()
+def test_out_holds_exactly_the_files_of_each_fleet(rendered, stack):
+    out, summaries = rendered[stack]
+    fleet, cloud = FLEETS[stack]
+    assert sorted(p.name for p in out.iterdir()) == [fleet]
+    files = sorted(p.relative_to(out / fleet).as_posix() for p in (out / fleet).rglob("*") if p.is_file())
+    assert files == OUT_FILES[cloud]
+    assert [(s["stack"], s["fleet"], s["cloud"]) for s in summaries] == [(stack, fleet, cloud)]
+
+
+@pytest.mark.parametrize("part", GOLDEN_PARTS)
+@pytest.mark.parametrize("stack", STACK_NAMES)
+def test_parts_match_the_reviewed_golden_files(rendered, stack, part):
+    actual = (_fleet_folder(rendered, stack) / "parts" / part).read_text()
+    golden = GOLDEN / stack / FLEETS[stack][0] / part
+    if REGENERATE:
+        if in_ci():
+            pytest.fail("TRAINFLEET_REGEN_GOLDEN=1 is never on in CI: golden files change only by review")
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(actual)
+        pytest.skip(f"regenerated {golden.relative_to(REPO)}: read its diff before committing")
+    expected = golden.read_text()
+    if actual != expected:
+        diff = difflib.unified_diff(
+            expected.splitlines(keepends=True),
+            actual.splitlines(keepends=True),
+            fromfile=f"golden {golden.relative_to(REPO)}",
+            tofile=f"rendered {stack}/{part}",
+        )
+        pytest.fail(
+            "rendered part differs from its golden file (after an intended change: "
+            "TRAINFLEET_REGEN_GOLDEN=1, then review the diff):\n" + "".join(diff),
+            pytrace=False,
+        )
+
+
+@pytest.mark.parametrize("stack", STACK_NAMES)
+def test_env_file_holds_this_stacks_values(rendered, stack):
+    env = _env((_fleet_folder(rendered, stack) / "parts" / "trainfleet.env").read_text())
+    expected = {
+        ("" if key.startswith("DS_") else "TRAINFLEET_") + key: v for key, v in ENV_VALUES[stack].items()
+    }
+    assert {k: env.get(k) for k in expected} == expected
+    assert env["TRAINFLEET_BUCKET"].startswith("REPLACE-ME-")  # the real name exists only after `pulumi up`
+
+
+@pytest.mark.parametrize("stack", STACK_NAMES)
+def test_launch_script_runs_deepspeed_for_this_node_only(rendered, stack):
+    text = (_fleet_folder(rendered, stack) / "parts" / "trainfleet-launch.sh").read_text()
+    fleet, _ = FLEETS[stack]
+    accelerator, slots = ENV_VALUES[stack]["ACCELERATOR"], ENV_VALUES[stack]["SLOTS"]
+    assert text.splitlines()[:2] == [
+        "#!/usr/bin/env bash",
+        f"# trainfleet DeepSpeed launch for stack {stack}, fleet {fleet} ({accelerator}, {slots} per node).",
+    ]
+    assert text.endswith(LAUNCH_COMMAND)
+
+
+@pytest.mark.parametrize("stack", STACK_NAMES)
+def test_cloud_config_writes_the_parts_and_starts_the_units(rendered, stack):
+    folder = _fleet_folder(rendered, stack)
+    _, cloud = FLEETS[stack]
+    document = (folder / "user-data").read_text()
+    assert document.startswith("#cloud-config\n")
+    config = yaml.safe_load(document)
+    expected_files = {**WRITE_FILES, **(FETCHED if cloud == "aws" else INLINE)}
+    written = {f["path"]: f for f in config["write_files"]}
+    assert sorted(written) == sorted(expected_files)
+    for path, (part, permissions) in expected_files.items():
+        entry = written[path]
+        assert (entry["owner"], entry["permissions"]) == ("root:root", permissions), path
+        assert entry["content"] == (folder / "parts" / part).read_text(), path
+    assert config["runcmd"] == RUNCMD[cloud]
+    for part, template in COPIED_VERBATIM.items():
+        assert (folder / "parts" / part).read_text() == (REPO / template).read_text(), part
+
+
+@pytest.mark.parametrize("stack", STACK_NAMES)
+def test_encoded_user_data_decodes_to_the_document_within_the_limit(rendered, stack):
+    folder = _fleet_folder(rendered, stack)
+    _, cloud = FLEETS[stack]
+    document = (folder / "user-data").read_bytes()
+    encoded = (folder / "user-data.encoded").read_bytes()
+    payload = encoded if cloud == "gcp" else base64.b64decode(encoded, validate=True)  # GCP metadata: plain
+    gzipped = payload[:2] == b"\x1f\x8b"
+    assert (gzip.decompress(payload) if gzipped else payload) == document
+    measure, limit = LIMITS[cloud]
+    measured = {"raw": len(document), "payload": len(payload), "encoded": len(encoded)}[measure]
+    assert measured <= limit
+    summary = json.loads((folder / "SUMMARY.json").read_text())
+    assert (summary["raw_bytes"], summary["encoded_bytes"], summary["gzipped"]) == (
+        len(document),
+        len(encoded),
+        gzipped,
+    )
+    assert (summary["limit_bytes"], summary["headroom_bytes"]) == (limit, limit - measured)
+    assert summary["parts"] == sorted(p.name for p in (folder / "parts").iterdir())
+
+
+@pytest.mark.parametrize("stack", [s for s in STACK_NAMES if FLEETS[s][1] == "aws"])
+def test_aws_assets_are_the_parts_fetched_at_boot_pinned_by_sha256(rendered, stack):
+    folder = _fleet_folder(rendered, stack)
+    assets = json.loads((folder / "assets.json").read_text())
+    fetch = (folder / "parts" / "trainfleet-fetch.py").read_text()
+    prefix = ENV_VALUES[stack]["PREFIX"] + "/_node/"
+    assert sorted(a["key"].rsplit("/", 1)[-1] for a in assets) == ["train.py", "trainfleet_agent.py"]
+    for a in assets:
+        text = (folder / "parts" / a["key"].rsplit("/", 1)[-1]).read_bytes()
+        digest = hashlib.sha256(text).hexdigest()
+        assert (a["sha256"], a["bytes"]) == (digest, len(text))
+        assert a["key"] == f"{prefix}{digest[:16]}/{a['key'].rsplit('/', 1)[-1]}"
+        assert digest in fetch
 
 
 def test_render_table_names_fleets_and_sizes(tmp_path):

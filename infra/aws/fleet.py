@@ -13,6 +13,7 @@ from the CIDRs the config names (none by default).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 import pulumi
 import pulumi_aws as aws
@@ -46,6 +47,15 @@ class SpotFleetArgs:
     efa: bool = False
     node_assets: dict[str, str] = field(default_factory=dict)  # bucket key -> text, fetched at boot
     assets_bucket: pulumi.Input[str] | None = None
+
+
+def spot_max_price(max_price: float | None) -> str | None:
+    """The group's spotMaxPrice: the stack's USD/hour cap as a plain decimal string, exactly as given (never
+    rounded: 1.23456 must not become a higher 1.2346, nor 0.00004 a "0.0000"). None for no cap or -1, which
+    leaves the provider's default "": up to the on-demand price."""
+    if max_price is None or max_price == -1:
+        return None
+    return format(Decimal(repr(float(max_price))), "f")
 
 
 class SpotFleet(pulumi.ComponentResource):
@@ -202,7 +212,7 @@ class SpotFleet(pulumi.ComponentResource):
             on_demand_percentage_above_base_capacity=args.on_demand_percentage_above_base,
             on_demand_allocation_strategy="prioritized",
             spot_allocation_strategy=SPOT_ALLOCATION_STRATEGY,
-            spot_max_price=None if args.max_price in (None, -1) else f"{args.max_price:.4f}",
+            spot_max_price=spot_max_price(args.max_price),
         )
         overrides = [
             aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(instance_type=t)
