@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -233,3 +234,44 @@ def test_help_does_not_import_the_planner():
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
     assert run_trainfleet("--help").code == 0
+
+
+# Worked by hand from these rows of infra/catalog/data/offers.csv (spot is priced per zone, not per region):
+#   aws,eu-south-2,eus2-az2,g6e.2xlarge,L40S,1,...,2.36256,0.331500,4,...      first zone, dearer
+#   aws,eu-south-2,eus2-az3,g6e.2xlarge,L40S,1,...,2.36256,0.294400,4,...
+#   aws,eu-south-2,eus2-az1,p5en.48xlarge,H200,8,...,68.35968,16.864200,4,...  first zone, dearer
+#   aws,eu-south-2,eus2-az2,p5en.48xlarge,H200,8,...,68.35968,6.836000,4,...,3200,efa,...
+# Storage (README / reliability.py): 3 checkpoints x 14 bytes per parameter at S3's $0.023 per GB-month.
+def storage_usd_per_hour(params: int) -> float:
+    return 3 * 14 * params / 1e9 * 0.023 / 730
+
+
+def test_spot_plan_costs_its_own_zones_price_by_hand():
+    args = ("--model", "mpt-1b", "--tokens", "10B", "--purchase", "spot", "--regions", "eu-south-2")
+    best = plan_json(*args)["best"]
+    assert (best["instance_type"], best["zones"], best["nodes"]) == ("g6e.2xlarge", ["eus2-az3"], 1)
+    assert best["price_usd_per_node_hour"] == 0.2944
+    hours = best["wallclock_hours"]
+    by_hand = 0.2944 * 1 * hours + storage_usd_per_hour(1_312_804_864) * hours  # ~ $38.37 for ~129.6 h
+    assert best["expected_cost_usd"] == pytest.approx(by_hand, abs=0.01)
+
+
+def test_multi_node_spot_plan_by_hand_nodes_price_and_interruption_overhead():
+    args = ("--model", "llama-7b", "--tokens", "200B", "--deadline", "72h", "--regions", "eu-south-2")
+    best = plan_json(*args)["best"]
+    assert (best["instance_type"], best["zones"], best["purchase"]) == ("p5en.48xlarge", ["eus2-az2"], "spot")
+    nodes, hours = best["nodes"], best["wallclock_hours"]
+    assert best["devices"] == 8 * nodes
+    by_hand = 6.836 * nodes * hours + storage_usd_per_hour(6_738_415_616) * hours
+    assert best["expected_cost_usd"] == pytest.approx(by_hand, abs=0.01)
+    # Wall over useful hours, to first order in Young/Daly (reliability.py's docstring), from the row's
+    # bucket 4 (>20%/month, taken as 25%) and the published constants:
+    d = 14 * 6_738_415_616 / 1e9 / (nodes * 2.0)  # s to write a checkpoint, 2 GB/s per node (3200 Gbit/s NIC)
+    assert d <= 120  # fits AWS's 2-minute notice: interruptions are noticed, they cost a restart, no work
+    restart = 600 + d
+    m = 3600 / (nodes * 8 * 419 / (54 * 24 * 16384))  # s between failures (Llama 3: per device-hour)
+    tau = math.sqrt(2 * d * m)  # Young's interval
+    spot_per_s = nodes * -math.log(1 - 0.25) / 730 / 3600
+    overhead = (1 + d / tau + (tau + d) / (2 * m) + restart / m) / (1 - spot_per_s * (d + restart))
+    assert best["wallclock_hours"] / best["useful_hours"] == pytest.approx(overhead, rel=1e-4)
+    assert best["breakdown"]["interruption_loss_usd"] > 0

@@ -15,6 +15,7 @@ from cli.planner.workload import Workload
 from tests.conftest import run_trainfleet
 from tests.needs import need_module
 
+DEEPSPEED = "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'"
 GRID = list(
     itertools.product(
         [125_000_000, 6_738_415_616, 68_976_648_192, 1_234_567],  # params
@@ -24,11 +25,85 @@ GRID = list(
         [1.0, 1.5, 2.0],  # additional_buffer_factor
     )
 )
+ZERO3_GRID = [(*case, offload_params, zero_init) for case in GRID for offload_params in (True, False)
+              for zero_init in (True, False)]  # fmt: skip
 
 
-@pytest.mark.parametrize("params,gpn,nodes,offload,buffer", GRID)
+# Dedupe keys: (branch taken, the values that branch reads), from DeepSpeed 0.19's own code
+# (deepspeed/runtime/zero/stage_1_and_2.py and stage3.py, estimate_zero{2,3}_model_states_mem_needs).
+# Two cases with the same key run the same formula on the same numbers, so one of them proves nothing more.
+def zero2_key(params, gpn, nodes, offload, buffer) -> tuple:
+    gpus = gpn * nodes
+    if offload:  # gpu 2P; cpu P * max(4 * total_gpus, 16) * buffer
+        return ("offload", "4 x gpus" if 4 * gpus > 16 else "16"), params, max(4 * gpus, 16), buffer
+    return ("no offload",), params, gpus, gpn, buffer  # gpu 2P + 18P/total_gpus; cpu P * 4 * gpn * buffer
+
+
+def zero3_key(params, gpn, nodes, offload, buffer, offload_params, zero_init) -> tuple:
+    gpus = gpn * nodes
+    if not offload:  # cpu_offload_params is not read without cpu_offload
+        return ("no offload", zero_init), params, gpus, gpn, buffer
+    if offload_params and zero_init:  # gpu 4 x largest layer; cpu P * 18 / nodes * buffer
+        return ("offload params", True), params, nodes, buffer
+    if zero_init:  # gpu 4 x largest + 2P/total_gpus; cpu P * 16 / nodes * buffer
+        return ("offload optimizer", True), params, gpus, nodes, buffer
+    # cpu P * max(4 gpn, 18 / nodes) * buffer with params offloaded (gpu 4 x largest layer), else
+    # P * max(4 gpn, 16 / nodes) * buffer (gpu 4 x largest + 2P/total_gpus)
+    per_node = 18 if offload_params else 16
+    winner = "4 x gpn" if 4 * gpn > per_node / nodes else f"{per_node} / nodes"
+    gpu_reads = () if offload_params else (gpus,)
+    branch = ("offload params" if offload_params else "offload optimizer", False, winner)
+    return branch, params, *gpu_reads, max(4 * gpn, per_node / nodes), buffer
+
+
+def distinct(cases: list[tuple], key) -> list[tuple]:
+    """The first case of every key, in grid order."""
+    kept: dict[tuple, tuple] = {}
+    for case in cases:
+        kept.setdefault(key(*case), case)
+    return list(kept.values())
+
+
+ZERO2_CASES = distinct(GRID, zero2_key)  # 216 grid points -> 192 distinct
+ZERO3_CASES = distinct(ZERO3_GRID, zero3_key)  # 864 grid points -> 528 distinct
+
+
+def test_distinct_cases_still_take_every_branch():
+    """Deduping drops repeats only: every branch of DeepSpeed's estimators (and each side of their max())
+    keeps at least one case, and every parameter count is still tried in each branch."""
+    zero2_branches = {("offload", "16"), ("offload", "4 x gpus"), ("no offload",)}
+    assert {zero2_key(*c)[0] for c in ZERO2_CASES} == zero2_branches
+    assert {zero3_key(*c)[0] for c in ZERO3_CASES} == {
+        ("no offload", True), ("no offload", False), ("offload params", True), ("offload optimizer", True),
+        ("offload params", False, "4 x gpn"), ("offload params", False, "18 / nodes"),
+        ("offload optimizer", False, "4 x gpn"), ("offload optimizer", False, "16 / nodes"),
+    }  # fmt: skip
+    for cases, key in ((ZERO2_CASES, zero2_key), (ZERO3_CASES, zero3_key)):
+        branches = {key(*c)[0] for c in cases}
+        assert {(key(*c)[0], c[0]) for c in cases} == {(b, p) for b in branches for p in {c[0] for c in GRID}}
+    assert len(ZERO2_CASES) < len(GRID) and len(ZERO3_CASES) < len(ZERO3_GRID)
+
+
+def test_every_dropped_case_repeats_a_kept_one_in_deepspeed():
+    """The keys are sound: DeepSpeed itself gives every grid point the output of the kept case with its key."""
+    z2 = need_module("deepspeed.runtime.zero.stage_1_and_2", DEEPSPEED).estimate_zero2_model_states_mem_needs
+    z3 = need_module("deepspeed.runtime.zero.stage3", DEEPSPEED).estimate_zero3_model_states_mem_needs
+
+    def zero3(params, gpn, nodes, offload, buffer, offload_params, zero_init):
+        return z3(params, params // 37 + 11, gpn, nodes, offload, offload_params, zero_init, buffer)
+
+    for grid, kept, key, deepspeed in (
+        (GRID, ZERO2_CASES, zero2_key, z2),
+        (ZERO3_GRID, ZERO3_CASES, zero3_key, zero3),
+    ):
+        output_of_key = {key(*case): deepspeed(*case) for case in kept}
+        for case in grid:
+            assert deepspeed(*case) == output_of_key[key(*case)], case
+
+
+@pytest.mark.parametrize("params,gpn,nodes,offload,buffer", ZERO2_CASES)
 def test_zero2_matches_deepspeed(params, gpn, nodes, offload, buffer):
-    ds = need_module("deepspeed.runtime.zero.stage_1_and_2", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
+    ds = need_module("deepspeed.runtime.zero.stage_1_and_2", DEEPSPEED)
     ours = memory.estimate_zero2_model_states_mem_needs(params, gpn, nodes, offload, buffer)
     theirs = ds.estimate_zero2_model_states_mem_needs(
         total_params=params, num_gpus_per_node=gpn, num_nodes=nodes, cpu_offload=offload,
@@ -37,11 +112,9 @@ def test_zero2_matches_deepspeed(params, gpn, nodes, offload, buffer):
     assert ours == tuple(theirs)
 
 
-@pytest.mark.parametrize("params,gpn,nodes,offload,buffer", GRID)
-@pytest.mark.parametrize("offload_params", [True, False])
-@pytest.mark.parametrize("zero_init", [True, False])
+@pytest.mark.parametrize("params,gpn,nodes,offload,buffer,offload_params,zero_init", ZERO3_CASES)
 def test_zero3_matches_deepspeed(params, gpn, nodes, offload, buffer, offload_params, zero_init):
-    ds = need_module("deepspeed.runtime.zero.stage3", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
+    ds = need_module("deepspeed.runtime.zero.stage3", DEEPSPEED)
     largest = params // 37 + 11
     ours = memory.estimate_zero3_model_states_mem_needs(
         params, largest, gpn, nodes, offload, offload_params, zero_init, buffer

@@ -1,32 +1,20 @@
-"""The optimizer is exact over its search space: it agrees with brute force on random small catalogs."""
+"""The optimizer is exact over its search space: it agrees with a naive reference planner on random small
+catalogs. The oracle is tests/test_planner_reference.py's brute force, which shares none of the optimizer's
+price points, candidate pricing, bounds or scoring."""
 
 from __future__ import annotations
 
 import math
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from cli.planner import memory, throughput
 from cli.planner.calibration import default_fit
-from cli.planner.memory import SHARDINGS
-from cli.planner.optimizer import (
-    MICRO_BATCHES,
-    Request,
-    Setup,
-    candidate,
-    frontier,
-    hardware_for,
-    meets_bounds,
-    micro_batch_allowed,
-    node_counts,
-    price_points,
-    rank,
-    search,
-)
+from cli.planner.optimizer import Request, frontier, rank, search
 from cli.planner.presets import PRESETS
 from cli.planner.workload import Workload
 from infra.catalog import Offer, default_catalog
+from tests.test_planner_reference import Job, offer_rows, reference_plans
 
 ACCELERATORS = default_catalog().accelerators
 KINDS = [  # (accelerator, per node, memory GiB, vCPUs, RAM GiB)
@@ -46,12 +34,12 @@ def offers(draw):
         cloud = draw(st.sampled_from(sorted(ZONES)))
         region = draw(st.sampled_from(sorted(ZONES[cloud])))
         od = draw(st.one_of(st.none(), st.floats(0.3, 60)))
+        net = draw(st.sampled_from([None, 25.0, 100.0, 400.0, 3200.0]))  # one instance type, one network
         for zone in draw(
             st.lists(st.sampled_from(ZONES[cloud][region]), min_size=1, max_size=2, unique=True)
         ):
             spot = draw(st.one_of(st.none(), st.floats(0.1, 40)))
             bucket = draw(st.one_of(st.none(), st.integers(0, 4)))
-            net = draw(st.sampled_from([None, 25.0, 100.0, 400.0, 3200.0]))
             out.append(Offer(cloud, region, zone, f"type{i}", accel, per, mem, vcpus, ram, od, spot, bucket,
                              "aws-spot-advisor", net, "", "test"))  # fmt: skip
     return out
@@ -75,56 +63,45 @@ def requests(draw):
     )
 
 
-def brute_force(req: Request, catalog: list[Offer]):
-    """Every point of the search space, fully evaluated, no pruning or caching."""
-    fit = default_fit()
-    w = req.workload
-    best = None
-    count = 0
-    for offer, purchase, zones in price_points(catalog, req.purchase):
-        if req.clouds is not None and offer.cloud not in req.clouds:
-            continue
-        hw = hardware_for(offer, ACCELERATORS.get(offer.accelerator), w.precision)
-        if hw is None:
-            continue
-        for nodes in node_counts(req.max_nodes):
-            for sharding in SHARDINGS:
-                for ckpt in (False, True):
-                    for mb in MICRO_BATCHES:
-                        if not micro_batch_allowed(w, nodes * hw.devices_per_node, mb):
-                            continue
-                        mem = memory.estimate(w, sharding, mb, ckpt, hw.device_memory_gib, hw.devices_per_node,
-                                              nodes, hw.host_memory_gib)  # fmt: skip
-                        if not mem.fits:
-                            continue
-                        step = throughput.step(w, hw, nodes, sharding, mb, ckpt, fit)
-                        c = candidate(
-                            req, offer, purchase, zones, nodes, hw, Setup(sharding, ckpt, step, mem)
-                        )
-                        if not c.rel.feasible or not meets_bounds(c, req):
-                            continue
-                        count += 1
-                        if best is None or c.score(req) < best.score(req):
-                            best = c
-    return best, count
+def reference_best(req: Request, catalog: list[Offer]) -> list:
+    """The reference's plans tied for best (several only when they score the same)."""
+    job = Job(req.workload, clouds=req.clouds, max_nodes=req.max_nodes, deadline_hours=req.deadline_hours,
+              budget_usd=req.budget_usd, purchase=req.purchase, objective=req.objective,
+              time_value_usd_per_hour=req.time_value_usd_per_hour)  # fmt: skip
+    plans = reference_plans(offer_rows(catalog), job, max_hours=math.inf)  # search() itself has no cap
+    if not plans:
+        return []
+    best = plans[0].score(job)
+    return [p for p in plans if all(map(close, p.score(job), best))]
 
 
-def close(a, b):
-    return all(math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9) for x, y in zip(a, b, strict=True))
+def close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9)
+
+
+def identity(c) -> tuple:
+    return (c.offer.cloud, c.offer.region, c.zones, c.offer.instance_type, c.purchase, c.nodes)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalog=offers(), req=requests())
-def test_optimizer_matches_brute_force(catalog, req):
+def test_optimizer_matches_reference_planner(catalog, req):
     result = search(req, catalog, ACCELERATORS, default_fit())
-    expected, count = brute_force(req, catalog)
-    if expected is None:
-        assert result.feasible == []
+    expected = reference_best(req, catalog)
+    event("a feasible plan" if expected else "no feasible plan")  # --hypothesis-show-statistics shows the mix
+    if not expected:
+        assert result.feasible == [], "the optimizer found a plan the reference refuses"
         return
-    assert result.feasible, "brute force found a feasible plan the optimizer missed"
+    assert result.feasible, "the reference found a feasible plan the optimizer missed"
     best = rank(result.feasible, req)[0]
-    assert close(best.score(req), expected.score(req))
-    assert meets_bounds(best, req) and best.nodes <= req.max_nodes
+    matching = [p for p in expected if (p.cloud, p.region, p.zones, p.instance_type, p.purchase, p.nodes)
+                == identity(best)]  # fmt: skip
+    assert matching, f"optimizer chose {identity(best)}, the reference {expected[0]}"
+    assert math.isclose(best.cost_usd, matching[0].cost_usd, rel_tol=1e-9)
+    assert math.isclose(best.wall_hours, matching[0].wall_hours, rel_tol=1e-9)
+    assert best.nodes <= req.max_nodes
+    assert req.deadline_hours is None or best.wall_hours <= req.deadline_hours
+    assert req.budget_usd is None or best.cost_usd <= req.budget_usd
     # the frontier is Pareto-optimal: nothing feasible is both faster and cheaper than a frontier plan
     front = frontier(result.feasible)
     for f in front:

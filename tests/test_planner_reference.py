@@ -1,0 +1,364 @@
+"""`trainfleet plan` held against a deliberately naive reference planner written here, in the test.
+
+The reference reads catalog rows as plain CSV (infra/catalog/data/offers.csv, or the rows of a small
+catalog written below) and enumerates every (row, spot/on-demand, node count) by brute force. Prices,
+zones, node counts, spot vs on-demand, the interruption/checkpoint model and the cost arithmetic are
+written out here from the documentation (README "Planning", the docstrings of cli/planner/reliability.py,
+optimizer.py and workload.py), not taken from the optimizer or reliability code. Only what is checked
+elsewhere is borrowed: tokens/s of one DeepSpeed setup (throughput.step, tests/test_planner_calibration.py)
+and whether it fits memory (memory.estimate, tests/test_planner_memory.py).
+
+tests/test_planner_optimizer.py uses `reference_plans` as the oracle of its brute-force property test.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cli.planner import memory, throughput
+from cli.planner.calibration import default_fit
+from cli.planner.memory import SHARDINGS
+from cli.planner.presets import PRESETS
+from cli.planner.throughput import Hardware
+from cli.planner.workload import Workload
+from tests.conftest import REPO, run_trainfleet
+
+CATALOG_DATA = REPO / "infra" / "catalog" / "data"
+
+# --- the model, as documented ----------------------------------------------------------------------------
+# The search space (optimizer.py docstring): these node counts up to --max-nodes, plus --max-nodes itself.
+NODE_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+MAX_MICRO_BATCH_TOKENS = 65536  # the calibration table's largest micro-batch
+DEEPSPEED_CANNOT_DRIVE = {"Trainium1", "Trainium2", "Qualcomm-AI100", "Radeon-MI25"}  # need their own SDKs
+# reliability.py docstring: AWS Spot Advisor bucket midpoints per month, >20% taken as 25%, unknown as >20%.
+MONTHLY_INTERRUPTED_SHARE = {0: 0.025, 1: 0.075, 2: 0.125, 3: 0.175, 4: 0.25}
+FAILURES_PER_DEVICE_HOUR = 419 / (54 * 24 * 16384)  # Llama 3 paper: 419 interruptions, 54 days, 16,384 GPUs
+NOTICE_SECONDS = {"aws": 120.0, "gcp": 30.0, "azure": 30.0}
+PROVISION_SECONDS = 600.0
+CHECKPOINT_GB_PER_S_PER_NODE = 2.0  # at most half the node's network
+STORAGE_USD_PER_GB_MONTH = {"aws": 0.023, "gcp": 0.020, "azure": 0.018}
+CHECKPOINTS_KEPT = 3
+HOURS_PER_MONTH = 730.0
+TEN_YEARS_HOURS = 10 * 8766.0  # the CLI refuses plans longer than this (a stack file cannot hold them)
+
+
+@dataclass(frozen=True)
+class Job:
+    workload: Workload
+    clouds: frozenset[str] | None = None
+    regions: frozenset[str] | None = None
+    max_nodes: int = 64
+    deadline_hours: float | None = None
+    budget_usd: float | None = None
+    purchase: str = "any"
+    objective: str = "cost"
+    time_value_usd_per_hour: float = 0.0
+
+
+@dataclass(frozen=True)
+class RefPlan:
+    cloud: str
+    region: str
+    zones: tuple[str, ...]
+    instance_type: str
+    purchase: str
+    nodes: int
+    price_usd_per_node_hour: float
+    wall_hours: float
+    cost_usd: float
+
+    def identity(self) -> tuple:
+        first_zone = self.zones[0] if self.zones else ""
+        return (self.cloud, self.region, first_zone, self.instance_type, self.purchase, self.nodes)
+
+    def score(self, job: Job) -> tuple[float, ...]:
+        if job.objective == "time":
+            return (self.wall_hours, self.cost_usd)
+        return (self.cost_usd + job.time_value_usd_per_hour * self.wall_hours, self.wall_hours)
+
+
+def number(text: str | float | None) -> float | None:
+    """A CSV cell: '' (or None) is unknown."""
+    return None if text in ("", None) else float(text)
+
+
+def read_rows(path: Path) -> list[dict]:
+    return list(csv.DictReader(path.open(newline="")))
+
+
+def peak_tflops_table() -> dict[tuple[str, str], float]:
+    """(accelerator, precision) -> dense peak TFLOP/s, straight from accelerators.csv."""
+    out = {}
+    for row in read_rows(CATALOG_DATA / "accelerators.csv"):
+        for column, value in row.items():
+            if column.startswith("peak_") and column.endswith("_tflops") and value:
+                out[(row["name"], column[len("peak_") : -len("_tflops")])] = float(value)
+    return out
+
+
+PEAKS = peak_tflops_table()
+
+
+def hardware(row: dict, precision: str) -> Hardware | None:
+    per_node, device_gib = number(row["accelerators_per_node"]), number(row["accelerator_memory_gib"])
+    peak = PEAKS.get((row["accelerator"], precision))
+    if not per_node or per_node < 1 or not device_gib or not peak:
+        return None
+    return Hardware(row["accelerator"], peak, int(per_node), device_gib, number(row["memory_gib"]) or 0.0,
+                    number(row["vcpus"]) or 0.0, number(row["network_gbps"]))  # fmt: skip
+
+
+def best_tokens_per_second(w: Workload, hw: Hardware, nodes: int) -> float | None:
+    """The fastest DeepSpeed setup that fits, trying every one (no early exits)."""
+    devices = hw.devices_per_node * nodes
+    best = None
+    for sharding in SHARDINGS:
+        for checkpointing in (False, True):
+            for mb in MICRO_BATCHES:
+                tokens = mb * w.seq_len
+                if mb > 1 and (tokens > MAX_MICRO_BATCH_TOKENS or tokens * devices > w.global_batch_tokens):
+                    continue
+                fits = memory.estimate(w, sharding, mb, checkpointing, hw.device_memory_gib,
+                                       hw.devices_per_node, nodes, hw.host_memory_gib).fits  # fmt: skip
+                if fits:
+                    rate = throughput.step(w, hw, nodes, sharding, mb, checkpointing, default_fit())
+                    best = max(best or 0.0, rate.tokens_per_second)
+    return best
+
+
+def checkpoint_bytes(w: Workload) -> float:
+    """16-bit weights + fp32 master, Adam m and v = 14 bytes per trained parameter; LoRA trains adapters
+    on q, k, v, o of every layer, 2 x rank x hidden parameters each."""
+    shape = w.shape
+    trained = shape.params if w.method == "full" else 4 * 2 * w.lora_rank * shape.hidden * shape.layers
+    return 14.0 * trained
+
+
+def expected_wall_hours(useful_hours: float, nodes: int, hw: Hardware, cloud: str, spot: bool,
+                        bucket: float | None, ckpt_bytes: float) -> float | None:  # fmt: skip
+    """Daly's expected wall time, spot interruptions and failures included (reliability.py's docstring);
+    None when the plan is refused (restarts would take half the time, or useful work under a third)."""
+    share = MONTHLY_INTERRUPTED_SHARE[4 if bucket is None else int(bucket)]
+    spot_per_node_hour = -math.log(1 - share) / HOURS_PER_MONTH if spot else 0.0
+    failures_per_node_hour = hw.devices_per_node * FAILURES_PER_DEVICE_HOUR
+    write_gb_per_s = CHECKPOINT_GB_PER_S_PER_NODE
+    if hw.network_gbits:
+        write_gb_per_s = min(write_gb_per_s, hw.network_gbits / 8 / 2)
+    d = ckpt_bytes / 1e9 / (nodes * write_gb_per_s)  # seconds to write one checkpoint
+    restart = PROVISION_SECONDS + d
+    noticed = d <= NOTICE_SECONDS[cloud]  # an emergency checkpoint fits the notice: no work lost
+    lossy_per_s = nodes * (failures_per_node_hour + (0.0 if noticed else spot_per_node_hour)) / 3600
+    safe_per_s = nodes * (spot_per_node_hour if noticed else 0.0) / 3600
+    m = 1 / lossy_per_s
+    tau = m if d >= 2 * m else math.sqrt(2 * d * m) * (1 + math.sqrt(d / (2 * m)) / 3 + d / (18 * m)) - d
+    useful_s = useful_hours * 3600
+    try:
+        daly_s = m * math.exp(restart / m) * (math.exp((tau + d) / m) - 1) * useful_s / tau
+    except OverflowError:
+        return None
+    load = safe_per_s * (d + restart)
+    if load >= 0.5 or not math.isfinite(daly_s):
+        return None
+    wall_s = daly_s / (1 - load)
+    if useful_s < wall_s / 3:
+        return None
+    return wall_s / 3600
+
+
+# --- the reference planner -------------------------------------------------------------------------------
+
+
+def allowed(row: dict, job: Job, local_zones: bool = False) -> bool:
+    aws_local_zone = row["cloud"] == "aws" and row["zone"].count("-") >= 2  # use1-atl2-az1: opt-in only
+    return (
+        (job.clouds is None or row["cloud"] in job.clouds)
+        and (job.regions is None or row["region"] in job.regions)
+        and (local_zones or not aws_local_zone)
+        and row["accelerator"] not in DEEPSPEED_CANNOT_DRIVE
+    )
+
+
+HARDWARE_COLUMNS = ("accelerator", "accelerators_per_node", "accelerator_memory_gib", "vcpus", "memory_gib",
+                    "network_gbps")  # fmt: skip
+
+
+def price_points(rows: list[dict], purchase: str) -> list[tuple[dict, str, tuple[str, ...], float]]:
+    """(row, purchase, zones, USD per node-hour): spot is priced per zone, so every row with a spot price
+    is its own point; on-demand is priced per region, one point per (cloud, region, type) over its zones."""
+    points = []
+    if purchase in ("spot", "any"):
+        points += [(r, "spot", (r["zone"],) if r["zone"] else (), number(r["spot_usd_per_hour"]))
+                   for r in rows if number(r["spot_usd_per_hour"])]  # fmt: skip
+    if purchase in ("on-demand", "any"):
+        regional: dict[tuple, list[dict]] = {}
+        for r in rows:
+            if number(r["on_demand_usd_per_hour"]):
+                regional.setdefault((r["cloud"], r["region"], r["instance_type"]), []).append(r)
+        for group in regional.values():
+            (price,) = {number(r["on_demand_usd_per_hour"]) for r in group}  # one regional price
+            assert len({tuple(r[c] for c in HARDWARE_COLUMNS) for r in group}) == 1, "one type, one hardware"
+            zones = tuple(sorted(r["zone"] for r in group if r["zone"]))
+            points.append((group[0], "on-demand", zones, price))
+    return points
+
+
+def reference_plans(rows: list[dict], job: Job, max_hours: float = TEN_YEARS_HOURS) -> list[RefPlan]:
+    """Every plan meeting the job's bounds, best first (ties: the lexically first cloud, region, zone...)."""
+    w = job.workload
+    ckpt = checkpoint_bytes(w)
+    counts = sorted({n for n in NODE_COUNTS if n <= job.max_nodes} | {job.max_nodes})
+    speed: dict[tuple, float | None] = {}  # (hardware, nodes) -> tokens/s, a memo of a pure function
+    plans = []
+    for row, purchase, zones, price in price_points([r for r in rows if allowed(r, job)], job.purchase):
+        hw = hardware(row, w.precision)
+        if hw is None:
+            continue
+        for nodes in counts:
+            if (hw, nodes) not in speed:
+                speed[hw, nodes] = best_tokens_per_second(w, hw, nodes)
+            tokens_per_s = speed[hw, nodes]
+            if tokens_per_s is None:
+                continue
+            useful_hours = w.tokens / tokens_per_s / 3600
+            wall = expected_wall_hours(useful_hours, nodes, hw, row["cloud"], purchase == "spot",
+                                       number(row["interruption_bucket"]), ckpt)  # fmt: skip
+            if wall is None or wall > max_hours:
+                continue
+            kept_gb_months = CHECKPOINTS_KEPT * ckpt / 1e9 * wall / HOURS_PER_MONTH
+            cost = price * nodes * wall + kept_gb_months * STORAGE_USD_PER_GB_MONTH[row["cloud"]]
+            if job.deadline_hours is not None and wall > job.deadline_hours:
+                continue
+            if job.budget_usd is not None and cost > job.budget_usd:
+                continue
+            plans.append(RefPlan(row["cloud"], row["region"], zones, row["instance_type"], purchase, nodes,
+                                 price, wall, cost))  # fmt: skip
+    return sorted(plans, key=lambda p: (p.score(job), p.identity()))
+
+
+def offer_rows(offers) -> list[dict]:
+    """Catalog `Offer` objects as the CSV rows they were read from (for in-memory catalogs)."""
+
+    def cell(value):
+        return "" if value is None else str(value)
+
+    return [{f: cell(getattr(o, f)) for f in CSV_COLUMNS} for o in offers]
+
+
+CSV_COLUMNS = next(csv.reader((CATALOG_DATA / "offers.csv").open()))
+
+
+# --- catalogs and jobs -----------------------------------------------------------------------------------
+# Small catalogs in made-up regions, written as a refreshed-catalog overlay the CLI reads, so `--regions`
+# picks exactly these rows. Each is built so a wrong plan costs visibly more: zones of one region price
+# spot differently (the first zone is not the cheapest), and interruption buckets differ per zone.
+SMALL_CATALOGS = {
+    "aws": """\
+aws,tfref-east-1,tfe1-az1,ref.g6e.2xlarge,L40S,1,44.7031,8,64,2.36256,0.52,0,aws-spot-advisor,,,test,
+aws,tfref-east-1,tfe1-az2,ref.g6e.2xlarge,L40S,1,44.7031,8,64,2.36256,0.3315,4,aws-spot-advisor,,,test,
+aws,tfref-east-1,tfe1-az3,ref.g6e.2xlarge,L40S,1,44.7031,8,64,2.36256,0.41,1,aws-spot-advisor,,,test,
+aws,tfref-east-1,tfe1-az1,ref.p4de.24xlarge,A100-80GB,8,80,96,1152,40.96,16.2,2,aws-spot-advisor,400,efa,test,
+aws,tfref-east-1,tfe1-az2,ref.p4de.24xlarge,A100-80GB,8,80,96,1152,40.96,12.1,4,aws-spot-advisor,400,efa,test,
+aws,tfref-east-1,tfe1-az3,ref.p4de.24xlarge,A100-80GB,8,80,96,1152,40.96,,,,400,efa,test,
+aws,tfref-east-1,tfe1-az1,ref.p5.48xlarge,H100-80GB,8,80,192,2048,98.32,41.0,3,aws-spot-advisor,3200,efa,test,
+aws,tfref-east-1,tfe1-az3,ref.p5.48xlarge,H100-80GB,8,80,192,2048,98.32,33.5,,,3200,efa,test,
+""",
+    "gcp": """\
+gcp,tfref-central1,tfref-central1-a,ref-g2-standard-8,L4,1,24,8,32,0.85,0.36,2,assumed-interruption,,,test,
+gcp,tfref-central1,tfref-central1-b,ref-g2-standard-8,L4,1,24,8,32,0.85,0.29,2,assumed-interruption,,,test,
+gcp,tfref-central1,tfref-central1-a,ref-a2-ultragpu-8g,A100-80GB,8,80,96,1360,40.22,12.6,2,assumed-interruption,100,,test,
+gcp,tfref-central1,tfref-central1-c,ref-a2-ultragpu-8g,A100-80GB,8,80,96,1360,40.22,11.9,2,assumed-interruption,100,,test,
+gcp,tfref-central1,tfref-central1-b,ref-a3-highgpu-8g,H100-80GB,8,80,208,1872,88.25,29.1,2,assumed-interruption,800,gpudirect-tcpx,test,
+""",
+    "azure": """\
+azure,tfrefwest,,Ref_NC24ads_A100_v4,A100-80GB,1,80,24,220,3.67,1.1,2,assumed-interruption,,,test,
+azure,tfrefwest,,Ref_ND96amsr_A100_v4,A100-80GB,8,80,96,1924,32.77,13.9,2,assumed-interruption,1600,infiniband,test,
+azure,tfrefwest,,Ref_NC16as_T4_v3,T4,1,16,16,110,1.204,0.143517,2,assumed-interruption,,,test,
+""",
+}
+SMALL_REGIONS = {"aws": "tfref-east-1", "gcp": "tfref-central1", "azure": "tfrefwest"}
+# The embedded catalog, one region at a time so the brute force stays quick. eu-south-2 prices g6e.2xlarge
+# spot at $0.3315 in its first zone and $0.2944 in the next.
+EMBEDDED_REGIONS = {"aws": "eu-south-2", "gcp": "us-central1", "azure": "eastus"}
+
+# (name, CLI arguments, the same job for the reference)
+JOBS = {
+    "mpt-1b spot": (["--model", "mpt-1b", "--tokens", "10B", "--purchase", "spot"],
+                    dict(model="mpt-1b", tokens=10**10, purchase="spot")),
+    "llama-7b 200B in 72 h": (["--model", "llama-7b", "--tokens", "200B", "--deadline", "72h"],
+                              dict(model="llama-7b", tokens=200 * 10**9, deadline_hours=72.0)),
+    "llama-7b LoRA": (["--model", "llama-7b", "--tokens", "1B", "--method", "lora"],
+                      dict(model="llama-7b", tokens=10**9, method="lora")),
+    "llama-13b budget": (["--model", "llama-13b", "--tokens", "20B", "--budget", "9000"],
+                         dict(model="llama-13b", tokens=20 * 10**9, budget_usd=9000.0)),
+    "llama-7b on-demand": (["--model", "llama-7b", "--tokens", "20B", "--purchase", "on-demand"],
+                           dict(model="llama-7b", tokens=20 * 10**9, purchase="on-demand")),
+    "fastest on 7 nodes": (["--model", "mpt-7b", "--tokens", "50B", "--objective", "time", "--max-nodes", "7"],
+                           dict(model="mpt-7b", tokens=50 * 10**9, objective="time", max_nodes=7)),
+    "time valued": (["--model", "mpt-3b", "--tokens", "30B", "--time-value", "40"],
+                    dict(model="mpt-3b", tokens=30 * 10**9, time_value_usd_per_hour=40.0)),
+}  # fmt: skip
+
+
+def job_for(region: str, model: str, tokens: int, method: str = "full", **bounds) -> Job:
+    # The CLI's default global batch: 4M tokens for full training, 256K for LoRA (SI suffixes).
+    batch = 4_000_000 if method == "full" else 256_000
+    w = Workload(PRESETS[model], tokens, method=method, global_batch_tokens=batch)
+    return Job(w, regions=frozenset({region}), **bounds)
+
+
+@pytest.fixture(scope="module")
+def small_catalog_home(tmp_path_factory) -> Path:
+    """A TRAINFLEET_HOME whose catalog overlay adds the small catalogs' rows to the embedded ones."""
+    home = tmp_path_factory.mktemp("reference-catalogs")
+    header = ",".join([*CSV_COLUMNS, "as_of"])
+    body = "".join(line + ",2025-01-01\n" for text in SMALL_CATALOGS.values() for line in text.splitlines())
+    (home / "catalog-overlay.csv").write_text(header + "\n" + body)
+    return home
+
+
+def small_rows(cloud: str) -> list[dict]:
+    return list(csv.DictReader(SMALL_CATALOGS[cloud].splitlines(), fieldnames=CSV_COLUMNS))
+
+
+def embedded_rows() -> list[dict]:
+    return read_rows(CATALOG_DATA / "offers.csv")
+
+
+def assert_plan_matches_reference(args: list[str], rows: list[dict], job: Job, home: Path | None) -> None:
+    result = run_trainfleet("plan", *args, "--regions", next(iter(job.regions)), "--json",
+                            env={"TRAINFLEET_HOME": str(home)} if home else None)  # fmt: skip
+    expected = reference_plans(rows, job)
+    if not expected:
+        assert result.code == 2, f"the reference finds no plan, the CLI printed {result.stdout[:300]}"
+        return
+    assert result.code == 0, result.stderr
+    best, want = result.json()["best"], expected[0]
+    got = (best["cloud"], best["region"], tuple(best["zones"]), best["instance_type"], best["purchase"],
+           best["nodes"])  # fmt: skip
+    assert got == (want.cloud, want.region, want.zones, want.instance_type, want.purchase, want.nodes), (
+        f"reference best: {want}"
+    )
+    assert best["price_usd_per_node_hour"] == pytest.approx(want.price_usd_per_node_hour, abs=1e-6)
+    assert best["wallclock_hours"] == pytest.approx(want.wall_hours, abs=6e-4)
+    assert best["expected_cost_usd"] == pytest.approx(want.cost_usd, abs=6e-3)
+
+
+@pytest.mark.parametrize("job_name", sorted(JOBS))
+@pytest.mark.parametrize("cloud", sorted(SMALL_CATALOGS))
+def test_plan_matches_reference_on_small_catalogs(cloud, job_name, small_catalog_home):
+    args, job = JOBS[job_name]
+    assert_plan_matches_reference(args, small_rows(cloud), job_for(SMALL_REGIONS[cloud], **job),
+                                  small_catalog_home)  # fmt: skip
+
+
+@pytest.mark.parametrize("job_name", sorted(JOBS))
+@pytest.mark.parametrize("cloud", sorted(EMBEDDED_REGIONS))
+def test_plan_matches_reference_on_embedded_catalog(cloud, job_name):
+    args, job = JOBS[job_name]
+    assert_plan_matches_reference(args, embedded_rows(), job_for(EMBEDDED_REGIONS[cloud], **job), None)
