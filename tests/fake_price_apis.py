@@ -6,9 +6,15 @@ Shapes follow the providers' documentation:
   {unit: Hrs, pricePerUnit: {USD}}}}}}}, NextToken pages; errors as {"__type": ThrottlingException}.
 - Azure Retail Prices (GET /api/retail/prices?$filter=...): {Items: [...], NextPageLink, Count}.
 - GCP Cloud Billing Catalog (GET /v1/services/6F81-5844-456A/skus): {skus: [...], nextPageToken}.
-- BigQuery jobs.query (POST /bigquery/v2/projects/P/queries) and getQueryResults (GET .../queries/JOB).
-- Azure Cost Management query (POST /subscriptions/S/providers/Microsoft.CostManagement/query).
-Prices are derived from the embedded snapshot (x PRICE_FACTOR), so tests can compute what to expect.
+- BigQuery jobs.query (POST /bigquery/v2/projects/P/queries) and getQueryResults (GET .../queries/JOB):
+  the SQL sent is run (in SQLite, translated narrowly) over seeded rows of the standard billing export.
+- AWS Cost Explorer GetCostAndUsage (JSON 1.1, POST /aws-ce): the Filter expression, TimePeriod (End
+  exclusive), Granularity and GroupBy are evaluated over seeded per-day, per-tag rows.
+- Azure Cost Management query (POST /subscriptions/S/providers/Microsoft.CostManagement/query): the
+  filter, timePeriod, grouping and aggregation are evaluated over seeded per-day rows.
+The cost APIs answer what the request asks of the seeded rows, never canned rows, so a wrong date bound,
+tag key or value changes the answer. Prices are derived from the embedded snapshot (x PRICE_FACTOR), so
+tests can compute what to expect.
 Faults are configured per region: always throttled, throttled once, a malformed page, a slow answer.
 """
 
@@ -16,10 +22,13 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from infra.catalog.loader import DATA_DIR, read_offers
@@ -68,9 +77,492 @@ def _money(usd: float) -> dict:
     return {"currencyCode": "USD", "units": str(units), "nanos": int(round((usd - units) * 1e9))}
 
 
+# -- BigQuery: the standard billing export, and GoogleSQL run in SQLite ---------------------------
+# Rows are shaped as the standard usage cost export writes them:
+# https://cloud.google.com/billing/docs/how-to/export-data-bigquery-tables/standard-usage
+EXPORT_SCALARS = ("billing_account_id", "usage_start_time", "usage_end_time", "cost", "currency",
+                  "currency_conversion_rate", "cost_type", "export_time")  # fmt: skip
+EXPORT_STRUCTS = {  # STRUCT columns: stored flattened as "service.description" and so on
+    "service": ("id", "description"),
+    "sku": ("id", "description"),
+    "project": ("id", "name"),
+    "location": ("location", "country", "region", "zone"),
+    "usage": ("amount", "unit", "amount_in_pricing_units", "pricing_unit"),
+    "invoice": ("month",),
+}
+EXPORT_ARRAYS = {  # ARRAY<STRUCT> columns: stored as JSON text, read back through UNNEST
+    "labels": ("key", "value"),
+    "system_labels": ("key", "value"),
+    "credits": ("name", "amount", "full_name", "id", "type"),
+}
+BILLING_ACCOUNT = "012345-6789AB-CDEF01"
+
+
+def billing_export_row(service: str, usage_start: str, cost: float, *, labels: dict | None = None,
+                       credits: tuple[float, ...] = (), currency: str = "USD",
+                       account: str = BILLING_ACCOUNT) -> dict:  # fmt: skip
+    """One hour of usage as the standard export writes it: nested STRUCTs, labels as [{key, value}],
+    credits as negative amounts."""
+    start = _utc(usage_start)
+    return {
+        "billing_account_id": account,
+        "service": {"id": f"id-{service}", "description": service},
+        "sku": {"id": "0000-0000-0000", "description": f"{service} usage"},
+        "usage_start_time": start.isoformat(),
+        "usage_end_time": (start + timedelta(hours=1)).isoformat(),
+        "project": {"id": "proj-1", "name": "proj-1"},
+        "labels": [{"key": k, "value": v} for k, v in (labels or {}).items()],
+        "system_labels": [],
+        "location": {"location": "us-central1", "country": "US", "region": "us-central1", "zone": None},
+        "cost": cost,
+        "currency": currency,
+        "currency_conversion_rate": 1.0,
+        "usage": {
+            "amount": 3600.0,
+            "unit": "seconds",
+            "amount_in_pricing_units": 1.0,
+            "pricing_unit": "hour",
+        },
+        "credits": [
+            {
+                "name": "Sustained use discount",
+                "amount": c,
+                "full_name": None,
+                "id": "sud",
+                "type": "SUSTAINED_USAGE_DISCOUNT",
+            }
+            for c in credits
+        ],  # fmt: skip
+        "invoice": {"month": start.strftime("%Y%m")},
+        "cost_type": "regular",
+        "export_time": (start + timedelta(hours=6)).isoformat(),
+    }
+
+
+def _utc(text: str) -> datetime:
+    """A TIMESTAMP: ISO 8601 with an offset (or none: UTC, as BigQuery assumes)."""
+    moment = datetime.fromisoformat(text)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _sqlite_timestamp(text: str) -> str:
+    # The form SQLite's datetime() returns, so stored timestamps and TIMESTAMP(@p) compare as text.
+    return _utc(text).strftime("%Y-%m-%d %H:%M:%S")
+
+
+class BigQueryError(Exception):
+    """An error as jobs.query answers it: HTTP status, errors[].reason and message."""
+
+    STATUS = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND"}
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+    def body(self) -> dict:
+        error = {"message": self.message, "domain": "global", "reason": self.reason}
+        return {"error": {"code": self.code, "message": self.message, "errors": [error],
+                          "status": self.STATUS.get(self.code, "UNKNOWN")}}  # fmt: skip
+
+
+def _invalid_query(message: str) -> BigQueryError:
+    return BigQueryError(400, "invalidQuery", message)
+
+
+class BillingExport:
+    """Seeded export tables, queried with the GoogleSQL the client sends.
+
+    All rows live in one SQLite table (column _table names the BigQuery table). A query is translated
+    narrowly, one GoogleSQL feature at a time (see to_sqlite), and what this stand-in does not know
+    fails as an invalid query instead of being guessed at. Not modelled: type checking (SQLite compares
+    anything with anything) and BigQuery's rule that a selected column be grouped or aggregated.
+    """
+
+    def __init__(self) -> None:
+        self.tables: set[str] = set()
+        self._columns = [*EXPORT_SCALARS, *(f"{s}.{f}" for s, fs in EXPORT_STRUCTS.items() for f in fs),
+                         *EXPORT_ARRAYS]  # fmt: skip
+        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._lock = threading.Lock()
+        self._db.execute(f"CREATE TABLE export_rows (_table TEXT, {', '.join(map(_quoted, self._columns))})")
+
+    def add_table(self, name: str, rows: list[dict]) -> None:
+        """`project.dataset.table` and its rows (from billing_export_row)."""
+        self.tables.add(name)
+        with self._lock:
+            self._db.executemany(
+                f"INSERT INTO export_rows VALUES ({', '.join('?' * (1 + len(self._columns)))})",
+                [(name, *self._flat(row)) for row in rows],
+            )
+
+    def _flat(self, row: dict) -> list:
+        values = []
+        for column in self._columns:
+            struct, _, field = column.partition(".")
+            if field:
+                values.append(row[struct][field])
+            elif column in EXPORT_ARRAYS:
+                values.append(json.dumps(row[column]))
+            elif column.endswith("_time"):
+                values.append(_sqlite_timestamp(row[column]))
+            else:
+                values.append(row[column])
+        return values
+
+    def query(self, sql: str, parameters: list[dict], project: str) -> tuple[list[str], list[tuple]]:
+        """Column names and rows of `sql`, or a BigQueryError as jobs.query would answer."""
+        translated, names = to_sqlite(sql, self._table_source(project))
+        bound = {p.get("name"): bind_parameter(p) for p in parameters}
+        for name in names:
+            if name not in bound:
+                raise _invalid_query(f"Query parameter '{name}' not found")
+        with self._lock:
+            try:
+                cursor = self._db.execute(translated, bound)
+            except sqlite3.Error as exc:  # what SQLite cannot run, BigQuery would not run either
+                raise _invalid_query(
+                    f"Syntax error: {exc} (query as run by the local stand-in: {translated})"
+                ) from None
+            return [_column_name(d[0], i) for i, d in enumerate(cursor.description)], cursor.fetchall()
+
+    def _table_source(self, project: str):
+        def source(name: str) -> str:
+            full = name if name.count(".") == 2 else f"{project}.{name}"
+            if full.endswith("*"):  # a wildcard table: every table whose name starts with the prefix
+                matched = sorted(t for t in self.tables if t.startswith(full[:-1]))
+            else:
+                matched = [full] if full in self.tables else []
+            if not matched:
+                proj, dataset, table = (full.split(".") + ["", ""])[:3]
+                if not any(t.startswith(f"{proj}.{dataset}.") for t in self.tables):
+                    raise BigQueryError(
+                        404, "notFound", f"Not found: Dataset {proj}:{dataset} was not found in location US"
+                    )
+                raise BigQueryError(
+                    404, "notFound", f"Not found: Table {proj}:{dataset}.{table} was not found in location US"
+                )
+            listed = ", ".join("'" + t.replace("'", "''") + "'" for t in matched)
+            return f"(SELECT * FROM export_rows WHERE _table IN ({listed}))"
+
+        return source
+
+
+def _quoted(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _column_name(name: str, index: int) -> str:
+    # BigQuery names an unaliased column after its last path part, or f0_, f1_ ... for an expression.
+    name = name.strip('"').rsplit(".", 1)[-1]
+    return name if re.fullmatch(r"[A-Za-z_]\w*", name) else f"f{index}_"
+
+
+# Literals stay as they are; everything between them is translated.
+_STRING_LITERAL = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*\"""")
+_FUNCTIONS = {  # GoogleSQL function -> SQLite function with the same arguments and meaning here
+    "FORMAT_DATE": "strftime",  # %Y-%m-%d means the same in both
+    "ANY_VALUE": "MIN",  # any value of the group is allowed; MIN is one
+    "TIMESTAMP": "datetime",  # UTC 'YYYY-MM-DD HH:MM:SS', the form timestamps are stored in
+    # DATE(ts) and IFNULL exist in SQLite with the same meaning (DATE of a timestamp in UTC)
+}
+
+
+def to_sqlite(sql: str, table_source) -> tuple[str, list[str]]:
+    """GoogleSQL -> SQLite for the constructs a billing-export query uses; returns the query and the
+    @parameter names it uses."""
+    parts, names, end = [], [], 0
+    for literal in _STRING_LITERAL.finditer(sql):
+        parts.append(_translate_code(sql[end : literal.start()], table_source, names))
+        text = literal.group()
+        parts.append(text if text[0] == "'" else "'" + text[1:-1].replace("'", "''") + "'")  # "x" is a string
+        end = literal.end()
+    parts.append(_translate_code(sql[end:], table_source, names))
+    return "".join(parts), names
+
+
+def _translate_code(code: str, table_source, names: list[str]) -> str:
+    def backticked(m: re.Match) -> str:  # `project.dataset.table` is a table; `name` an identifier
+        return table_source(m.group(1)) if "." in m.group(1) else _quoted(m.group(1))
+
+    def parameter(m: re.Match) -> str:
+        names.append(m.group(1))
+        return f":{m.group(1)}"
+
+    structs = "|".join(EXPORT_STRUCTS)
+    code = re.sub(rf"(?<![`.])\b({structs})\.(\w+)\b", lambda m: _quoted(f"{m.group(1)}.{m.group(2)}"), code)
+    code = re.sub(r"\bUNNEST\s*\(\s*(\w+)\s*\)", _unnest, code, flags=re.IGNORECASE)
+    for function, replacement in _FUNCTIONS.items():
+        code = re.sub(rf"\b{function}\s*\(", f"{replacement}(", code, flags=re.IGNORECASE)
+    code = re.sub(r"@(\w+)", parameter, code)
+    return re.sub(r"`([^`]+)`", backticked, code)  # last: no rewrite above touches the tables it inserts
+
+
+def _unnest(m: re.Match) -> str:
+    """UNNEST(array_of_structs) -> the array's elements as rows with the struct's fields as columns."""
+    column = m.group(1)
+    if column not in EXPORT_ARRAYS:
+        raise _invalid_query(
+            f"Values referenced in UNNEST must be arrays. UNNEST contains expression of type {column}"
+        )
+    fields = ", ".join(f"json_extract(element.value, '$.{f}') AS {f}" for f in EXPORT_ARRAYS[column])
+    return f"(SELECT {fields} FROM json_each({column}) AS element)"
+
+
+def bind_parameter(parameter: dict):
+    """A named query parameter's value, typed as its parameterType says (values travel as strings):
+    https://cloud.google.com/bigquery/docs/reference/rest/v2/QueryParameter"""
+    kind = parameter.get("parameterType", {}).get("type")
+    value = parameter.get("parameterValue", {}).get("value")
+    if value is None:
+        return None
+    try:
+        if kind == "STRING":
+            return value
+        if kind == "INT64":
+            return int(value)
+        if kind in ("FLOAT64", "NUMERIC", "BIGNUMERIC"):
+            return float(value)
+        if kind == "BOOL":
+            return {"true": 1, "false": 0}[value.lower()]
+        if kind == "DATE":
+            return date.fromisoformat(value).isoformat()
+        if kind in ("TIMESTAMP", "DATETIME"):
+            return _sqlite_timestamp(value)
+    except (ValueError, KeyError):
+        raise _invalid_query(
+            f"Invalid {kind} value {value!r} for query parameter {parameter.get('name')}"
+        ) from None
+    raise _invalid_query(
+        f"query parameter {parameter.get('name')} has type {kind}, which this stand-in does not model"
+    )
+
+
+def _bigquery_type(values: list) -> str:
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, int) for v in present):
+        return "INTEGER"
+    return "FLOAT" if present and all(isinstance(v, (int, float)) for v in present) else "STRING"
+
+
+def _bigquery_cell(value) -> dict:
+    # The REST API sends every value as a string (or null), whatever its type.
+    return {"v": None if value is None else repr(value) if isinstance(value, float) else str(value)}
+
+
+# -- AWS Cost Explorer GetCostAndUsage -----------------------------------------------------------
+# https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_GetCostAndUsage.html
+# https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_Expression.html
+CE_METRICS = {"AmortizedCost", "BlendedCost", "NetAmortizedCost", "NetUnblendedCost", "NormalizedUsageAmount",
+              "UnblendedCost", "UsageQuantity"}  # fmt: skip
+CE_DIMENSIONS = {"SERVICE": "service", "REGION": "region", "LINKED_ACCOUNT": "account",
+                 "RECORD_TYPE": "record_type"}  # the dimensions seeded rows carry  # fmt: skip
+CE_ROOTS = ("And", "Or", "Not", "Dimensions", "Tags", "CostCategories")
+CE_PAGE_PERIODS = 2  # periods per answer, so the client has to follow NextPageToken
+
+
+def cost_explorer_row(day: str, service: str, amount: str, *, tags: dict | None = None,
+                      region: str = "us-east-1", record_type: str = "Usage") -> dict:  # fmt: skip
+    """One day of one service's UnblendedCost (USD, as a decimal string) for resources with these tags."""
+    return {"day": day, "service": service, "region": region, "account": "123456789012",
+            "record_type": record_type, "tags": tags or {}, "UnblendedCost": Decimal(amount)}  # fmt: skip
+
+
+class CostExplorerError(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind, self.message = kind, message
+
+
+def _ce_invalid(message: str) -> CostExplorerError:
+    return CostExplorerError("ValidationException", message)
+
+
+def ce_matches(expression: dict, row: dict) -> bool:
+    """Whether a row passes a Cost Explorer Expression: one root per expression; MatchOptions default to
+    EQUALS and CASE_SENSITIVE; Dimensions take EQUALS only, Tags EQUALS or ABSENT."""
+    roots = [k for k in CE_ROOTS if expression.get(k) is not None]
+    if len(roots) != 1:
+        raise _ce_invalid("Expression has more than one roots. Only one root operator is allowed for each "
+                          "expression: And, Or, Not, Dimensions, Tags, CostCategories")  # fmt: skip
+    root = roots[0]
+    if root == "And":
+        return all(ce_matches(e, row) for e in expression["And"])
+    if root == "Or":
+        return any(ce_matches(e, row) for e in expression["Or"])
+    if root == "Not":
+        return not ce_matches(expression["Not"], row)
+    if root == "Dimensions":
+        dim = expression["Dimensions"]
+        _ce_options(dim, {"EQUALS", "CASE_SENSITIVE"})
+        if dim.get("Key") not in CE_DIMENSIONS:
+            raise _ce_invalid(
+                f"dimension {dim.get('Key')} is not one this stand-in seeds ({', '.join(CE_DIMENSIONS)})"
+            )
+        return row[CE_DIMENSIONS[dim["Key"]]] in dim.get("Values", [])
+    if root == "Tags":
+        tag = expression["Tags"]
+        options = _ce_options(tag, {"EQUALS", "ABSENT", "CASE_SENSITIVE"})
+        if not tag.get("Key"):
+            raise _ce_invalid("Tags expression needs a Key")
+        value = row["tags"].get(tag["Key"])  # tag keys and values are case-sensitive
+        return ("ABSENT" in options and value is None) or (
+            "EQUALS" in options and value in tag.get("Values", [])
+        )
+    raise _ce_invalid("this stand-in seeds no cost categories")
+
+
+def _ce_options(values: dict, allowed: set[str]) -> set[str]:
+    options = set(values.get("MatchOptions") or ["EQUALS", "CASE_SENSITIVE"])
+    if not options <= allowed:
+        raise _ce_invalid(
+            f"MatchOptions {sorted(options - allowed)} are not valid here; use {sorted(allowed)}"
+        )
+    return options if options - {"CASE_SENSITIVE"} else options | {"EQUALS"}
+
+
+def ce_periods(request: dict) -> list[tuple[date, date]]:
+    """[Start, End) cut into days or calendar months; Start is inclusive and End exclusive."""
+    period = request.get("TimePeriod") or {}
+    try:
+        start, end = date.fromisoformat(period["Start"]), date.fromisoformat(period["End"])
+    except (KeyError, TypeError, ValueError):
+        raise _ce_invalid("TimePeriod needs Start and End as YYYY-MM-DD") from None
+    if start >= end:
+        raise _ce_invalid("Start date (and hour) should be before end date (and hour)")
+    granularity = request.get("Granularity")
+    if granularity not in ("DAILY", "MONTHLY"):
+        raise _ce_invalid(f"Granularity {granularity} is not DAILY or MONTHLY (HOURLY needs opting in)")
+    periods, day = [], start
+    while day < end:
+        if granularity == "DAILY":
+            nxt = day + timedelta(days=1)
+        else:
+            nxt = date(day.year + day.month // 12, day.month % 12 + 1, 1)
+        periods.append((day, min(nxt, end)))
+        day = nxt
+    return periods
+
+
+def ce_group_key(group_by: list[dict], row: dict) -> tuple[str, ...]:
+    keys = []
+    for group in group_by:
+        if group.get("Type") == "DIMENSION" and group.get("Key") in CE_DIMENSIONS:
+            keys.append(row[CE_DIMENSIONS[group["Key"]]])
+        elif group.get("Type") == "TAG" and group.get("Key"):
+            keys.append(f"{group['Key']}${row['tags'].get(group['Key'], '')}")  # untagged: "key$"
+        else:
+            raise _ce_invalid(f"GroupBy {group} is not a DIMENSION this stand-in seeds or a TAG")
+    return tuple(keys)
+
+
+def _ce_amount(total: Decimal) -> dict:
+    return {"Amount": str(total), "Unit": "USD"}
+
+
+# -- Azure Cost Management query ------------------------------------------------------------------
+# https://learn.microsoft.com/en-us/rest/api/cost-management/query/usage
+AZURE_DIMENSIONS = ("ServiceName", "ResourceGroup", "ResourceLocation", "MeterCategory")  # what rows carry
+AZURE_COST_COLUMNS = ("Cost", "PreTaxCost")  # both the cost in the billing currency
+AZURE_TYPES = ("ActualCost", "AmortizedCost", "Usage")
+AZURE_PAGE_ROWS = 2  # rows per answer, so the client has to follow nextLink
+
+
+def azure_cost_row(day: str, service: str, cost: float, *, tags: dict | None = None, currency: str = "USD",
+                   resource_group: str = "rg-train", location: str = "eastus") -> dict:  # fmt: skip
+    """One day of one meter's cost, with the dimensions the query API can filter and group by."""
+    return {"day": date.fromisoformat(day), "ServiceName": service, "ResourceGroup": resource_group,
+            "ResourceLocation": location, "MeterCategory": service, "tags": tags or {}, "Cost": cost,
+            "Currency": currency}  # fmt: skip
+
+
+class AzureQueryError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def _azure_bad(message: str) -> AzureQueryError:
+    return AzureQueryError("BadRequest", f"Invalid query definition: {message}")
+
+
+def azure_days(body: dict) -> tuple[date, date]:
+    """The usage days a Custom timeframe covers: daily cost is dated at midnight, so a day counts when
+    its date lies within timePeriod.from .. timePeriod.to (both inclusive)."""
+    if body.get("type") not in AZURE_TYPES:
+        raise _azure_bad(f"type must be one of {', '.join(AZURE_TYPES)}")
+    if body.get("timeframe") != "Custom":  # MonthToDate etc. depend on today's date: not modelled
+        raise _azure_bad(f"timeframe {body.get('timeframe')} is not modelled by this stand-in; send Custom")
+    period = body.get("timePeriod") or {}
+    try:
+        first, last = _utc(period["from"]), _utc(period["to"])
+    except (KeyError, TypeError, ValueError):
+        raise _azure_bad("timePeriod with from and to is required for a Custom timeframe") from None
+    if last < first:
+        raise _azure_bad("timePeriod.from must not be after timePeriod.to")
+    if last - first > timedelta(days=366):
+        raise _azure_bad("The time period for pulling the data cannot exceed 1 year(s)")
+    return first.date(), last.date()
+
+
+def azure_matches(query_filter: dict | None, row: dict) -> bool:
+    """QueryFilter: exactly one of and / or / dimensions / tags; comparisons use the operator In."""
+    if query_filter is None:
+        return True
+    roots = [k for k in ("and", "or", "dimensions", "tags") if query_filter.get(k) is not None]
+    if len(roots) != 1:
+        raise _azure_bad("a filter has exactly one of and, or, dimensions, tags")
+    root = roots[0]
+    if root in ("and", "or"):
+        if len(query_filter[root]) < 2:
+            raise _azure_bad(f"'{root}' needs at least 2 expressions")
+        combine = all if root == "and" else any
+        return combine(azure_matches(f, row) for f in query_filter[root])
+    comparison = query_filter[root]
+    if comparison.get("operator") != "In":
+        raise _azure_bad(f"operator {comparison.get('operator')} is not supported; use In")
+    if root == "dimensions":
+        if comparison.get("name") not in AZURE_DIMENSIONS:
+            raise _azure_bad(f"dimension {comparison.get('name')} is not one this stand-in seeds")
+        return row[comparison["name"]] in comparison.get("values", [])
+    return row["tags"].get(comparison.get("name")) in comparison.get("values", [])
+
+
+def azure_query_table(body: dict, rows: list[dict]) -> tuple[list[dict], list[list]]:
+    """Columns and rows of a query: aggregations, then groupings, then UsageDate (Daily), then Currency
+    (the shape of the doc's examples); rows summed per group, day and currency."""
+    first, last = azure_days(body)
+    dataset = body.get("dataset") or {}
+    granularity = dataset.get("granularity")
+    if granularity not in ("Daily", None):
+        raise _azure_bad(f"granularity {granularity} is not modelled; use Daily or leave it out")
+    aggregations = dataset.get("aggregation") or {}
+    for name, agg in aggregations.items():
+        if agg.get("function") != "Sum" or agg.get("name") not in AZURE_COST_COLUMNS:
+            raise _azure_bad(f"aggregation {name} must be Sum of one of {', '.join(AZURE_COST_COLUMNS)}")
+    groupings = dataset.get("grouping") or []
+    for g in groupings:
+        if g.get("type") != "Dimension" or g.get("name") not in AZURE_DIMENSIONS:
+            raise _azure_bad(f"grouping {g} is not a Dimension this stand-in seeds")
+    totals: dict[tuple, list[float]] = {}
+    for row in rows:
+        if first <= row["day"] <= last and azure_matches(dataset.get("filter"), row):
+            key = (*(row[g["name"]] for g in groupings),
+                   *([int(row["day"].strftime("%Y%m%d"))] if granularity == "Daily" else []), row["Currency"])  # fmt: skip
+            sums = totals.setdefault(key, [0.0] * len(aggregations))
+            for i in range(len(aggregations)):
+                sums[i] += row["Cost"]  # Cost and PreTaxCost are the same figure here
+    # An aggregation's column is named after the column it sums, not after its alias (the doc's examples).
+    columns = [*({"name": agg["name"], "type": "Number"} for agg in aggregations.values()),
+               *({"name": g["name"], "type": "String"} for g in groupings),
+               *([{"name": "UsageDate", "type": "Number"}] if granularity == "Daily" else []),
+               {"name": "Currency", "type": "String"}]  # fmt: skip
+    ordered = sorted(totals.items(), key=lambda kv: (kv[0][-2:], kv[0]))
+    return columns, [[*sums, *key] for key, sums in ordered]
+
+
 class FakePriceApis:
     def __init__(
-        self, faults: Faults | None = None, *, bigquery_rows=None, azure_cost_rows=None, token="t0ken"
+        self, faults: Faults | None = None, *, azure_cost_rows=None, cost_explorer_rows=None, token="t0ken"
     ):
         self.faults = faults or Faults()
         self.token = token
@@ -85,12 +577,11 @@ class FakePriceApis:
         }
         self.azure_items = self._azure_items([o for o in snapshot if o.cloud == "azure"])
         self.gcp_skus = self._gcp_skus(sorted({o.region for o in snapshot if o.cloud == "gcp"}))
-        self.bigquery_rows = bigquery_rows or []  # dicts: service, day, cost, currency, labels
-        self.azure_cost_rows = (
-            azure_cost_rows or []
-        )  # dicts: cost, date (YYYYMMDD int), service, currency, tags
-        self.bigquery_tables: set[str] = set()
+        self.bigquery = BillingExport()  # tables added with self.bigquery.add_table(name, rows)
         self.bigquery_page_size = 2
+        self._bq_results: dict[str, tuple[list[str], list[tuple]]] = {}
+        self.azure_cost_rows = azure_cost_rows or []  # from azure_cost_row()
+        self.cost_explorer_rows = cost_explorer_rows or []  # from cost_explorer_row()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -113,6 +604,7 @@ class FakePriceApis:
         """Environment that points trainfleet at this server."""
         return {
             "AWS_ENDPOINT_URL_PRICING": f"{self.url}/aws-pricing",
+            "AWS_ENDPOINT_URL_COST_EXPLORER": f"{self.url}/aws-ce",
             "TRAINFLEET_AZURE_PRICES_URL": f"{self.url}/azure/api/retail/prices",
             "TRAINFLEET_GCP_BILLING_URL": f"{self.url}/gcp/v1/services/6F81-5844-456A/skus",
             "TRAINFLEET_BIGQUERY_URL": f"{self.url}/bigquery/v2",
@@ -271,6 +763,8 @@ class FakePriceApis:
                 body = self._body()
                 if parts.path.startswith("/aws-pricing"):
                     return fake.aws_get_products(self, body)
+                if parts.path.rstrip("/") == "/aws-ce":
+                    return fake.cost_explorer(self, body)
                 if m := re.fullmatch(r"/bigquery/v2/projects/([^/]+)/queries", parts.path):
                     return fake.bigquery_query(self, m.group(1), body)
                 if m := re.fullmatch(
@@ -409,7 +903,9 @@ class FakePriceApis:
             body["nextPageToken"] = str(start + size)
         h._send(200, body)
 
-    # BigQuery jobs.query ---------------------------------------------------------------------------
+    # BigQuery jobs.query + jobs.getQueryResults ----------------------------------------------------
+    # https://cloud.google.com/bigquery/docs/reference/rest/v2/jobs/query
+    # https://cloud.google.com/bigquery/docs/reference/rest/v2/jobs/getQueryResults
     def _bq_auth(self, h) -> bool:
         if h.headers.get("Authorization") != f"Bearer {self.token}":
             h._send(401, {"error": {"code": 401, "message": "Request is missing required authentication credential.",
@@ -423,90 +919,130 @@ class FakePriceApis:
         req = json.loads(raw)
         sql = req.get("query", "")
         self.log("bigquery-query", sql)
-        m = re.search(r"FROM `([^`]+)`", sql)
-        if not m or m.group(1) not in self.bigquery_tables:
-            table = m.group(1) if m else "?"
-            return h._send(
-                404, {"error": {"code": 404, "message": f"Not found: Table {table}", "status": "NOT_FOUND"}}
-            )
-        params = {p["name"]: p["parameterValue"]["value"] for p in req.get("queryParameters", [])}
-        rows = [
-            r
-            for r in self.bigquery_rows
-            if r["labels"].get(params["label_key"]) == params["label_value"]
-            and params["since"] <= r["day"] < params["until"]
-        ]
-        agg: dict[tuple[str, str], list] = {}
-        for r in rows:
-            agg.setdefault((r["day"], r["service"]), [0.0, r.get("currency", "USD")])[0] += r["cost"]
-        result = [[service, day, cost, cur] for (day, service), (cost, cur) in sorted(agg.items())]
-        job = f"job_{len(self.requests)}"
-        self._bq_results = getattr(self, "_bq_results", {})
-        self._bq_results[job] = result
+        try:
+            if req.get("useLegacySql", True) is not False:  # the documented default is legacy SQL
+                raise _invalid_query(
+                    "Invalid table name: legacy SQL does not read `project.dataset.table`, UNNEST or @parameters "
+                    "[Try using standard SQL (https://cloud.google.com/bigquery/docs/reference/standard-sql/enabling-standard-sql)]"
+                )
+            if req.get("queryParameters") and req.get("parameterMode") != "NAMED":
+                raise _invalid_query("named query parameters (@name) need parameterMode NAMED")
+            names, rows = self.bigquery.query(sql, req.get("queryParameters", []), project)
+        except BigQueryError as exc:
+            return h._send(exc.code, exc.body())
+        with self._lock:
+            job = f"job_{len(self._bq_results)}"
+            self._bq_results[job] = (names, rows)
         # Like BigQuery (which pages by response size too), answer at most bigquery_page_size rows a page.
-        self._bq_page(
-            h, project, job, 0, min(int(req.get("maxResults", 1000)), self.bigquery_page_size), first=True
-        )
+        size = min(int(req.get("maxResults", 1000)), self.bigquery_page_size)
+        self._bq_page(h, project, job, 0, size, first=True)
 
     def bigquery_results(self, h, project: str, job: str, query: dict) -> None:
         if not self._bq_auth(h):
             return
         self.log("bigquery-results", f"{job} {query.get('pageToken', '')}")
-        self._bq_page(
-            h, project, job, int(query.get("pageToken", "0")), int(query.get("maxResults", 2)), first=False
-        )
+        if job not in self._bq_results:
+            error = BigQueryError(
+                404, "notFound", f"Not found: Job {project}:{query.get('location', 'US')}.{job}"
+            )
+            return h._send(404, error.body())
+        size = min(int(query.get("maxResults", 1000)), self.bigquery_page_size)
+        self._bq_page(h, project, job, int(query.get("pageToken", "0")), size, first=False)
 
     def _bq_page(self, h, project, job, start, size, first):
-        result = self._bq_results[job]
-        chunk = result[start : start + size]
+        names, rows = self._bq_results[job]
+        fields = [{"name": n, "type": _bigquery_type([r[i] for r in rows]), "mode": "NULLABLE"}
+                  for i, n in enumerate(names)]  # fmt: skip
         body = {
             "kind": "bigquery#queryResponse" if first else "bigquery#getQueryResultsResponse",
-            "schema": {"fields": [{"name": "service", "type": "STRING", "mode": "NULLABLE"},
-                                  {"name": "day", "type": "DATE", "mode": "NULLABLE"},
-                                  {"name": "cost", "type": "FLOAT", "mode": "NULLABLE"},
-                                  {"name": "currency", "type": "STRING", "mode": "NULLABLE"}]},
+            "schema": {"fields": fields},
             "jobReference": {"projectId": project, "jobId": job, "location": "US"},
-            "totalRows": str(len(result)),
-            "rows": [{"f": [{"v": service}, {"v": day}, {"v": repr(float(cost))}, {"v": cur}]}
-                     for service, day, cost, cur in chunk],
+            "totalRows": str(len(rows)),
+            "rows": [{"f": [_bigquery_cell(v) for v in row]} for row in rows[start : start + size]],
             "jobComplete": True,
             "cacheHit": False,
-        }  # fmt: skip
-        if start + size < len(result):
+        }
+        if start + size < len(rows):
             body["pageToken"] = str(start + size)
         h._send(200, body)
 
-    # Azure Cost Management query -------------------------------------------------------------------
+    # AWS Cost Explorer GetCostAndUsage (JSON 1.1) ---------------------------------------------------
+    def cost_explorer(self, h, raw: bytes) -> None:
+        target = h.headers.get("X-Amz-Target", "")
+        if target != "AWSInsightsIndexService.GetCostAndUsage":
+            return h._send(400, {"__type": "UnknownOperationException", "message": target})
+        # Cost Explorer's endpoint is in us-east-1: a request signed for another region or service is refused.
+        auth = h.headers.get("Authorization", "")
+        if not re.match(r"AWS4-HMAC-SHA256 Credential=\w+/\d{8}/us-east-1/ce/aws4_request", auth):
+            return h._send(400, {"__type": "InvalidSignatureException",
+                                 "message": "Credential should be scoped to a valid region and service (us-east-1, ce)"})  # fmt: skip
+        req = json.loads(raw)
+        self.log("aws-ce", json.dumps(req, sort_keys=True))
+        try:
+            body = self._cost_and_usage(req)
+        except CostExplorerError as exc:
+            return h._send(400, {"__type": exc.kind, "message": exc.message})
+        h._send(200, body)
+
+    def _cost_and_usage(self, req: dict) -> dict:
+        periods = ce_periods(req)
+        metrics = req.get("Metrics") or []
+        if not metrics or not set(metrics) <= CE_METRICS:
+            raise _ce_invalid(f"Metrics must be some of {', '.join(sorted(CE_METRICS))}")
+        group_by = req.get("GroupBy") or []
+        if len(group_by) > 2:
+            raise _ce_invalid("GroupBy takes at most 2 groupings")
+        rows = [
+            r for r in self.cost_explorer_rows if req.get("Filter") is None or ce_matches(req["Filter"], r)
+        ]
+        start = int(req.get("NextPageToken") or 0)
+        results = []
+        for first, end in periods[start : start + CE_PAGE_PERIODS]:
+            inside = [r for r in rows if first <= date.fromisoformat(r["day"]) < end]
+            totals: dict[tuple, dict[str, Decimal]] = {}
+            for r in inside:
+                sums = totals.setdefault(ce_group_key(group_by, r), dict.fromkeys(metrics, Decimal(0)))
+                for m in metrics:
+                    sums[m] += r.get(m, Decimal(0))
+            result = {"TimePeriod": {"Start": first.isoformat(), "End": end.isoformat()}, "Total": {},
+                      "Groups": [], "Estimated": False}  # fmt: skip
+            if group_by:
+                result["Groups"] = [{"Keys": list(k), "Metrics": {m: _ce_amount(v) for m, v in sums.items()}}
+                                    for k, sums in sorted(totals.items())]  # fmt: skip
+            else:
+                result["Total"] = {
+                    m: _ce_amount(sum((s[m] for s in totals.values()), Decimal(0))) for m in metrics
+                }
+            results.append(result)
+        body = {"GroupDefinitions": group_by, "ResultsByTime": results, "DimensionValueAttributes": []}
+        if start + CE_PAGE_PERIODS < len(periods):
+            body["NextPageToken"] = str(start + CE_PAGE_PERIODS)
+        return body
+
+    # Azure Cost Management query --------------------------------------------------------------------
     def azure_cost_query(self, h, subscription: str, query: dict, raw: bytes) -> None:
         if h.headers.get("Authorization") != f"Bearer {self.token}":
             return h._send(
                 401, {"error": {"code": "AuthenticationFailed", "message": "Authentication failed."}}
             )
+        if not query.get("api-version"):
+            return h._send(400, {"error": {"code": "MissingApiVersionParameter",
+                                           "message": "The api-version query parameter (?api-version=) is required for all requests."}})  # fmt: skip
         req = json.loads(raw)
         self.log("azure-cost", json.dumps(req, sort_keys=True))
-        tag = req["dataset"]["filter"]["tags"]
-        since = int(req["timePeriod"]["from"][:10].replace("-", ""))
-        until = int(req["timePeriod"]["to"][:10].replace("-", ""))
-        rows = [
-            [r["cost"], r["date"], r["service"], r.get("currency", "USD")]
-            for r in self.azure_cost_rows
-            if r["tags"].get(tag["name"]) in tag["values"] and since <= r["date"] <= until
-        ]
+        try:
+            columns, rows = azure_query_table(req, self.azure_cost_rows)
+        except AzureQueryError as exc:
+            return h._send(400, {"error": {"code": exc.code, "message": exc.message}})
         skip = int(query.get("$skiptoken", "0"))
-        size = 2
         body = {
             "id": f"subscriptions/{subscription}/providers/Microsoft.CostManagement/query/q1",
             "name": "q1",
             "type": "Microsoft.CostManagement/query",
-            "properties": {
-                "nextLink": None,
-                "columns": [{"name": "Cost", "type": "Number"}, {"name": "UsageDate", "type": "Number"},
-                            {"name": "ServiceName", "type": "String"}, {"name": "Currency", "type": "String"}],
-                "rows": rows[skip : skip + size],
-            },
-        }  # fmt: skip
-        if skip + size < len(rows):
-            q = {**query, "$skiptoken": str(skip + size)}
+            "properties": {"nextLink": None, "columns": columns, "rows": rows[skip : skip + AZURE_PAGE_ROWS]},
+        }
+        if skip + AZURE_PAGE_ROWS < len(rows):
+            q = {**query, "$skiptoken": str(skip + AZURE_PAGE_ROWS)}
             body["properties"]["nextLink"] = (
                 f"{self.url}/azure-mgmt/subscriptions/{subscription}/providers/Microsoft.CostManagement/query?"
                 + urllib.parse.urlencode(q)

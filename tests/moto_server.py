@@ -7,7 +7,6 @@ the port in between; each is stopped by its own pid.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -62,20 +61,9 @@ class MotoServer(ServerProcess):
         return int(self.url.rsplit(":", 1)[1])
 
     def env(self) -> dict[str, str]:
-        return {"AWS_ENDPOINT_URL_EC2": self.url, "AWS_ENDPOINT_URL_COST_EXPLORER": self.url}
+        return {"AWS_ENDPOINT_URL_EC2": self.url}
 
     def reset(self) -> None:
         urllib.request.urlopen(
             urllib.request.Request(f"{self.url}/moto-api/reset", method="POST"), timeout=10
         )
-
-    def seed_cost_and_usage(self, results: list[dict]) -> None:
-        """Queue get_cost_and_usage answers (one per distinct request, in order) via moto's API."""
-        req = urllib.request.Request(
-            f"{self.url}/moto-api/static/ce/cost-and-usage-results",
-            data=json.dumps({"results": results}).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            assert resp.status == 201

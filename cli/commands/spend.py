@@ -62,7 +62,8 @@ def spend_command(
         table(
             "by service",
             [Col("cloud"), Col("service"), Col("cost", "right")],
-            [(c, s, money(v)) for c, s, v in report.by_service()] or [("", "no cost found", money(0.0))],
+            [(c, s, in_currency(v, report)) for c, s, v in report.by_service()]
+            or [("", "no cost found", in_currency(0.0, report))],
             wide=wide,
         ),
         wide=wide,
@@ -73,13 +74,15 @@ def spend_command(
             table(
                 "by day",
                 [Col("day"), *(Col(c, "right") for c in clouds), Col("total", "right")],
-                [(d, *(money(pc.get(c, 0.0)) for c in clouds), money(t)) for d, pc, t in report.by_day()],
+                [
+                    (d, *(in_currency(pc.get(c, 0.0), report) for c in clouds), in_currency(t, report))
+                    for d, pc, t in report.by_day()
+                ],
                 wide=wide,
             ),
             wide=wide,
         )
-    currency = ",".join(sorted(report.currencies))
-    actual = f"actual {money(report.actual)}" + ("" if currency == "USD" else f" ({currency})")
+    actual = f"actual {in_currency(report.actual, report)}"
     if report.planned_cost_usd is None:
         console.print(f"{actual}; plan estimate: none", highlight=False)
     else:
@@ -92,3 +95,10 @@ def spend_command(
         )
     for note in report.notes:
         console.print(f"note: {note}", highlight=False)
+
+
+def in_currency(value: float, report) -> str:
+    """`$1,253.50` for a USD bill, `1,253.50 EUR` for any other: a bill is never shown in a currency it is
+    not in (`trainfleet spend` refuses a mix of currencies before it gets here)."""
+    (currency,) = report.currencies
+    return money(value) if currency == "USD" else f"{value:,.2f} {currency}"

@@ -2,7 +2,8 @@
 
 The Cloud Billing export writes gcp_billing_export_v1_<BILLING_ACCOUNT> tables into the dataset the
 stack declares (trainfleet_billing_<stack>, see infra/naming.py); resources carry the label
-trainfleet-stack=<stack>. Cost here is cost plus credits (credits are negative), per service and day.
+trainfleet-stack=<stack>. Cost here is cost plus credits (credits are negative), per service, day and
+currency: the wildcard table can span billing accounts billed in different currencies, never summed.
 Needs an OAuth access token: GOOGLE_OAUTH_ACCESS_TOKEN, else `gcloud auth print-access-token`.
 Override the endpoint with TRAINFLEET_BIGQUERY_URL.
 """
@@ -28,14 +29,13 @@ NO_TOKEN = (
     "or install the gcloud CLI and run `gcloud auth login`"
 )
 QUERY = """
-SELECT service.description AS service, FORMAT_DATE('%Y-%m-%d', DATE(usage_start_time)) AS day,
-       SUM(cost) + SUM(IFNULL((SELECT SUM(c.amount) FROM UNNEST(credits) AS c), 0)) AS cost,
-       ANY_VALUE(currency) AS currency
+SELECT service.description AS service, FORMAT_DATE('%Y-%m-%d', DATE(usage_start_time)) AS day, currency,
+       SUM(cost) + SUM(IFNULL((SELECT SUM(c.amount) FROM UNNEST(credits) AS c), 0)) AS cost
 FROM `{table}`
 WHERE EXISTS (SELECT 1 FROM UNNEST(labels) AS l WHERE l.key = @label_key AND l.value = @label_value)
   AND DATE(usage_start_time) >= DATE(@since) AND DATE(usage_start_time) < DATE(@until)
-GROUP BY service, day
-ORDER BY day, service
+GROUP BY service, day, currency
+ORDER BY day, service, currency
 """.strip()
 
 

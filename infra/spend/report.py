@@ -71,7 +71,8 @@ class SpendReport:
             "until": self.until.isoformat(),
             "clouds": self.clouds,
             "currency": ",".join(sorted(self.currencies)),
-            "actual_usd": self.actual,
+            "actual": self.actual,  # in `currency`
+            "actual_usd": self.actual if self.currencies == {"USD"} else None,  # never a EUR sum labelled USD
             "planned_cost_usd": self.planned_cost_usd,
             "planned_hours": self.planned_hours,
             "difference_usd": self.difference,

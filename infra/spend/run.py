@@ -97,8 +97,33 @@ def stack_spend(
                 "no Azure subscription: set azure-native:subscriptionId in the stack file or AZURE_SUBSCRIPTION_ID"
             )
         report.lines += azure_costs(str(subscription), TAG_STACK, name, since, until)
+    check_currencies(report)
     if config.job.planned_cost_usd is None:
         report.notes.append(
             "the stack has no planned cost (job.planned_cost_usd); run `trainfleet plan` to record one"
         )
     return report
+
+
+def check_currencies(report: SpendReport) -> None:
+    """Cost billed in different currencies is never added up (trainfleet converts no currency), and cost
+    billed in another currency than USD is not set against the plan's USD estimate."""
+    clouds_by_currency: dict[str, set[str]] = {}
+    for line in report.lines:
+        clouds_by_currency.setdefault(line.currency, set()).add(line.cloud)
+    if len(clouds_by_currency) > 1:
+        found = "; ".join(
+            f"{currency} from {', '.join(sorted(clouds))}"
+            for currency, clouds in sorted(clouds_by_currency.items())
+        )
+        raise TrainfleetError(
+            f"cost is billed in more than one currency ({found}) and trainfleet does not convert currencies; "
+            "run `trainfleet spend` once per cloud with --cloud (on GCP, once per export table with --gcp-billing-table)"
+        )
+    if clouds_by_currency and "USD" not in clouds_by_currency and report.planned_cost_usd is not None:
+        (currency,) = clouds_by_currency
+        report.notes.append(
+            f"cost is billed in {currency} and the plan estimate is in USD, so they are not compared "
+            "(trainfleet does not convert currencies)"
+        )
+        report.planned_cost_usd = None
