@@ -386,13 +386,13 @@ def test_deeply_nested_preview_json_is_one_line(tmp_path, tf):
 @pytest.mark.parametrize(
     ("resource", "path", "value"),
     [
-        ("train-asg", ["mixedInstancesPolicy", "instancesDistribution", "onDemandBaseCapacity"], "1e400"),
-        ("train-lt", ["blockDeviceMappings"], "NaN"),  # priced with the group that launches it
+        ("train-asg", ["mixedInstancesPolicy", "instancesDistribution", "onDemandBaseCapacity"], "1" + "0" * 400),
+        ("train-lt", ["blockDeviceMappings"], "7"),  # priced with the group that launches it
     ],
 )
 def test_a_preview_input_of_the_wrong_shape_is_one_line_naming_the_resource(tmp_path, tf, resource, path, value):
-    """Found by the fuzz suite: `1e400` parses to infinity (int() of it raised OverflowError) and a number
-    where the schema has a list raised TypeError."""
+    """Found by the fuzz suite: a 401-digit count overflowed float() (OverflowError) and a number where the
+    schema has a list raised TypeError."""
     doc = json.loads((REPO / "tests" / "fixtures" / "preview" / "prod-main.json").read_text())
     inputs = next(s for s in doc["steps"] if s["urn"].endswith(resource))["newState"]["inputs"]
     for key in path[:-1]:
@@ -401,6 +401,17 @@ def test_a_preview_input_of_the_wrong_shape_is_one_line_naming_the_resource(tmp_
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc).replace('"__VALUE__"', value))
     assert_one_line_error(tf("preview", "--pulumi-json", str(bad)), "train-asg", "not shaped as the provider")
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_a_preview_document_with_a_number_json_has_not_is_one_line(tmp_path, tf, number):
+    """Found by the fuzz suite: `"config": NaN` went through and `diff -f json` printed NaN. Python's json
+    reads these; RFC 8259 has no such numbers and Go's encoding/json (pulumi's) never writes them."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"config": ' + number + ', "steps": []}')
+    assert_one_line_error(tf("preview", "--pulumi-json", str(bad)), "bad.json", number)
+    other = REPO / "tests" / "fixtures" / "preview" / "prod-main.json"
+    assert_one_line_error(tf("diff", "--base", str(other), "--head", str(bad), "-f", "json"), number)
 
 
 # ---- diff: symlinked stack files, --output ----------------------------------------------------------------

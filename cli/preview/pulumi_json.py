@@ -17,6 +17,7 @@ price depends on makes that resource "not estimable"; it is never counted as $0.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,22 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+class _NonFinite(ValueError):
+    """NaN, Infinity or a number too large for a double: JSON has none (RFC 8259 section 6), and Go's
+    encoding/json, which writes `pulumi preview --json`, refuses to encode them."""
+
+
+def _no_non_finite_constant(name: str) -> float:
+    raise _NonFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _NonFinite(text[:40])
+    return value
+
+
 def _depth(value: Any) -> int:
     """Nesting depth of a JSON value, without recursion."""
     deepest, todo = 0, [(value, 1)]
@@ -114,7 +131,17 @@ def _depth(value: Any) -> int:
 
 def parse_document(text: str, where: str) -> dict[str, Any]:
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates)
+        doc = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_no_non_finite_constant,
+            parse_float=_finite_float,
+        )
+    except _NonFinite as exc:
+        raise PreviewJsonError(
+            f"{where} holds the number {exc}, which JSON and `pulumi preview --json` never write; "
+            "produce the file with `pulumi preview --json > FILE`"
+        ) from None
     except json.JSONDecodeError as exc:
         raise PreviewJsonError(
             f"{where} is not JSON (line {exc.lineno}: {exc.msg}); produce it with `pulumi preview --json > FILE`"
