@@ -1,0 +1,120 @@
+"""Planted bugs in the on-node agent's checkpoint commit and restore (complete_steps, upload_step, read_latest,
+prune, verify_manifest, restore): each one loses training progress or restores a broken checkpoint.
+
+A table for benchmarks/mutation.py: each mutant replaces one exact snippet (which must occur once).
+The agent runs as a process against moto's S3 (tests/test_agent_aws.py)."""
+
+MODULE = "agent-checkpoint"
+TESTS = ["tests/test_agent_aws.py"]
+F = "templates/agent/trainfleet_agent.py"
+
+MUTANTS = [
+    {
+        "file": F,
+        "bug": "a step directory without COMPLETE (still being written) is uploaded as a checkpoint",
+        "original": 'if m and os.path.isfile(os.path.join(ckpt_dir, name, "COMPLETE")):',
+        "replacement": "if m:",
+    },
+    {
+        "file": F,
+        "bug": "local steps come in directory-listing order, so 'newest' may be an old step",
+        "original": '        if m and os.path.isfile(os.path.join(ckpt_dir, name, "COMPLETE")):\n            out.append(int(m.group(1)))\n    return sorted(out)',
+        "replacement": '        if m and os.path.isfile(os.path.join(ckpt_dir, name, "COMPLETE")):\n            out.append(int(m.group(1)))\n    return sorted(out, reverse=True)',
+    },
+    {
+        "file": F,
+        "bug": "LATEST with a trailing newline is not understood, so restore ignores it",
+        "original": "m = STEP_RE.match(data.decode().strip())",
+        "replacement": "m = STEP_RE.match(data.decode())",
+    },
+    {
+        "file": F,
+        "bug": "LATEST moves backwards when an older step finishes uploading after a newer one",
+        "original": "if current is None or step >= current:",
+        "replacement": "if True:",
+    },
+    {
+        "file": F,
+        "bug": "LATEST is written before the step's manifest: a kill in between leaves LATEST naming an unverifiable step",
+        "original": '    store.put_bytes(_key(prefix, step_name(step), "MANIFEST.json"), json.dumps(manifest, indent=1).encode())\n    current = read_latest(store, prefix)\n    if current is None or step >= current:\n        store.put_bytes(_key(prefix, "LATEST"), step_name(step).encode())',
+        "replacement": '    current = read_latest(store, prefix)\n    if current is None or step >= current:\n        store.put_bytes(_key(prefix, "LATEST"), step_name(step).encode())\n    store.put_bytes(_key(prefix, step_name(step), "MANIFEST.json"), json.dumps(manifest, indent=1).encode())',
+    },
+    {
+        "file": F,
+        "bug": "LATEST holds the bare step number, which read_latest cannot parse",
+        "original": 'store.put_bytes(_key(prefix, "LATEST"), step_name(step).encode())',
+        "replacement": 'store.put_bytes(_key(prefix, "LATEST"), str(step).encode())',
+    },
+    {
+        "file": F,
+        "bug": "keep_last prunes the step LATEST names",
+        "original": "keep = set(complete[:keep_last]) | {latest}",
+        "replacement": "keep = set(complete[:keep_last])",
+    },
+    {
+        "file": F,
+        "bug": "keep_last counts steps newer than LATEST (still uploading), deleting verified older ones",
+        "original": 'if "MANIFEST.json" in f and s <= latest),',
+        "replacement": 'if "MANIFEST.json" in f),',
+    },
+    {
+        "file": F,
+        "bug": "prune deletes steps newer than the ones it keeps (an upload in progress)",
+        "original": "doomed = [s for s in steps if s not in keep and s < oldest_kept]",
+        "replacement": "doomed = [s for s in steps if s not in keep]",
+    },
+    {
+        "file": F,
+        "bug": "prune deletes the manifest last, so a half-deleted step still looks complete",
+        "original": 'key=lambda n: n != "MANIFEST.json")',
+        "replacement": 'key=lambda n: n == "MANIFEST.json")',
+    },
+    {
+        "file": F,
+        "bug": "keep_last is ignored: the bucket grows without bound",
+        "original": "if keep_last and keep_last > 0:",
+        "replacement": "if False:",
+    },
+    {
+        "file": F,
+        "bug": "a truncated upload (size differs from the manifest) passes verification",
+        "original": 'if listing.get(_key(prefix, step_name(step), e["path"])) != e["size"]:',
+        "replacement": 'if listing.get(_key(prefix, step_name(step), e["path"])) is None:',
+    },
+    {
+        "file": F,
+        "bug": "a torn (unparseable) manifest crashes restore instead of falling back",
+        "original": "    except ValueError:\n        return None\n    if listing is None:",
+        "replacement": "    except ValueError:\n        raise\n    if listing is None:",
+    },
+    {
+        "file": F,
+        "bug": "when LATEST's step does not verify, restore gives up instead of using the previous step",
+        "original": "candidates = [latest] + [s for s in candidates if s < latest]",
+        "replacement": "candidates = [latest]",
+    },
+    {
+        "file": F,
+        "bug": "a download whose sha256 differs from the manifest is restored",
+        "original": 'out) != e["sha256"]:',
+        "replacement": "out) is None:",
+    },
+    {
+        "file": F,
+        "bug": "a half-restored step directory (no COMPLETE) is taken as already present",
+        "original": 'if os.path.isfile(os.path.join(final, "COMPLETE")):\n            log("restore_present"',
+        "replacement": 'if os.path.isdir(final):\n            log("restore_present"',
+    },
+    {
+        "file": F,
+        "bug": "restore marks the step COMPLETE before its files are in place",
+        "original": '        shutil.rmtree(final, ignore_errors=True)\n        os.replace(tmp, final)\n        open(os.path.join(final, "COMPLETE"), "w").close()',
+        "replacement": '        open(os.path.join(tmp, "COMPLETE"), "w").close()\n        shutil.rmtree(final, ignore_errors=True)\n        os.replace(tmp, final)',
+    },
+    {
+        "file": F,
+        "bug": "restore picks the oldest step in the bucket when LATEST is missing",
+        "original": "candidates = sorted(bucket_steps(listing, prefix), reverse=True)",
+        "replacement": "candidates = sorted(bucket_steps(listing, prefix))",
+    },
+]

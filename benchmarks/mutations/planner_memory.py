@@ -1,0 +1,113 @@
+"""Planted bugs in the planner's memory model (DeepSpeed's ZeRO estimators, activations, capacity): each one
+either plans a job that runs out of memory on the node or rejects one that fits and costs more.
+
+A table for benchmarks/mutation.py: each mutant replaces one exact snippet (which must occur once)."""
+
+MODULE = "planner-memory"
+TESTS = ["tests/test_planner_memory.py", "tests/test_planner_reference.py"]
+F = "cli/planner/memory.py"
+
+MUTANTS = [
+    {
+        "file": F,
+        "bug": "ZeRO-1/2 device memory uses DeepSpeed's pre-0.19 formula (4P + 16P/gpus)",
+        "original": "gpu_mem = 2 * total_params + int(18 * total_params / total_gpus)",
+        "replacement": "gpu_mem = 4 * total_params + int(16 * total_params / total_gpus)",
+    },
+    {
+        "file": F,
+        "bug": "ZeRO-2 CPU offload host memory counts GPUs per node instead of all GPUs",
+        "original": "cpu_mem = total_params * max(4 * total_gpus, 16) * additional_buffer_factor",
+        "replacement": "cpu_mem = total_params * max(4 * num_gpus_per_node, 16) * additional_buffer_factor",
+    },
+    {
+        "file": F,
+        "bug": "ZeRO-3 host memory is divided over all GPUs instead of over nodes",
+        "original": "gpus_factor = 1 / num_nodes",
+        "replacement": "gpus_factor = 1 / total_gpus",
+    },
+    {
+        "file": F,
+        "bug": "ZeRO-3's largest layer is counted in 16-bit (2 bytes) where DeepSpeed counts 4",
+        "original": "largest_layer_memory = 4 * largest_layer_params",
+        "replacement": "largest_layer_memory = 2 * largest_layer_params",
+    },
+    {
+        "file": F,
+        "bug": "ZeRO-3 without offload shards model states over nodes, not over every GPU",
+        "original": "gpu_mem = largest_layer_memory + int(18 * total_params / total_gpus)",
+        "replacement": "gpu_mem = largest_layer_memory + int(18 * total_params / num_nodes)",
+    },
+    {
+        "file": F,
+        "bug": "ZeRO-3 optimizer offload forgets the 16-bit parameter shard on the device",
+        "original": "gpu_mem = largest_layer_memory + int(2 * total_params / total_gpus)",
+        "replacement": "gpu_mem = largest_layer_memory",
+    },
+    {
+        "file": F,
+        "bug": "host memory is never checked: CPU offload plans that swap or get OOM-killed",
+        "original": "self.host_capacity_bytes <= 0 or self.host_bytes <= self.host_capacity_bytes",
+        "replacement": "self.host_capacity_bytes <= 0 or self.host_bytes >= 0",
+    },
+    {
+        "file": F,
+        "bug": "the CUDA context / NCCL reserve is left out of device memory",
+        "original": "return self.model_states_bytes + self.activation_bytes + self.reserve_bytes",
+        "replacement": "return self.model_states_bytes + self.activation_bytes",
+    },
+    {
+        "file": F,
+        "bug": "with activation checkpointing the one layer being recomputed is not counted",
+        "original": "body = layers * 2 * s * b * h + per_layer if checkpointing else layers * per_layer",
+        "replacement": "body = layers * 2 * s * b * h if checkpointing else layers * per_layer",
+    },
+    {
+        "file": F,
+        "bug": "the fp32 copy of the logits is forgotten (2 bytes per logit, not 6)",
+        "original": "return int(body + 6 * s * b * v)",
+        "replacement": "return int(body + 2 * s * b * v)",
+    },
+    {
+        "file": F,
+        "bug": "activations do not grow with the micro batch",
+        "original": "per_layer = 34 * s * b * h",
+        "replacement": "per_layer = 34 * s * h",
+    },
+    {
+        "file": F,
+        "bug": "allocator fragmentation is ignored: the whole device memory counts as usable",
+        "original": "device_capacity_bytes=int(device_memory_gib * GIB * (1 - FRAGMENTATION)),",
+        "replacement": "device_capacity_bytes=int(device_memory_gib * GIB),",
+    },
+    {
+        "file": F,
+        "bug": "offloaded states may take all of the node's RAM (nothing left for the OS and data loader)",
+        "original": "host_capacity_bytes=int(host_memory_gib * GIB * HOST_USABLE),",
+        "replacement": "host_capacity_bytes=int(host_memory_gib * GIB),",
+    },
+    {
+        "file": F,
+        "bug": "LoRA without ZeRO-3 forgets the frozen 16-bit base weights on every device",
+        "original": "frozen_gpu = 2 * w.params",
+        "replacement": "frozen_gpu = 0 * w.params",
+    },
+    {
+        "file": F,
+        "bug": "ZeRO-0 (plain data parallel) is estimated as if sharded over every GPU",
+        "original": "estimate_zero2_model_states_mem_needs(trained, 1, 1, cpu_offload=False)",
+        "replacement": "estimate_zero2_model_states_mem_needs(trained, gpus_per_node, nodes, cpu_offload=False)",
+    },
+    {
+        "file": F,
+        "bug": "LoRA is sized as a full fine-tune (every parameter trained)",
+        "original": "trained = w.trainable_params",
+        "replacement": "trained = w.params",
+    },
+    {
+        "file": F,
+        "bug": "ZeRO-3 with param offload keeps its frozen LoRA base on the device anyway",
+        "original": "                frozen_gpu = 2 * w.shape.largest_layer_params",
+        "replacement": "                pass",
+    },
+]
