@@ -38,8 +38,10 @@ import urllib.request
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from xml.sax.saxutils import escape
+
+from tests.loopback import LoopbackServer
 
 EC2_XMLNS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 PAGE_MAX = 1000
@@ -64,7 +66,7 @@ class ApiError(Exception):
         self.status, self.code, self.message = status, code, message
 
 
-class FakeEc2Spot:
+class FakeEc2Spot(LoopbackServer):
     def __init__(self, upstream: str, *, newest_first: bool = True) -> None:
         self.upstream = upstream.rstrip("/")  # moto's server: every other EC2 action
         self.newest_first = newest_first
@@ -72,24 +74,9 @@ class FakeEc2Spot:
         self.requests: list[dict[str, list[str]]] = []  # DescribeSpotPriceHistory params, in arrival order
         self._zone_ids: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(self._handler())
 
-    # -- lifecycle --------------------------------------------------------------------------------
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> FakeEc2Spot:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
+    # -- environment ------------------------------------------------------------------------------
     def env(self) -> dict[str, str]:
         return {"AWS_ENDPOINT_URL_EC2": self.url}
 

@@ -29,9 +29,10 @@ import urllib.parse
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from infra.catalog.loader import DATA_DIR, read_offers
+from tests.loopback import LoopbackServer
 
 PRICE_FACTOR = 1.25
 GCP_CORE, GCP_RAM = 0.031, 0.0042  # USD per vCPU-hour and GiB-hour, on demand
@@ -560,7 +561,7 @@ def azure_query_table(body: dict, rows: list[dict]) -> tuple[list[dict], list[li
     return columns, [[*sums, *key] for key, sums in ordered]
 
 
-class FakePriceApis:
+class FakePriceApis(LoopbackServer):
     def __init__(
         self, faults: Faults | None = None, *, azure_cost_rows=None, cost_explorer_rows=None, token="t0ken"
     ):
@@ -582,24 +583,9 @@ class FakePriceApis:
         self._bq_results: dict[str, tuple[list[str], list[tuple]]] = {}
         self.azure_cost_rows = azure_cost_rows or []  # from azure_cost_row()
         self.cost_explorer_rows = cost_explorer_rows or []  # from cost_explorer_row()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(self._handler())
 
-    # -- lifecycle --------------------------------------------------------------------------------
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> FakePriceApis:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
+    # -- environment ------------------------------------------------------------------------------
     def env(self) -> dict[str, str]:
         """Environment that points trainfleet at this server."""
         return {

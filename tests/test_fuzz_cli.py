@@ -223,26 +223,30 @@ def _paths(node, prefix=()):
             yield from _paths(v, (*prefix, i))
 
 
-@st.composite
-def stack_text(draw):
-    src = draw(st.sampled_from(STACK_FILES))
-    text = src.read_text()
-    doc = yaml.safe_load(text)
-    for _ in range(draw(st.integers(1, 3))):
+def mutate(draw, doc, times: int, actions: list[str]) -> None:
+    """Apply `times` random edits to a parsed document: drop a key or item, set it to a weird value, or add
+    an unknown key beside it."""
+    for _ in range(times):
         paths = [p for p in _paths(doc) if p]
         if not paths:
-            break
+            return
         path = draw(st.sampled_from(paths))
         parent = doc
         for k in path[:-1]:
             parent = parent[k]
-        action = draw(st.sampled_from(["drop", "set", "unknown"]))
+        action = draw(st.sampled_from(actions))
         if action == "drop":
             del parent[path[-1]]
         elif action == "set":
             parent[path[-1]] = draw(WEIRD)
         elif isinstance(parent, dict):
             parent[draw(st.text(min_size=1, max_size=10))] = draw(WEIRD)
+
+
+@st.composite
+def stack_text(draw):
+    doc = yaml.safe_load(draw(st.sampled_from(STACK_FILES)).read_text())
+    mutate(draw, doc, draw(st.integers(1, 3)), ["drop", "set", "unknown"])
     out = yaml.safe_dump(doc, allow_unicode=True) if isinstance(doc, dict | list) else str(doc)
     raw = draw(st.sampled_from(["none", "dupkey", "truncate", "deep", "tab"]))
     if raw == "dupkey":
@@ -324,18 +328,7 @@ PREVIEWS = sorted((REPO / "tests" / "fixtures" / "preview").glob("*.json"))
 @st.composite
 def preview_text(draw):
     doc = json.loads(draw(st.sampled_from(PREVIEWS)).read_text())
-    for _ in range(draw(st.integers(1, 4))):
-        paths = [p for p in _paths(doc) if p]
-        if not paths:
-            break
-        path = draw(st.sampled_from(paths))
-        parent = doc
-        for k in path[:-1]:
-            parent = parent[k]
-        if draw(st.booleans()):
-            del parent[path[-1]]
-        else:
-            parent[path[-1]] = draw(WEIRD)
+    mutate(draw, doc, draw(st.integers(1, 4)), ["drop", "set"])
     text = json.dumps(doc)  # allow_nan: NaN/Infinity tokens like a sloppy producer would write
     cut = draw(st.sampled_from(["none", "none", "truncate"]))
     if cut == "truncate":
