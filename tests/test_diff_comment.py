@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from cli.preview.diff import diff_estimates, diff_preview_files
-from cli.preview.github_comment import Decision, GitHubError, decide, main, upsert_comment
+from cli.preview.github_comment import Decision, GitHubError, comment_marker, decide, main, upsert_comment
 from cli.preview.markdown import GITHUB_COMMENT_LIMIT, find_marker, marker, render
 from cli.preview.model import PRICED, CostComponent, Estimate, PricedResource, Resource
 from cli.preview.usage import resolve_usage
@@ -289,7 +289,12 @@ def seed_comments(case: dict) -> list[dict]:
         }
         for c in case["comments"]
     ]
-    return filler_comments(case.get("filler", 0)) + listed
+    after = listed[-1]["id"] if listed else case.get("filler", 0)
+    later = [  # `filler_after`: human comments after the case's own, so ours sits on a middle page
+        {"id": after + i, "user": HUMAN, "body": f"later comment {i}", "created_at": "2026-01-03T00:00:00Z"}
+        for i in range(1, case.get("filler_after", 0) + 1)
+    ]
+    return filler_comments(case.get("filler", 0)) + listed + later
 
 
 def check_outcome(case: dict, github: FakeGitHub, seeded: list[dict], action: str, comment_id) -> None:
@@ -433,3 +438,43 @@ def test_cli_markdown_of_two_preview_documents(trainfleet, tmp_path):
     assert result.code == 0, result.stderr
     text = out.read_text()
     assert text.startswith("<!-- trainfleet-cost-diff:prod -->") and "`train-asg`" in text
+
+
+def test_a_body_not_starting_with_the_marker_given_is_refused(github):
+    """With `--marker` given, the body must still start with it, or the comment is never found again."""
+    with pytest.raises(GitHubError, match="does not start with its trainfleet marker"):
+        upsert_comment("### cost\nno marker here", repo="acme/infra", number=42, token="t0ken",
+                       api=github.url, marker=marker("dev"))  # fmt: skip
+    assert github.writes == []
+
+
+def test_an_api_url_with_a_trailing_slash_works(github, monkeypatch):
+    """GITHUB_API_URL as some GitHub Enterprise setups write it. The URLs are checked as the client sends
+    them: Python's http.server (under the fake) collapses a leading `//` before the fake could see it."""
+    import urllib.request
+
+    sent, real_urlopen = [], urllib.request.urlopen
+    monkeypatch.setattr(
+        urllib.request, "urlopen", lambda req, **kw: sent.append(req.full_url) or real_urlopen(req, **kw)
+    )
+    body = marker("dev") + "\nbody\n"
+    assert (
+        upsert_comment(body, repo="acme/infra", number=42, token="t0ken", api=github.url + "/").action
+        == "create"
+    )
+    assert sent and all("//" not in url.removeprefix("http://") for url in sent), sent
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("<!-- trainfleet-cost-diff:dev -->\n### cost", "<!-- trainfleet-cost-diff:dev -->"),
+        ("<!-- trainfleet-cost-diff:dev -->\r\n### cost", "<!-- trainfleet-cost-diff:dev -->"),
+        ("> <!-- trainfleet-cost-diff:dev -->\nquoted in a reply", None),
+        ("<!-- trainfleet-cost-diff:dev\nnot closed", None),
+        ("see <!-- trainfleet-cost-diff:dev --> above", None),
+        ("### cost\n<!-- trainfleet-cost-diff:dev -->", None),
+    ],
+)
+def test_a_bodys_marker_is_its_whole_first_line(body, expected):
+    assert comment_marker(body) == expected

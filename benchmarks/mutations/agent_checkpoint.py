@@ -2,10 +2,11 @@
 prune, verify_manifest, restore): each one loses training progress or restores a broken checkpoint.
 
 A table for benchmarks/mutation.py: each mutant replaces one exact snippet (which must occur once).
-The agent runs as a process against moto's S3 (tests/test_agent_aws.py)."""
+tests/test_agent_commit_restore.py calls the functions; tests/test_agent_aws.py runs the agent against moto's S3."""
 
 MODULE = "agent-checkpoint"
-TESTS = ["tests/test_agent_aws.py"]
+# The protocol's rules one by one first (fast; -x stops there), then the agent as a process.
+TESTS = ["tests/test_agent_commit_restore.py", "tests/test_agent_aws.py"]
 F = "templates/agent/trainfleet_agent.py"
 
 MUTANTS = [
@@ -107,9 +108,11 @@ MUTANTS = [
     },
     {
         "file": F,
-        "bug": "restore marks the step COMPLETE before its files are in place",
-        "original": '        shutil.rmtree(final, ignore_errors=True)\n        os.replace(tmp, final)\n        open(os.path.join(final, "COMPLETE"), "w").close()',
-        "replacement": '        open(os.path.join(tmp, "COMPLETE"), "w").close()\n        shutil.rmtree(final, ignore_errors=True)\n        os.replace(tmp, final)',
+        # (Writing COMPLETE into the temp dir before the rename was equivalent: a kill leaves only a
+        # .restore-* dir, which the next restore removes.)
+        "bug": "a half-restored step directory left by a killed restore makes every later restore fail",
+        "original": '        shutil.rmtree(final, ignore_errors=True)\n        os.replace(tmp, final)',
+        "replacement": '        os.replace(tmp, final)',
     },
     {
         "file": F,

@@ -6,6 +6,7 @@ A table for benchmarks/mutation.py: each mutant replaces one exact snippet (whic
 MODULE = "preview-diff"
 # test_no_data_lost.py holds the git-ref and symlink cases of the base side
 TESTS = [
+    "tests/test_diff_rows.py",
     "tests/test_diff_stacks.py",
     "tests/test_diff_comment.py",
     "tests/test_preview_pulumi_json.py",

@@ -5,7 +5,7 @@ loses or leaks a user's settings, or leaves half a file.
 A table for benchmarks/mutation.py: each mutant replaces one exact snippet (which must occur once)."""
 
 MODULE = "stack-writes"
-TESTS = ["tests/test_no_data_lost.py"]
+TESTS = ["tests/test_stack_writes.py", "tests/test_no_data_lost.py"]
 # plus the one CLI test that writes a new stack file (test_cli_plan.py as a whole takes over a minute)
 PLAN_TESTS = [
     "tests/test_no_data_lost.py",
