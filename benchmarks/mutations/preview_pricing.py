@@ -4,7 +4,7 @@ functions): each one shows a pull request reviewer a monthly cost that is wrong,
 A table for benchmarks/mutation.py: each mutant replaces one exact snippet (which must occur once)."""
 
 MODULE = "preview-pricing"
-TESTS = ["tests/test_preview_pricing.py", "tests/test_preview_stacks.py"]
+TESTS = ["tests/test_preview_pricing_rules.py", "tests/test_preview_pricing.py", "tests/test_preview_stacks.py"]
 BASE = "cli/preview/pricing/base.py"
 AWS = "cli/preview/pricing/aws.py"
 GCP = "cli/preview/pricing/gcp.py"
