@@ -4,7 +4,9 @@ either plans a job that runs out of memory on the node or rejects one that fits 
 A table for benchmarks/mutation.py: each mutant replaces one exact snippet (which must occur once)."""
 
 MODULE = "planner-memory"
-TESTS = ["tests/test_planner_memory.py", "tests/test_planner_reference.py"]
+TESTS = [
+    "tests/test_planner_rules.py",
+    "tests/test_planner_memory.py", "tests/test_planner_reference.py"]
 F = "cli/planner/memory.py"
 
 MUTANTS = [

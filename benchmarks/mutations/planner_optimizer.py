@@ -6,6 +6,7 @@ MODULE = "planner-optimizer"
 # plus the CLI tests of the bounds and filters (test_cli_plan.py as a whole takes over a minute)
 CLI = "tests/test_cli_plan.py::"
 TESTS = [
+    "tests/test_planner_rules.py",
     "tests/test_planner_optimizer.py",
     "tests/test_planner_reference.py",
     CLI + "test_quick_start_plan_meets_its_deadline",
