@@ -389,9 +389,23 @@ def check_writable_stack(path: Path) -> None:
 
 
 def _comments(text: str):
+    """Every comment in the text, whole-line and trailing (`key: value  # why`), counted."""
     from collections import Counter
 
-    return Counter(line.strip() for line in text.splitlines() if line.lstrip().startswith("#"))
+    return Counter(c for c in map(_comment_of, text.splitlines()) if c)
+
+
+def _comment_of(line: str) -> str:
+    """The comment on a YAML line: a `#` at the start or after a space, outside quotes; '' if none."""
+    quote = ""
+    for i, ch in enumerate(line):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1] in " \t"):
+            return line[i:].strip()
+    return ""
 
 
 def _same_document(a: str, b: str) -> bool:

@@ -50,6 +50,16 @@ def test_a_new_stack_file_holds_what_the_plan_showed(project):
     assert config["trainfleet:deepspeed"]["zero_stage"] == best["zero_stage"]
 
 
+def test_an_on_demand_plan_keeps_every_zone_of_its_region(project):
+    """On-demand is priced per region and may run in any of its zones: the fleet must keep them all."""
+    plan = ("plan", *JOB, "--purchase", "on-demand", "--regions", "us-east-1", "--accelerators", "A100-40GB")
+    result = run_trainfleet(*plan, "--json", "--write-stack", "od", cwd=project)
+    assert result.code == 0, result.stderr
+    best = result.json()["best"]
+    assert len(best["zones"]) > 1
+    assert config_of(project / "stacks" / "Pulumi.od.yaml")["trainfleet:fleets"][0]["zones"] == best["zones"]
+
+
 HAND_WRITTEN = """\
 # prod: the team's stack (hand-written)
 config:
@@ -59,12 +69,12 @@ config:
     name: prod-llama   # names every deployed resource
     model: llama-7b
     params: 7B
-    tokens: 200B
+    tokens: 200B   # agreed with the data team
     deadline_hours: 24
   trainfleet:fleets:
   - name: train
     cloud: aws
-    region: us-east-1
+    region: "us-east-1"
     zones: [use1-az1, use1-az2]
     instance_type: p5.48xlarge
     fallback_instance_types: [p4d.24xlarge, p5.48xlarge]
@@ -87,7 +97,7 @@ def write_plan_into(project: Path, *plan_args: str) -> tuple[dict, dict]:
 
 def test_force_keeps_the_users_keys_and_drops_what_the_plan_made_stale(project):
     best, config = write_plan_into(project, "--model", "llama-7b", "--tokens", "200B", "--regions", "us-east-1",
-                                   "--purchase", "spot")  # fmt: skip
+                                   "--purchase", "spot", "--accelerators", "A100-40GB")  # fmt: skip
     job, fleet = config["trainfleet:job"], config["trainfleet:fleets"][0]
     assert config["aws:region"] == {"secure": "AAABAKx1c2VjcmV0cmVnaW9u"}  # a secret region is the user's
     assert job["name"] == "prod-llama"  # renaming the job would replace every deployed resource
@@ -97,14 +107,18 @@ def test_force_keeps_the_users_keys_and_drops_what_the_plan_made_stale(project):
         "recipients": ["ml-platform@example.com"],
     }
     assert fleet["purchase"] == "spot" and "on_demand_base" not in fleet  # mixed-only keys go with mixed
-    assert best["instance_type"] not in fleet.get("fallback_instance_types", [])  # never its own fallback
+    assert best["instance_type"] == "p4d.24xlarge"  # the only A100-40GB type there: it was a fallback
+    assert fleet["fallback_instance_types"] == ["p5.48xlarge"]  # never its own fallback
     assert fleet["zones"] == best["zones"]
 
 
 def test_an_unchanged_key_keeps_its_spelling_and_comment(project):
     target = project / "stacks" / "Pulumi.prod.yaml"
     write_plan_into(project, *JOB, "--regions", "us-east-1")
-    assert "    name: prod-llama   # names every deployed resource\n" in target.read_text()
+    text = target.read_text()
+    assert "    name: prod-llama   # names every deployed resource\n" in text
+    assert "    tokens: 200B   # agreed with the data team\n" in text  # a planner key the plan leaves as is
+    assert '    region: "us-east-1"\n' in text
     assert (
         "  trainfleet:budget:\n    monthly_limit_usd: 50000\n    recipients: [ml-platform@example.com]\n"
         in (target.read_text())
@@ -171,3 +185,27 @@ def test_the_temp_file_is_made_beside_the_target(tmp_path, monkeypatch):
     (tmp_path / "stacks").mkdir()
     write_file(tmp_path / "stacks" / "Pulumi.x.yaml", b"config: {}\n", what="stack file")
     assert folders and all(Path(f) == tmp_path / "stacks" for f in folders)
+
+
+# ---- the splice's safety net -------------------------------------------------------------------------------
+# A faulty splice is planted on purpose (monkeypatched): the guard must fall back to the full round-trip dump.
+
+
+@pytest.mark.parametrize(
+    ("fault", "why"),
+    [
+        (lambda text: text.replace("nodes: 3", "nodes: 30"), "a value changed"),
+        (lambda text: text.replace("   # agreed with the data team", ""), "a comment lost"),
+    ],
+)
+def test_a_splice_that_changed_a_value_or_lost_a_comment_is_never_written(project, monkeypatch, fault, why):
+    import infra.stack_file as stack_file
+
+    target = project / "stacks" / "Pulumi.prod.yaml"
+    target.write_text(HAND_WRITTEN)
+    real_splice = stack_file._splice
+    monkeypatch.setattr(stack_file, "_splice", lambda *args: fault(real_splice(*args)))
+    edit_stack_file(target, lambda c: set_nodes(c, 3), check_catalog=False)
+    written = config_of(target)
+    assert written["trainfleet:fleets"][0]["nodes"] == 3, why
+    assert "# agreed with the data team" in target.read_text(), why
