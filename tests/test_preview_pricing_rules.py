@@ -36,6 +36,8 @@ def context(*resources: Resource, catalog=None) -> PricingContext:
     usage = {
         "hours_per_month": UsageValue(730, "hours", "test"),
         "job_hours": UsageValue(100, "hours", "test"),
+        "checkpoint_gb": UsageValue(500, "GB", "test"),
+        "egress_gb_per_month": UsageValue(0, "GB", "test"),
     }
     return PricingContext(catalog or default_catalog(), usage, list(resources),
                           regions={"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"})  # fmt: skip
@@ -137,6 +139,14 @@ def test_a_wrong_shaped_input_stops_the_preview():
     template = lt(blockDeviceMappings=7)  # the schema has a list of mappings
     with pytest.raises(MalformedInputs, match="asg"):
         price_resource(group(desiredCapacity=2), context(template))
+
+
+def test_checkpoint_storage_for_a_job_is_prorated_to_the_jobs_hours():
+    """500 GB in S3 Standard for a 100-hour job costs 100/730 of a month of it (S3 bills GB-months,
+    prorated by the hour: https://aws.amazon.com/s3/pricing/)."""
+    priced = price_resource(res("aws:s3/bucketV2:BucketV2", "ckpt", {}), context())
+    storage = next(c for c in priced.components if "storage" in c.name)
+    assert storage.quantity == 500 and storage.job_quantity == pytest.approx(500 * 100 / 730)
 
 
 # ---- GCP ---------------------------------------------------------------------------------------------

@@ -125,6 +125,8 @@ class PricingContext:
         self._by_urn = {r.urn: r for r in self.resources}
 
     def use(self, key: str) -> float:
+        if key not in self.usage:  # our bug, not the document's: must not read as a malformed input
+            raise RuntimeError(f"usage figure {key!r} was never resolved")
         return self.usage[key].value
 
     @property
