@@ -76,3 +76,26 @@ def test_the_checkpoint_interval_is_in_minutes():
     write_s, minutes = best["checkpoint_write_seconds"], best["checkpoint_interval_minutes"]
     low, high = math.sqrt(2 * write_s * 3600) / 60, math.sqrt(2 * write_s * 87600 * 3600) / 60
     assert low <= minutes <= high, (write_s, minutes)
+
+
+def test_a_budget_is_a_hard_bound():
+    """Within a budget just under the cheapest plan's cost, that plan is gone; under every plan, exit 2."""
+    job = ("--model", "llama-7b", "--tokens", "50B", "--clouds", "aws", "--regions", "us-east-1", "--json")
+    cheapest = run_trainfleet("plan", *job).json()["best"]["expected_cost_usd"]
+    bound = run_trainfleet("plan", *job, "--budget", f"{cheapest * 0.99:.2f}")
+    if bound.code == 0:
+        plans = [bound.json()["best"], *bound.json()["alternatives"]]
+        assert all(p["expected_cost_usd"] <= cheapest * 0.99 for p in plans)
+    else:
+        assert bound.code == 2 and "budget" in bound.stderr
+    broke = run_trainfleet("plan", *job, "--budget", "1")
+    assert broke.code == 2 and "budget" in broke.stderr
+
+
+def test_the_frontier_only_keeps_plans_that_buy_time_with_money():
+    """Each plan on the time/cost frontier is faster and dearer than the next: GCP prices its zones alike,
+    so equal-cost twins exist there, and only the faster (or first) of them belongs on it."""
+    result = run_trainfleet("plan", "--model", "llama-7b", "--tokens", "50B", "--clouds", "gcp", "--json")
+    frontier = sorted(result.json()["frontier"], key=lambda p: p["wallclock_hours"])
+    costs = [p["expected_cost_usd"] for p in frontier]
+    assert len(frontier) >= 2 and all(a > b for a, b in zip(costs, costs[1:], strict=False)), costs
