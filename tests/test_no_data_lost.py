@@ -465,9 +465,23 @@ def test_diff_output_to_a_directory_is_one_line(tmp_path, tf):
     assert_one_line_error(preview_diff(tf, "--output", str(tmp_path)), "--output", "is a directory")
 
 
-@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
-def test_diff_output_to_a_full_device_is_one_line(tf):
-    assert_one_line_error(preview_diff(tf, "--output", "/dev/full"), "/dev/full", "no space left on device")
+def full_device(tmp_path: Path) -> Path:
+    """A /dev/full of the test's own (char 1,7: every write fails with ENOSPC), so a regression in the atomic
+    write's device check replaces this node, never the machine's /dev/full. Needs root (mknod); else the
+    machine's, guarded: it must still be a character device afterwards."""
+    node = tmp_path / "full"
+    try:
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+        return node
+    except PermissionError:
+        return Path("/dev/full")
+
+
+def test_diff_output_to_a_full_device_is_one_line(tf, tmp_path):
+    device = full_device(tmp_path)
+    assert stat.S_ISCHR(device.stat().st_mode)
+    assert_one_line_error(preview_diff(tf, "--output", str(device)), str(device), "no space left on device")
+    assert stat.S_ISCHR(device.stat().st_mode)  # still the device, not a file renamed over it
 
 
 def test_diff_output_full_disk_keeps_the_previous_output(tmp_path, tf, monkeypatch):
