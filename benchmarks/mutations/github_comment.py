@@ -6,6 +6,11 @@ A table for benchmarks/mutation.py: each mutant replaces one exact snippet (whic
 MODULE = "github-comment"
 TESTS = ["tests/test_diff_comment.py"]
 F = "cli/preview/github_comment.py"
+# The same rule in the JavaScript the workflow runs (actions/github-script), tested under node on the same
+# cases. The tool has no canary for a .js file: tests/test_cost_comment_js.py runs the copy's script
+# (WORKSPACE is tests.conftest.REPO, the copy's root), which these mutants being killed also shows.
+JS = ".github/scripts/cost-comment.js"
+JS_TESTS = ["tests/test_cost_comment_js.py"]
 
 MUTANTS = [
     {
@@ -85,5 +90,61 @@ MUTANTS = [
         "bug": "the marker check accepts any first line containing the prefix",
         "original": 'return line if line.startswith(MARKER_PREFIX) and line.endswith(" -->") else None',
         "replacement": "return line if MARKER_PREFIX in line else None",
+    },
+    {
+        "file": JS,
+        "tests": JS_TESTS,
+        "bug": "the workflow: a comment edited in a browser (CRLF line ends) is not recognised",
+        "original": "[0].replace(/\\r$/, '');",
+        "replacement": "[0];",
+    },
+    {
+        "file": JS,
+        "tests": JS_TESTS,
+        "bug": "the workflow: a human's comment that starts with the marker is taken over by the bot",
+        "original": "return author === botLogin && firstLine(comment.body) === marker;",
+        "replacement": "return firstLine(comment.body) === marker;",
+    },
+    {
+        "file": JS,
+        "tests": JS_TESTS,
+        "bug": "the workflow: stack dev takes over dev-eu's comment (marker matched as a prefix)",
+        "original": "firstLine(comment.body) === marker;",
+        "replacement": "firstLine(comment.body).startsWith(marker.replace(/ -->$/, ''));",
+    },
+    {
+        "file": JS,
+        "tests": JS_TESTS,
+        "bug": "the workflow: a comment that quotes the marker further down is taken as the stack's comment",
+        "original": "firstLine(comment.body) === marker;",
+        "replacement": "(comment.body || '').includes(marker);",
+    },
+    {
+        "file": JS,
+        "tests": JS_TESTS,
+        "bug": "the workflow: the newest of several matching comments is updated, not the oldest",
+        "original": "comments.find((c) =>",
+        "replacement": "comments.findLast((c) =>",
+    },
+    {
+        "file": JS,
+        "tests": JS_TESTS,
+        "bug": "the workflow: an unchanged body is PATCHed anyway on every push",
+        "original": "if (ours.body === body) {",
+        "replacement": "if (false) {",
+    },
+    {
+        "file": JS,
+        "tests": JS_TESTS,
+        "bug": "the workflow: a body that does not start with its marker is posted (and never found again)",
+        "original": "if (firstLine(body) !== marker) {",
+        "replacement": "if (false) {",
+    },
+    {
+        "file": JS,
+        "tests": JS_TESTS,
+        "bug": "the workflow: an update is never sent, the PR keeps showing the old cost",
+        "original": "await github.rest.issues.updateComment({ owner, repo, comment_id: ours.id, body });",
+        "replacement": "await Promise.resolve();",
     },
 ]
