@@ -2,11 +2,14 @@
 prune, verify_manifest, restore): each one loses training progress or restores a broken checkpoint.
 
 A table for benchmarks/mutation.py: each mutant replaces one exact snippet (which must occur once).
-tests/test_agent_commit_restore.py calls the functions; tests/test_agent_aws.py runs the agent against moto's S3."""
+tests/test_agent_checkpoint.py calls the functions over the agent's S3Store on moto's S3 server (a real S3 API,
+read back with boto3); tests/test_agent_commit_restore.py calls them over an in-memory stand-in;
+tests/test_agent_aws.py runs the agent as a process against moto's S3."""
 
 MODULE = "agent-checkpoint"
-# The protocol's rules one by one first (fast; -x stops there), then the agent as a process.
-TESTS = ["tests/test_agent_commit_restore.py", "tests/test_agent_aws.py"]
+# The protocol's rules one by one first, over real S3 then the stand-in (fast; -x stops at the first
+# failure, so the slow end-to-end file only runs for a mutant both let through), then the agent as a process.
+TESTS = ["tests/test_agent_checkpoint.py", "tests/test_agent_commit_restore.py", "tests/test_agent_aws.py"]
 F = "templates/agent/trainfleet_agent.py"
 
 MUTANTS = [
@@ -24,9 +27,10 @@ MUTANTS = [
     },
     {
         "file": F,
-        "bug": "LATEST with a trailing newline is not understood, so restore ignores it",
-        "original": "m = STEP_RE.match(data.decode().strip())",
-        "replacement": "m = STEP_RE.match(data.decode())",
+        # (A bare trailing "\n" is understood even without strip(): STEP_RE's `$` matches before a final newline.)
+        "bug": "LATEST with a Windows line ending or spaces around it is not understood, so restore ignores it",
+        "original": 'm = STEP_RE.match(data.decode(errors="replace").strip())',
+        "replacement": 'm = STEP_RE.match(data.decode(errors="replace"))',
     },
     {
         "file": F,
@@ -111,13 +115,25 @@ MUTANTS = [
         # (Writing COMPLETE into the temp dir before the rename was equivalent: a kill leaves only a
         # .restore-* dir, which the next restore removes.)
         "bug": "a half-restored step directory left by a killed restore makes every later restore fail",
-        "original": '        shutil.rmtree(final, ignore_errors=True)\n        os.replace(tmp, final)',
-        "replacement": '        os.replace(tmp, final)',
+        "original": "        shutil.rmtree(final, ignore_errors=True)\n        os.replace(tmp, final)",
+        "replacement": "        os.replace(tmp, final)",
     },
     {
         "file": F,
         "bug": "restore picks the oldest step in the bucket when LATEST is missing",
         "original": "candidates = sorted(bucket_steps(listing, prefix), reverse=True)",
         "replacement": "candidates = sorted(bucket_steps(listing, prefix))",
+    },
+    {
+        "file": F,
+        "bug": "a LATEST that is not UTF-8 (Windows PowerShell's `>` writes UTF-16) crashes restore and every commit",
+        "original": 'm = STEP_RE.match(data.decode(errors="replace").strip())',
+        "replacement": "m = STEP_RE.match(data.decode().strip())",
+    },
+    {
+        "file": F,
+        "bug": "temp dirs left by killed restores are never removed: a node restarting over and over fills its disk",
+        "original": 'if name.startswith(".restore-step-"):',
+        "replacement": "if False:",
     },
 ]

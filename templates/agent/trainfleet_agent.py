@@ -959,7 +959,9 @@ def read_latest(store: ObjectStore, prefix: str) -> int | None:
     data = store.get_bytes(_key(prefix, "LATEST"))
     if not data:
         return None
-    m = STEP_RE.match(data.decode().strip())
+    # Not UTF-8 (e.g. UTF-16 from Windows PowerShell's `>`): unreadable, like a missing LATEST, so
+    # restore falls back to the newest verified step and the next commit rewrites it.
+    m = STEP_RE.match(data.decode(errors="replace").strip())
     return int(m.group(1)) if m else None
 
 
