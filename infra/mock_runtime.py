@@ -47,6 +47,8 @@ class DeclaredResource:
     inputs: dict[str, Any]
     outputs: dict[str, Any] = field(default_factory=dict)
     id: str | None = None
+    ignore_changes: list[str] = field(default_factory=list)  # the ignoreChanges resource option
+    depends_on: list[str] = field(default_factory=list)  # URNs of explicit dependencies
 
     @property
     def is_component(self) -> bool:
@@ -73,6 +75,7 @@ class ProgramRun:
     resources: list[DeclaredResource]
     exports: dict[str, Any]
     invocations: list[Invocation]
+    warnings: list[Any] = field(default_factory=list)  # infra.rules.Finding, severity warning
 
     def of_type(self, token: str) -> list[DeclaredResource]:
         return [r for r in self.resources if r.type == token]
@@ -616,6 +619,8 @@ class _CapturingMonitor(pulumi_mocks.MockMonitor):
                 inputs=_plain(inputs),
                 outputs=_plain(registered.state) if registered else {},
                 id=registered.id if registered else None,
+                ignore_changes=list(request.ignoreChanges),
+                depends_on=list(request.dependencies),
             )
         )
         return response
@@ -638,11 +643,14 @@ def run_program(
     *,
     declare: Callable[[str, StackConfig], dict] | None = None,
     images: tuple[MockImage, ...] | None = None,
+    enforce_rules: bool = True,
 ) -> ProgramRun:
     """Run the program for one stack under the mock runtime; return what it declared and exported.
 
     `images`: the AMIs an AMI lookup can find (default DEFAULT_IMAGES); a lookup they do not satisfy fails
-    as the real one does. Raises what the program raises (a ConfigError for a config the clouds would reject).
+    as the real one does. Raises what the program raises (a ConfigError for a config the clouds would reject),
+    and, unless `enforce_rules` is off, a ConfigError for the first provider rule the declared resources break
+    (infra/rules); the rules' warnings come back in `ProgramRun.warnings`.
     """
     if declare is None:
         from infra.program import declare as declare_program
@@ -665,4 +673,9 @@ def run_program(
         _sync_await(run_pulumi_func(body))
     finally:
         pulumi_settings.ROOT.set(None)
-    return ProgramRun(stack, list(monitor.captured), _plain(exports), list(mocks.invocations))
+    run = ProgramRun(stack, list(monitor.captured), _plain(exports), list(mocks.invocations))
+    if enforce_rules:
+        from infra import rules
+
+        run.warnings = rules.enforce(run)
+    return run

@@ -1,0 +1,5 @@
+"""Rules: aws. See infra/rules/__init__.py."""
+
+from __future__ import annotations
+
+from infra.rules import Finding, rule, where  # noqa: F401
