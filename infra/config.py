@@ -265,6 +265,11 @@ class Budget(_Section):
     recipients: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")]] = Field(min_length=1)
     # The preview's guardrail for this stack: `trainfleet preview` fails above it.
     fail_above_usd: Usd | None = None
+    # AWS budgets filter on the trainfleet-stack cost allocation tag, which counts only once activated. AWS
+    # offers a key for activation only after it has appeared on billed resources (about a day after the first
+    # tagged resource runs), so on an account that has never run trainfleet set this false for the first
+    # `pulumi up` and true the day after (README "Budgets").
+    activate_cost_allocation_tag: bool = True
 
 
 class BillingExport(_Section):

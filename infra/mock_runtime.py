@@ -76,6 +76,7 @@ class ProgramRun:
     exports: dict[str, Any]
     invocations: list[Invocation]
     warnings: list[Any] = field(default_factory=list)  # infra.rules.Finding, severity warning
+    subnet_zones: dict[str, str] = field(default_factory=dict)  # AWS subnet id -> zone (id), as EC2 knows it
 
     def of_type(self, token: str) -> list[DeclaredResource]:
         return [r for r in self.resources if r.type == token]
@@ -116,7 +117,8 @@ def _short_hash(*parts: str, n: int = 8) -> str:
 
 
 def _autoname(name: str) -> str:
-    """What Pulumi's auto-naming would produce: the logical name plus a 7-character suffix."""
+    """What pulumi-aws's and pulumi-gcp's auto-naming produce: the logical name, a hyphen and 7 random hex
+    characters (https://www.pulumi.com/docs/iac/concepts/resources/names/#autonaming)."""
     return f"{name}-{_short_hash(name, n=7)}"
 
 
@@ -295,17 +297,25 @@ _AZ_NAME_KEY = {
 }
 
 
+_AZ_CHILD_KINDS = {
+    "network:Subnet",
+    "network:SecurityRule",
+    "storage:BlobContainer",
+    "storage:BlobServiceProperties",
+    "storage:ManagementPolicy",
+}
+
+
 def _azure_outputs(token: str, name: str, inputs: dict) -> tuple[str, dict]:
     kind = token.split(":", 1)[1]
     sub = f"/subscriptions/{MOCK_AZURE_SUBSCRIPTION}"
     rg = inputs.get("resourceGroupName") or "rg"
     rname = inputs.get(_AZ_NAME_KEY.get(kind, "name"))
     if not rname:
-        rname = (
-            re.sub(r"[^a-z0-9]", "", name.lower())[:16] + _short_hash(name, n=8)
-            if kind == "storage:StorageAccount"
-            else _autoname(name)
-        )
+        # azure-native's autonaming (pulumi-azure-native#519): a top-level resource gets its logical name
+        # plus 8 random hex characters, nothing stripped or lowercased (#3406, #3665); a child resource
+        # (subnet, container, ...) gets its logical name as is. infra/rules/names.py then checks the result.
+        rname = name if kind in _AZ_CHILD_KINDS else name + _short_hash(name, n=8)
     if kind == "resources:ResourceGroup":
         rid = f"{sub}/resourceGroups/{rname}"
         return rid, {"name": rname}
@@ -516,7 +526,7 @@ def _uuid(seed: str) -> str:
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-8{h[17:20]}-{h[20:32]}"
 
 
-def _call(token: str, args: dict, images: tuple[MockImage, ...]) -> dict:
+def _call(token: str, args: dict, images: tuple[MockImage, ...], subnet_zones: dict[str, str]) -> dict:
     if token == "aws:index/getCallerIdentity:getCallerIdentity":
         return {
             "accountId": MOCK_AWS_ACCOUNT,
@@ -530,7 +540,9 @@ def _call(token: str, args: dict, images: tuple[MockImage, ...]) -> dict:
         filters = {f["name"]: f["values"] for f in args.get("filters") or []}
         zones = filters.get("availability-zone-id") or ["az"]
         vpc = (filters.get("vpc-id") or ["vpc"])[0]
-        return {"ids": [_aws_id("subnet", vpc + z) for z in zones], "id": args.get("region") or "us-east-1"}
+        ids = {_aws_id("subnet", vpc + z): z for z in zones}
+        subnet_zones.update(ids)
+        return {"ids": list(ids), "id": args.get("region") or "us-east-1"}
     if token == "gcp:organizations/getClientConfig:getClientConfig":
         return {
             "project": MOCK_GCP_PROJECT,
@@ -574,6 +586,7 @@ class CloudMocks(pulumi.runtime.Mocks):
     def __init__(self, images: tuple[MockImage, ...] = DEFAULT_IMAGES) -> None:
         self.invocations: list[Invocation] = []
         self.images = tuple(images)  # the AMIs aws:ec2/getAmi can find
+        self.subnet_zones: dict[str, str] = {}  # every subnet EC2 would know: created or looked up
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         token, name, inputs = args.typ, args.name, dict(args.inputs)
@@ -582,6 +595,8 @@ class CloudMocks(pulumi.runtime.Mocks):
         package = token.split(":", 1)[0]
         if package == "aws":
             rid, extra = _aws_outputs(token, name, inputs)
+            if token == "aws:ec2/subnet:Subnet":
+                self.subnet_zones[rid] = inputs.get("availabilityZoneId") or inputs.get("availabilityZone") or ""
         elif package == "gcp":
             rid, extra = _gcp_outputs(token, name, inputs)
         elif package == "azure-native":
@@ -592,7 +607,7 @@ class CloudMocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         self.invocations.append(Invocation(args.token, dict(args.args)))
-        return _call(args.token, dict(args.args), self.images)
+        return _call(args.token, dict(args.args), self.images, self.subnet_zones)
 
 
 class _CapturingMonitor(pulumi_mocks.MockMonitor):
@@ -674,6 +689,7 @@ def run_program(
     finally:
         pulumi_settings.ROOT.set(None)
     run = ProgramRun(stack, list(monitor.captured), _plain(exports), list(mocks.invocations))
+    run.subnet_zones = dict(mocks.subnet_zones)
     if enforce_rules:
         from infra import rules
 

@@ -80,8 +80,8 @@ def gcp_account_id(stack: str, fleet: Fleet) -> str:
 
 
 def gcp_role_id(stack: str, fleet: Fleet) -> str:
-    """Custom IAM role id: [a-zA-Z0-9_.], up to 64 characters."""
-    return _fit(f"trainfleet_{stack_slug(stack)}_{fleet.name}", 64).replace("-", "_")
+    """Custom IAM role id prefix: [a-zA-Z0-9_.], up to 64 characters once a `_group`/`_peers` suffix is added."""
+    return _fit(f"trainfleet_{stack_slug(stack)}_{fleet.name}", 58).replace("-", "_")
 
 
 def billing_export_name(stack: str) -> str:

@@ -31,13 +31,27 @@ GCP_BILLING_EXPORT_NOTE = (
 
 
 def fleet_zones(fleet: Fleet) -> list[str]:
-    """The configured zones, else every zone where the catalog has the instance type in the region."""
+    """The configured zones, else where the catalog has the instance type in the region.
+
+    An AWS fleet of several nodes shares a cluster placement group, which lives in one zone: with no zones
+    configured it gets the zone with the cheapest spot price (on-demand: the first), never a list."""
     if fleet.zones:
         return list(fleet.zones)
-    offers = default_catalog().offers(
-        cloud=fleet.cloud, region=fleet.region, instance_type=fleet.instance_type
-    )
-    return sorted({o.zone for o in offers if o.zone})
+    offers = [
+        o
+        for o in default_catalog().offers(cloud=fleet.cloud, region=fleet.region, instance_type=fleet.instance_type)
+        if o.zone
+    ]
+    zones = sorted({o.zone for o in offers})
+    if fleet.cloud == "aws" and needs_placement_group(fleet) and zones:
+        priced = sorted((o.spot_usd_per_hour, o.zone) for o in offers if o.spot_usd_per_hour is not None)
+        return [priced[0][1] if priced and fleet.purchase != "on-demand" else zones[0]]
+    return zones
+
+
+def needs_placement_group(fleet: Fleet) -> bool:
+    """Nodes that talk to each other every step share a cluster placement group (AWS)."""
+    return fleet.nodes > 1
 
 
 def fleet_types(fleet: Fleet) -> list[str]:
@@ -239,6 +253,7 @@ def _aws_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) ->
                 name=f"trainfleet-{naming.stack_slug(stack)}",
                 stack=stack,
                 **_budget_terms(config),
+                activate_tag=config.budget.activate_cost_allocation_tag,
             ),
         )
         exports["budgets"]["aws"] = budget.budget_names

@@ -414,14 +414,16 @@ def test_peer_discovery_gives_every_node_the_same_hostfile_and_distinct_ranks(mo
 
 
 def test_scale_to_zero_sets_the_group_to_zero(moto, env):
+    """With SetDesiredCapacity, the one call the node role allows (infra/aws/iam.py); the program declares the
+    group with MinSize 0, as here. The group's other settings stay as declared."""
     group = "fleet-" + uuid.uuid4().hex[:6]
-    _asg(moto, group, 2)
+    _asg(moto, group, 2, min_size=0)
     res = run_agent("scale-to-zero", "--cloud", "aws", "--group", group, env=env)
     assert res.returncode == 0, res.stderr
     g = client(moto, "autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[group])[
         "AutoScalingGroups"
     ][0]
-    assert g["DesiredCapacity"] == 0 and g["MinSize"] == 0
+    assert g["DesiredCapacity"] == 0 and g["MinSize"] == 0 and g["MaxSize"] == 4
 
 
 def test_a_stuck_trainer_does_not_eat_the_window(moto, env, bucket, imds, tmp_path):

@@ -188,9 +188,48 @@ def test_budget_notifications_actual_at_each_threshold_forecasted_at_the_top():
     ]
 
 
-def test_azure_prefix_condition_limits_blob_data_actions():
-    condition = prefix_condition("dev/job/")
-    assert condition.count("ActionMatches") == 4 and "StringStartsWith 'dev/job/'" in condition
+BLOB = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+
+
+@pytest.mark.parametrize(
+    "action, suboperation, attributes, allowed",
+    [
+        # List Blobs carries the request's prefix and no blob path: allowed only under the job's prefix.
+        ("read", "Blob.List", {"list_prefix": "dev/job/"}, True),
+        ("read", "Blob.List", {"list_prefix": "dev/job/step-00000100/"}, True),
+        ("read", "Blob.List", {"list_prefix": "prod/job/"}, False),
+        ("read", "Blob.List", {}, False),  # the whole container
+        # One-blob operations carry the path.
+        ("read", None, {"path": "dev/job/LATEST"}, True),
+        ("read", None, {"path": "dev/other/LATEST"}, False),
+        ("write", None, {"path": "dev/job/step-1/a"}, True),
+        ("write", None, {"path": "dev/jobs/a"}, False),
+        ("delete", None, {"path": "prod/job/a"}, False),
+        ("add/action", None, {"path": "x"}, False),
+        ("move/action", None, {"path": "x"}, False),
+    ],
+)
+def test_azure_prefix_condition_evaluated_like_azure(action, suboperation, attributes, allowed):
+    """Worked from Microsoft's condition semantics (infra/rules/abac.py evaluates them): List Blobs has no path
+    attribute, so a path-only condition denies every listing; the job's prefix must be matched by the request's
+    prefix instead."""
+    from infra.rules.abac import Request, allows, blob_attributes
+
+    request = Request(f"{BLOB}/{action}", suboperation, blob_attributes(**attributes))
+    assert allows(prefix_condition("dev/job/"), request) is allowed
+
+
+def test_a_path_only_condition_denies_listing_as_issue_12_found():
+    """The condition the program used to write: every read and write under the prefix, and no listing."""
+    from infra.rules.abac import Request, allows, blob_attributes
+
+    old = (
+        f"((!(ActionMatches{{'{BLOB}/read'}}) AND !(ActionMatches{{'{BLOB}/write'}}) AND "
+        f"!(ActionMatches{{'{BLOB}/delete'}}) AND !(ActionMatches{{'{BLOB}/add/action'}})) OR "
+        f"(@Resource[{BLOB}:path] StringStartsWith 'dev/job/'))"
+    )
+    assert allows(old, Request(f"{BLOB}/read", None, blob_attributes(path="dev/job/a")))
+    assert not allows(old, Request(f"{BLOB}/read", "Blob.List", blob_attributes(list_prefix="dev/job/")))
 
 
 def test_more_than_four_thresholds_spill_into_a_second_aws_budget():
@@ -283,9 +322,11 @@ def test_a_stack_can_hold_fleets_on_several_clouds():
 # spot_usd_per_hour), for the rows named in each case: on-demand nodes at the on-demand price, spot nodes at
 # the cheapest spot price among the fleet's zones.
 FLEET_PRICES = [
-    # prod: p4de.24xlarge, us-east-1, zones use1-az4 (spot 9.973400) and use1-az6 (spot 8.650500), on-demand
-    # 27.44705; 1 on-demand + 3 spot nodes: 27.44705 + 3 * 8.6505 = 53.39855.
+    # prod: p4de.24xlarge, us-east-1, zone use1-az6 (spot 8.650500), on-demand 27.44705; 1 on-demand + 3 spot
+    # nodes: 27.44705 + 3 * 8.6505 = 53.39855.
     ("Pulumi.prod.yaml", {}, 27.44705, 8.6505, "use1-az6", 53.39855),
+    # prod in use1-az4 (spot 9.973400): 27.44705 + 3 * 9.9734 = 57.36725.
+    ("Pulumi.prod.yaml", {"zones": ["use1-az4"]}, 27.44705, 9.9734, "use1-az4", 57.36725),
     # dev: g5.12xlarge, us-east-1, zones use1-az1 (2.780400), use1-az2 (2.079600), use1-az4 (2.081300),
     # on-demand 5.672; one spot node.
     ("Pulumi.dev.yaml", {}, 5.672, 2.0796, "use1-az2", 2.0796),
@@ -293,6 +334,8 @@ FLEET_PRICES = [
     ("Pulumi.dev.yaml", {"zones": ["use1-az1", "use1-az5"]}, 5.672, 2.1824, "use1-az5", 2.1824),
     # dev with no zones: every us-east-1 zone of the catalog (az1, az2, az4, az5 2.182400, az6 2.238700).
     ("Pulumi.dev.yaml", {"zones": []}, 5.672, 2.0796, "use1-az2", 2.0796),
+    # dev, 2 spot nodes, no zones: one cluster placement group, so one zone: the cheapest, use1-az2: 2 * 2.0796.
+    ("Pulumi.dev.yaml", {"zones": [], "nodes": 2}, 5.672, 2.0796, "use1-az2", 4.1592),
     # dev all on-demand, 2 nodes: 2 * 5.672.
     ("Pulumi.dev.yaml", {"purchase": "on-demand", "nodes": 2}, 5.672, 2.0796, "use1-az2", 11.344),
     # gaudi: dl1.24xlarge, us-west-2, usw2-az1 (spot 4.167100, on-demand 13.10904); 2 spot nodes: 8.3342.

@@ -99,8 +99,10 @@ def _decode(value: str) -> str:
 def _user_data_of(run: ProgramRun) -> list[tuple[str, str]]:
     """(cloud, decoded cloud-config) for every group the run declares, exactly as passed to the provider."""
     found = []
-    for lt in run.of_type("aws:ec2/launchTemplate:LaunchTemplate"):
-        found.append(("aws", _decode(lt.inputs["userData"])))
+    # One per fleet: a fleet whose types differ in network cards has a template per card layout, all
+    # carrying the same user-data.
+    aws_texts = {_decode(lt.inputs["userData"]) for lt in run.of_type("aws:ec2/launchTemplate:LaunchTemplate")}
+    found += [("aws", text) for text in sorted(aws_texts)]
     for tpl in run.of_type("gcp:compute/instanceTemplate:InstanceTemplate"):
         found.append(("gcp", tpl.inputs["metadata"]["user-data"]))
     for vmss in run.of_type("azure-native:compute:VirtualMachineScaleSet"):
@@ -284,9 +286,14 @@ def test_aws_launch_template_imdsv2_encrypted_root_efa_no_public_ip(runs, env):
         image_id, root_device = EXPECTED_AMI[env]
         assert (lt.inputs["imageId"], root["deviceName"]) == (image_id, root_device)
         assert root["ebs"]["encrypted"] == "true" and root["ebs"]["volumeSize"] == fleet.root_volume_gb
-        (nic,) = lt.inputs["networkInterfaces"]
-        assert nic["associatePublicIpAddress"] == "false"
+        nic, *more = lt.inputs["networkInterfaces"]
+        assert nic["associatePublicIpAddress"] == "false" and (nic["networkCardIndex"], nic["deviceIndex"]) == (0, 0)
         assert (nic.get("interfaceType") == "efa") == offers_efa(fleet)
+        # With EFA, one interface per network card of the fleet's own type (EC2's NetworkInfo, by hand:
+        # p4de.24xlarge and dl1.24xlarge have 4), none with a public address; without EFA just the one.
+        cards = {"p4de.24xlarge": 4, "dl1.24xlarge": 4}.get(fleet.instance_type, 1) if offers_efa(fleet) else 1
+        assert [n["networkCardIndex"] for n in lt.inputs["networkInterfaces"]] == list(range(cards))
+        assert all(n["deviceIndex"] == 1 and "associatePublicIpAddress" not in n for n in more)
         profile = run.one("aws:iam/instanceProfile:InstanceProfile")
         assert lt.inputs["iamInstanceProfile"]["arn"] == profile.outputs["arn"]
         assert ami.args["mostRecent"] is True
@@ -297,7 +304,8 @@ def test_aws_launch_template_imdsv2_encrypted_root_efa_no_public_ip(runs, env):
 
 def _launch_template_with(env: str, images=IMAGES, **fleet_changes):
     config = _with_fleet(read_stack_file(STACK_FILES[env]).config, **fleet_changes)
-    return run_program(env, config, images=images).one("aws:ec2/launchTemplate:LaunchTemplate")
+    fleet = config.fleets[0]
+    return run_program(env, config, images=images).one("aws:ec2/launchTemplate:LaunchTemplate", f"{fleet.name}-lt")
 
 
 @pytest.mark.parametrize(
@@ -595,11 +603,21 @@ def test_gcp_bucket_and_iam_are_private_and_scoped(runs, env):
         and member.inputs["role"] == "roles/storage.objectUser"
     )
     assert f"buckets/{bucket.outputs['name']}/objects/{prefix}" in member.inputs["condition"]["expression"]
-    (project_member,) = run.of_type("gcp:projects/iAMMember:IAMMember")
-    role = run.one("gcp:projects/iAMCustomRole:IAMCustomRole")
-    assert project_member.inputs["role"] == role.outputs["name"]
-    assert naming.group_name(env, config.fleets[0]) in project_member.inputs["condition"]["expression"]
-    assert all(p.startswith("compute.instance") for p in role.inputs["permissions"])
+    # Peers: instances.get, limited by a condition to the group's own instances (a type conditions support).
+    # The group: get and update (resize), which no IAM condition can limit to one group, in a role of their own.
+    members = {m.name.rsplit("-", 1)[-1]: m for m in run.of_type("gcp:projects/iAMMember:IAMMember")}
+    roles = {r.name.rsplit("-", 2)[-2]: r for r in run.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")}
+    assert set(members) == set(roles) == {"group", "peers"}
+    assert roles["peers"].inputs["permissions"] == ["compute.instances.get"]
+    assert sorted(roles["group"].inputs["permissions"]) == [
+        "compute.instanceGroupManagers.get",
+        "compute.instanceGroupManagers.update",
+    ]
+    for kind in ("group", "peers"):
+        assert members[kind].inputs["role"] == roles[kind].outputs["name"]
+    peers = members["peers"].inputs["condition"]["expression"]
+    assert f'startsWith("{naming.group_name(env, config.fleets[0])}-")' in peers and "instanceGroupManagers" not in peers
+    assert "condition" not in members["group"].inputs
 
 
 def test_gcp_billing_export_dataset_and_console_step(runs):
@@ -659,7 +677,7 @@ def test_azure_storage_private_tls12_versioned_and_scoped(runs, env):
             account.inputs["minimumTlsVersion"] == "TLS1_2"
             and account.inputs["enableHttpsTrafficOnly"] is True
         )
-    ckpt = run.one("azure-native:storage:StorageAccount", f"{config.fleets[0].name}-ckpt")
+    ckpt = run.one("azure-native:storage:StorageAccount", f"{config.fleets[0].name}ckpt")
     assert ckpt.inputs["allowSharedKeyAccess"] is False
     blob = run.one("azure-native:storage:BlobServiceProperties", f"{config.fleets[0].name}-ckpt-blob")
     assert blob.inputs["isVersioningEnabled"] is True and blob.inputs["accountName"] == ckpt.outputs["name"]

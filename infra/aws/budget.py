@@ -1,7 +1,9 @@
 """trainfleet:aws:Budget — a monthly cost budget for the stack's AWS spend.
 
-Filtered to resources tagged `trainfleet-stack=<stack>` (activate that cost allocation tag once per
-account in the Billing console). Every configured threshold gets an ACTUAL notification, and the
+Filtered to resources tagged `trainfleet-stack=<stack>`. A budget filtered on a tag counts only spend
+carrying a cost allocation tag that is active, so the component activates it (aws.costexplorer
+.CostAllocationTag, kept on delete: the key is account-wide and other stacks' budgets rely on it). AWS
+accepts the activation only once the key has appeared on billed resources; see BudgetArgs.activate_tag. Every configured threshold gets an ACTUAL notification, and the
 highest one also a FORECASTED one, so the team hears before the money is spent. AWS allows five
 notifications per budget; more thresholds spill into a second budget with the same limit.
 """
@@ -27,6 +29,7 @@ class BudgetArgs:
     limit_usd: float
     thresholds_percent: list[float]
     recipients: list[str]
+    activate_tag: bool = True  # declare the tag's activation (false only before the key has been billed)
 
 
 def notifications(thresholds: list[float], recipients: list[str]) -> list[tuple[str, float]]:
@@ -50,6 +53,16 @@ class Budget(pulumi.ComponentResource):
             pairs[i : i + MAX_NOTIFICATIONS_PER_BUDGET]
             for i in range(0, len(pairs), MAX_NOTIFICATIONS_PER_BUDGET)
         ]
+        depends_on: list[pulumi.Resource] = []
+        if args.activate_tag:
+            depends_on.append(
+                aws.costexplorer.CostAllocationTag(
+                    f"{name}-tag",
+                    tag_key=TAG_STACK,
+                    status="Active",
+                    opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+                )
+            )
         budgets = []
         for n, chunk in enumerate(chunks):
             budgets.append(
@@ -75,7 +88,7 @@ class Budget(pulumi.ComponentResource):
                         )
                         for kind, threshold in chunk
                     ],
-                    opts=pulumi.ResourceOptions(parent=self),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
                 )
             )
         self.budget_ids = pulumi.Output.all(*[b.id for b in budgets])

@@ -3,11 +3,12 @@
 Launch template: IMDSv2 required, encrypted gp3 root volume, the node role's instance profile, the
 rendered user-data, no public address, EFA on the primary interface where every allowed type has
 it. Auto scaling group: a mixed-instances policy with the on-demand base/percentage from the config,
-spot allocation price-capacity-optimized, capacity rebalancing, the fallback types as overrides,
-subnets in several zones. Multi-node fleets get a cluster placement group; since a cluster
-placement group lives in one zone, AZ rebalancing is suspended for them (the zones list is where the
-group may start, not where it spreads). The security group admits only its own members, plus SSH
-from the CIDRs the config names (none by default).
+spot allocation price-capacity-optimized, capacity rebalancing, the fallback types as overrides. A
+multi-node fleet gets a cluster placement group, which lives in one zone, so its subnets are in one zone
+(infra/rules/aws.py holds that); a single node may spread over several. With EFA, one EFA interface per
+network card of each type (p4d: 4, p5: 32), a launch template per card layout. The security group admits
+only its own members, plus SSH from the CIDRs the config names (none by default). The desired capacity is
+the node agent's once the group exists (ignore_changes): a refresh never relaunches a finished job.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from decimal import Decimal
 
 import pulumi
 import pulumi_aws as aws
+
+from infra.catalog.network_cards import network_cards
 
 # AWS Deep Learning Base AMI with the NVIDIA driver, CUDA, EFA and NCCL (newest Ubuntu release), by Amazon.
 GPU_AMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu *"
@@ -47,6 +50,24 @@ class SpotFleetArgs:
     efa: bool = False
     node_assets: dict[str, str] = field(default_factory=dict)  # bucket key -> text, fetched at boot
     assets_bucket: pulumi.Input[str] | None = None
+
+
+def network_interfaces(cards: int, security_group: pulumi.Input[str], *, efa: bool) -> list:
+    """The launch template's interfaces: the primary one on card 0 (device 0), and with EFA one more EFA
+    interface on each further network card (device 1), as EC2's EFA guide launches p4d/p5 instances
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html). No public address:
+    with several interfaces EC2 would refuse one anyway."""
+    return [
+        aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+            device_index=0 if card == 0 else 1,
+            network_card_index=card,
+            interface_type="efa" if efa else None,
+            security_groups=[security_group],
+            associate_public_ip_address="false" if card == 0 else None,
+            delete_on_termination="true",
+        )
+        for card in range(cards if efa else 1)
+    ]
 
 
 def spot_max_price(max_price: float | None) -> str | None:
@@ -166,46 +187,51 @@ class SpotFleet(pulumi.ComponentResource):
             )
             for kind in ("instance", "volume", "network-interface")
         ]
-        template = aws.ec2.LaunchTemplate(
-            f"{name}-lt",
-            description=f"trainfleet {args.group_name}",
-            image_id=ami.id,
-            update_default_version=True,
-            ebs_optimized="true",
-            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=args.instance_profile_arn),
-            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-                http_endpoint="enabled",
-                http_tokens="required",  # IMDSv2 only
-                http_put_response_hop_limit=2,  # containers on the node reach IMDS too
-                instance_metadata_tags="enabled",
-            ),
-            block_device_mappings=[
-                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                    device_name=ami.root_device_name,
-                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                        volume_size=args.root_volume_gb,
-                        volume_type="gp3",
-                        encrypted="true",
-                        delete_on_termination="true",
-                    ),
-                )
-            ],
-            network_interfaces=[
-                aws.ec2.LaunchTemplateNetworkInterfaceArgs(
-                    device_index=0,
-                    network_card_index=0,
-                    interface_type="efa" if args.efa else None,
-                    security_groups=[sg.id],
-                    associate_public_ip_address="false",
-                    delete_on_termination="true",
-                )
-            ],
-            user_data=args.user_data,
-            tag_specifications=tag_specs,
-            region=region,
-            tags=tags,
-            opts=child,
-        )
+        types = [args.instance_type, *args.fallback_instance_types]
+        # One EFA interface per network card (a launch template cannot differ per override, so each distinct
+        # card count gets its own template and each override names the template for its type).
+        layouts = sorted({network_cards(t) if args.efa else 1 for t in types})
+        templates: dict[int, aws.ec2.LaunchTemplate] = {}
+        for cards in layouts:
+            suffix = "" if cards == layouts[0] else f"-{cards}cards"
+            templates[cards] = aws.ec2.LaunchTemplate(
+                f"{name}-lt{suffix}",
+                description=f"trainfleet {args.group_name}"
+                + (f" ({cards} network cards)" if args.efa else ""),
+                image_id=ami.id,
+                update_default_version=True,
+                ebs_optimized="true",
+                iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=args.instance_profile_arn),
+                metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                    http_endpoint="enabled",
+                    http_tokens="required",  # IMDSv2 only
+                    http_put_response_hop_limit=2,  # containers on the node reach IMDS too
+                    instance_metadata_tags="enabled",
+                ),
+                block_device_mappings=[
+                    aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                        device_name=ami.root_device_name,
+                        ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                            volume_size=args.root_volume_gb,
+                            volume_type="gp3",
+                            encrypted="true",
+                            delete_on_termination="true",
+                        ),
+                    )
+                ],
+                network_interfaces=network_interfaces(cards, sg.id, efa=args.efa),
+                user_data=args.user_data,
+                tag_specifications=tag_specs,
+                region=region,
+                tags=tags,
+                opts=child,
+            )
+        primary = templates[network_cards(args.instance_type) if args.efa else 1]
+
+        def spec(template: aws.ec2.LaunchTemplate):
+            return aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgs(
+                launch_template_id=template.id, version="$Latest"
+            )
 
         purchase = aws.autoscaling.GroupMixedInstancesPolicyInstancesDistributionArgs(
             on_demand_base_capacity=args.on_demand_base,
@@ -215,8 +241,13 @@ class SpotFleet(pulumi.ComponentResource):
             spot_max_price=spot_max_price(args.max_price),
         )
         overrides = [
-            aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(instance_type=t)
-            for t in [args.instance_type, *args.fallback_instance_types]
+            aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(
+                instance_type=t,
+                launch_template_specification=spec(templates[network_cards(t) if args.efa else 1])
+                if len(templates) > 1
+                else None,
+            )
+            for t in types
         ]
         group = aws.autoscaling.Group(
             f"{name}-asg",
@@ -229,14 +260,11 @@ class SpotFleet(pulumi.ComponentResource):
             mixed_instances_policy=aws.autoscaling.GroupMixedInstancesPolicyArgs(
                 instances_distribution=purchase,
                 launch_template=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateArgs(
-                    launch_template_specification=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgs(
-                        launch_template_id=template.id, version="$Latest"
-                    ),
+                    launch_template_specification=spec(primary),
                     overrides=overrides,
                 ),
             ),
             placement_group=placement.name if placement else None,
-            suspended_processes=["AZRebalance"] if placement else None,
             health_check_type="EC2",
             # Spot capacity may take a while; `pulumi up` should not fail waiting for it.
             wait_for_capacity_timeout="0",
@@ -245,12 +273,14 @@ class SpotFleet(pulumi.ComponentResource):
                 for k, v in sorted({**tags, "Name": args.group_name}.items())
             ],
             region=region,
-            opts=child,
+            # The node agent sets the desired capacity to 0 when the job ends; a refresh must not bring every
+            # node back. A new run starts with the fleet's `start_run` command (README "Starting a run").
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredCapacity"]),
         )
         self.group_name = group.name
         self.group_arn = group.arn
         self.security_group_id = sg.id
-        self.launch_template_id = template.id
+        self.launch_template_id = primary.id
         self.image_id = ami.id
         self.register_outputs(
             {

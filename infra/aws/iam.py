@@ -49,8 +49,9 @@ def node_policy(bucket_arn: str, prefix: str, group_arn: str) -> dict:
             {
                 "Sid": "ScaleOwnGroup",
                 "Effect": "Allow",
-                # The node agent scales to zero with UpdateAutoScalingGroup (MinSize 0, DesiredCapacity 0).
-                "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:UpdateAutoScalingGroup"],
+                # The node agent scales to zero with SetDesiredCapacity (the group's MinSize is already 0).
+                # Never UpdateAutoScalingGroup: that could raise MaxSize or swap the launch template.
+                "Action": "autoscaling:SetDesiredCapacity",
                 "Resource": group_arn,
             },
         ],

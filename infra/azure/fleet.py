@@ -110,7 +110,7 @@ class SpotFleet(pulumi.ComponentResource):
                     create_option="FromImage",
                     caching="ReadWrite",
                     disk_size_gb=args.root_volume_gb,
-                    delete_option="Delete",
+                    # No delete_option: a Flexible-orchestration setting; Uniform deletes the disk with its VM.
                     managed_disk=azure_native.compute.VirtualMachineScaleSetManagedDiskParametersArgs(
                         storage_account_type="Premium_LRS"
                     ),
@@ -152,7 +152,8 @@ class SpotFleet(pulumi.ComponentResource):
             ),
             virtual_machine_profile=profile,
             tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=self),
+            # The node agent sets the capacity to 0 when the job ends; a refresh must not relaunch the fleet.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["sku.capacity"]),
         )
         azure_native.authorization.RoleAssignment(
             f"{name}-own-group",

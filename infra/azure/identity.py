@@ -25,12 +25,30 @@ GROUP_ACTIONS = [
 ]
 
 
+# The Storage Blob Data Contributor data actions that name one blob (and so carry its path).
+PATH_ACTIONS = ("read", "write", "delete", "add/action", "move/action")
+LIST = "Blob.List"
+
+
 def prefix_condition(prefix: str) -> str:
-    """ABAC: blob reads, writes and deletes only under `prefix` (listing is a container-level action)."""
-    actions = " AND ".join(
-        f"!(ActionMatches{{'{BLOB}/{a}'}})" for a in ("read", "write", "delete", "add/action")
+    """ABAC: blob data actions only under `prefix`, listing included.
+
+    List Blobs is `blobs/read` with sub-operation Blob.List, and carries no blob path: a condition on the path
+    alone cannot be evaluated for it and denies, so restore and prune would get 403. Listing is instead
+    limited by the request's `prefix`, as Microsoft's "read or list blobs with a path" example does
+    (https://learn.microsoft.com/azure/storage/blobs/storage-auth-abac-examples#example-read-write-or-delete-blobs-in-named-containers-with-a-path,
+    https://learn.microsoft.com/azure/storage/blobs/storage-auth-abac-attributes#list-blobs)."""
+    read, others = f"{BLOB}/read", [f"{BLOB}/{a}" for a in PATH_ACTIONS if a != "read"]
+    # The shape of Microsoft's examples: for each action, !(ActionMatches ...), joined with AND.
+    not_by_path = " AND ".join(
+        [f"!(ActionMatches{{'{read}'}} AND NOT SubOperationMatches{{'{LIST}'}})"]
+        + [f"!(ActionMatches{{'{a}'}})" for a in others]
     )
-    return f"(({actions}) OR (@Resource[{BLOB}:path] StringStartsWith '{prefix}'))"
+    return (
+        f"(({not_by_path}) OR (@Resource[{BLOB}:path] StringStartsWith '{prefix}'))"
+        f" AND ((!(ActionMatches{{'{read}'}} AND SubOperationMatches{{'{LIST}'}}))"
+        f" OR (@Request[{BLOB}:prefix] StringStartsWith '{prefix}'))"
+    )
 
 
 @dataclass

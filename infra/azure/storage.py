@@ -7,6 +7,8 @@ replaced versions after `checkpoint.retention_days`.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 
 import pulumi
@@ -14,6 +16,20 @@ import pulumi_azure_native as azure_native
 
 CONTAINER = "checkpoints"
 SOFT_DELETE_DAYS = 7
+
+
+ACCOUNT_LOGICAL_MAX = 16  # azure-native appends 8 hex characters; account names hold at most 24
+
+
+def account_logical_name(name: str) -> str:
+    """The storage account's Pulumi name. azure-native autonames a top-level resource `<logical name><8 hex>`
+    and strips nothing (pulumi-azure-native#3665, #519), while an account name is 3-24 lowercase letters and
+    digits (https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules#microsoftstorage):
+    so only those characters, at most 16 (a long name keeps a short hash of the whole to stay unique)."""
+    cleaned = re.sub(r"[^a-z0-9]", "", name.lower())
+    if len(cleaned) <= ACCOUNT_LOGICAL_MAX:
+        return cleaned
+    return cleaned[: ACCOUNT_LOGICAL_MAX - 4] + hashlib.sha256(name.encode()).hexdigest()[:4]
 
 
 def harden_account(
@@ -28,7 +44,7 @@ def harden_account(
     """A StorageV2 account with the settings every trainfleet account gets, and versioned blobs."""
     child = pulumi.ResourceOptions(parent=parent)
     account = azure_native.storage.StorageAccount(
-        name,
+        account_logical_name(name),
         resource_group_name=resource_group_name,
         location=location,
         kind="StorageV2",

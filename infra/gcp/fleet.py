@@ -152,7 +152,8 @@ class SpotFleet(pulumi.ComponentResource):
                 max_unavailable_fixed=max(len(args.zones), 1),
             ),
             wait_for_instances=False,
-            opts=child,
+            # The node agent resizes the group to 0 when the job ends; a refresh must not relaunch the fleet.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["targetSize"]),
         )
         self.group_name = group.name
         self.instance_group = group.instance_group

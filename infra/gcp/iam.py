@@ -1,8 +1,15 @@
 """trainfleet:gcp:NodeServiceAccount — a dedicated service account for a fleet's nodes.
 
-Object read/write in its own bucket under its own checkpoint prefix (an IAM condition on the object
-name; listing is a bucket-level permission); and a custom role limited by an IAM condition to its own
-managed instance group (get, listManagedInstances, resize to zero) and its own instances (peer IPs).
+Object read/write in its own bucket under its own checkpoint prefix (an IAM condition on the object name;
+listing is a bucket-level permission). Peers: `compute.instances.get` on its own group's instances only
+(an IAM condition on the instance name; Instance is a resource type IAM conditions support).
+
+The managed instance group itself cannot be named in a condition: IAM conditions recognise resource
+attributes only for the types listed in https://cloud.google.com/iam/docs/conditions-resource-attributes,
+and instanceGroupManagers is not one of them, so a condition on it denies `listManagedInstances` (peer
+discovery) and `resize` (scale to zero) while the GPUs keep billing. Those two permissions are therefore
+granted on the project without a condition, in a role holding nothing else: a node can see and resize the
+project's managed instance groups. Run training in a project of its own to keep that to the job's groups.
 """
 
 from __future__ import annotations
@@ -12,11 +19,13 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-NODE_PERMISSIONS = [
+# What IAM conditions cannot limit to one group (see above): granted project-wide, nothing else in the role.
+GROUP_PERMISSIONS = [
     "compute.instanceGroupManagers.get",  # listManagedInstances: who are my peers
     "compute.instanceGroupManagers.update",  # resize to zero when the job ends
-    "compute.instances.get",  # a peer's internal IP
 ]
+PEER_PERMISSIONS = ["compute.instances.get"]  # a peer's internal IP; limited to the group's instances
+NODE_PERMISSIONS = GROUP_PERMISSIONS + PEER_PERMISSIONS
 NODE_SCOPES = [
     "https://www.googleapis.com/auth/devstorage.read_write",
     "https://www.googleapis.com/auth/compute",
@@ -32,11 +41,11 @@ def checkpoint_condition(bucket: str, prefix: str) -> str:
     )
 
 
-def group_condition(project: str, region: str, group: str) -> str:
+def peer_condition(group: str) -> str:
+    """The group's own instances: a MIG names them `<base instance name>-<4 characters>`."""
     return (
-        f'resource.name == "projects/{project}/regions/{region}/instanceGroupManagers/{group}" || '
-        f'(resource.type == "compute.googleapis.com/Instance" && '
-        f'resource.name.extract("/instances/{{name}}").startsWith("{group}-"))'
+        f'resource.type == "compute.googleapis.com/Instance" && '
+        f'resource.name.extract("/instances/{{name}}").startsWith("{group}-")'
     )
 
 
@@ -77,26 +86,30 @@ class NodeServiceAccount(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        role = gcp.projects.IAMCustomRole(
-            f"{name}-role",
-            role_id=args.role_id,
-            title=f"trainfleet node {args.group_name}",
-            description="peer discovery and scale-to-zero of its own instance group",
-            permissions=NODE_PERMISSIONS,
-            project=project,
-            opts=child,
-        )
-        gcp.projects.IAMMember(
-            f"{name}-group",
-            project=project,
-            role=role.name,
-            member=account.member,
-            condition=gcp.projects.IAMMemberConditionArgs(
-                title="own instance group",
-                expression=project.apply(lambda p: group_condition(p, args.region, args.group_name)),
-            ),
-            opts=child,
-        )
+        roles = {
+            "group": (GROUP_PERMISSIONS, "see and resize instance groups (no IAM condition can name one)", None),
+            "peers": (PEER_PERMISSIONS, "read its own group's instances", peer_condition(args.group_name)),
+        }
+        for kind, (permissions, purpose, condition) in roles.items():
+            role = gcp.projects.IAMCustomRole(
+                f"{name}-{kind}-role",
+                role_id=f"{args.role_id}_{kind}",
+                title=f"trainfleet node {args.group_name} {kind}",
+                description=f"trainfleet nodes: {purpose}",
+                permissions=permissions,
+                project=project,
+                opts=child,
+            )
+            gcp.projects.IAMMember(
+                f"{name}-{kind}",
+                project=project,
+                role=role.name,
+                member=account.member,
+                condition=None
+                if condition is None
+                else gcp.projects.IAMMemberConditionArgs(title="own instance group", expression=condition),
+                opts=child,
+            )
         self.email = account.email
         self.project = project
         self.register_outputs({"email": self.email})

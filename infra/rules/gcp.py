@@ -1,5 +1,85 @@
-"""Rules: gcp. See infra/rules/__init__.py."""
+"""Rules: GCP. IAM conditions that name a resource IAM cannot see, and capacity a refresh would undo."""
 
 from __future__ import annotations
 
-from infra.rules import Finding, rule, where  # noqa: F401
+import re
+
+from infra.rules import Finding, rule, where
+
+CONDITION_ATTRIBUTES = "https://cloud.google.com/iam/docs/conditions-resource-attributes"
+IGNORE_CHANGES = "https://www.pulumi.com/docs/iac/concepts/options/ignorechanges/"
+MIG = "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager"
+
+# Resource types whose resource.name / resource.type IAM conditions can test, for the services the program
+# grants on (conditions-resource-attributes, "Resource type values" and "Resource name values" tables,
+# read 2026-11-24). Compute Engine's list does not include instance groups or instance group managers.
+SUPPORTED_TYPES = {
+    "compute.googleapis.com/Disk",
+    "compute.googleapis.com/Image",
+    "compute.googleapis.com/Instance",
+    "compute.googleapis.com/InstanceTemplate",
+    "compute.googleapis.com/MachineImage",
+    "compute.googleapis.com/RegionDisk",
+    "compute.googleapis.com/Snapshot",
+    "storage.googleapis.com/Bucket",
+    "storage.googleapis.com/Object",
+}
+# The collection in a resource name -> its type.
+COLLECTIONS = {
+    "disks": "compute.googleapis.com/Disk",
+    "images": "compute.googleapis.com/Image",
+    "instances": "compute.googleapis.com/Instance",
+    "instanceTemplates": "compute.googleapis.com/InstanceTemplate",
+    "machineImages": "compute.googleapis.com/MachineImage",
+    "snapshots": "compute.googleapis.com/Snapshot",
+    "instanceGroupManagers": "compute.googleapis.com/InstanceGroupManager",
+    "instanceGroups": "compute.googleapis.com/InstanceGroup",
+    "autoscalers": "compute.googleapis.com/Autoscaler",
+    "objects": "storage.googleapis.com/Object",
+    "buckets": "storage.googleapis.com/Bucket",
+}
+IAM_MEMBERS = ("gcp:projects/iAMMember:IAMMember", "gcp:storage/bucketIAMMember:BucketIAMMember")
+
+
+def condition_types(expression: str) -> set[str]:
+    """The resource types an IAM condition expression tests, by resource.type or by a resource.name path."""
+    types = set(re.findall(r'resource\.type\s*==\s*"([^"]+)"', expression))
+    for literal in re.findall(r'resource\.name[^"]*"([^"]+)"', expression):
+        # The last collection the path names is the resource's own type (buckets/B/objects/O: an Object).
+        collections = [s for s in literal.split("/") if s in COLLECTIONS]
+        if collections:
+            types.add(COLLECTIONS[collections[-1]])
+    return types
+
+
+@rule("gcp-iam-condition-resource-type", CONDITION_ATTRIBUTES)
+def conditions_name_supported_types(run):
+    """"Resource attributes are available for the Google Cloud services and resource types that are listed on
+    this page. Other services and resource types do not recognize resource attributes": a condition on one
+    of them never matches, and the permission is denied."""
+    for member in (r for token in IAM_MEMBERS for r in run.of_type(token)):
+        expression = (member.inputs.get("condition") or {}).get("expression")
+        if not isinstance(expression, str):
+            continue
+        unsupported = sorted(condition_types(expression) - SUPPORTED_TYPES)
+        if unsupported:
+            yield Finding(
+                "gcp-iam-condition-resource-type",
+                where(member),
+                f"the IAM condition tests {', '.join(unsupported)}, a resource type IAM conditions do not "
+                "support: the grant never applies there",
+                "grant those permissions without a condition in a role of their own (infra/gcp/iam.py)",
+            )
+
+
+@rule("gcp-capacity-ignores-drift", IGNORE_CHANGES)
+def capacity_is_the_agents(run):
+    """The node agent resizes its group to 0 when the job ends; a refresh must not undo it."""
+    for group in run.of_type(MIG):
+        if group.inputs.get("targetSize") is not None and "targetSize" not in group.ignore_changes:
+            yield Finding(
+                "gcp-capacity-ignores-drift",
+                where(group),
+                "targetSize is declared without ignore_changes: a refresh relaunches a fleet the job scaled to zero",
+                'declare the group with ResourceOptions(ignore_changes=["targetSize"])',
+            )

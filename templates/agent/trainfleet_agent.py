@@ -1685,10 +1685,10 @@ def cmd_scale_to_zero(a) -> int:
         _aws_query(
             "autoscaling",
             {
-                "Action": "UpdateAutoScalingGroup",
+                # SetDesiredCapacity only: the node role may not reconfigure its group (MinSize is 0 already).
+                "Action": "SetDesiredCapacity",
                 "Version": "2011-01-01",
                 "AutoScalingGroupName": a.group,
-                "MinSize": "0",
                 "DesiredCapacity": "0",
             },
             a.metadata_url,

@@ -380,6 +380,11 @@ free(
     "aws:budgets/budget:Budget",
 )
 free(
+    "activating a cost allocation tag carries no charge "
+    "(https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/activating-tags.html)",
+    "aws:costexplorer/costAllocationTag:CostAllocationTag",
+)
+free(
     "report delivery is free; the report files are stored (and priced) in their bucket",
     "aws:cur/reportDefinition:ReportDefinition",
     "aws:bcmdata/export:Export",
