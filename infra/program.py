@@ -11,6 +11,7 @@ Cloud SDKs are imported only for the clouds a stack uses (pulumi-azure-native is
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import pulumi
@@ -142,6 +143,24 @@ def user_data(
     return pulumi.Output.all(bucket, group).apply(render)
 
 
+# ---------------------------------------------------------------- starting a run
+
+
+def start_run_command(fleet: Fleet, group: str, resource_group: str | None = None) -> str:
+    """The command that starts a run on a fleet the last run scaled to zero. `pulumi up` does not: the group's
+    capacity belongs to the node agent once the group exists (ignore_changes), so a refresh never relaunches
+    a finished job, and a change of `nodes` takes effect at the next start (the max size follows at once)."""
+    q, n = shlex.quote, str(fleet.nodes)
+    if fleet.cloud == "aws":
+        return (
+            f"aws autoscaling set-desired-capacity --region {q(fleet.region)} "
+            f"--auto-scaling-group-name {q(group)} --desired-capacity {n}"
+        )
+    if fleet.cloud == "gcp":
+        return f"gcloud compute instance-groups managed resize {q(group)} --region {q(fleet.region)} --size {n}"
+    return f"az vmss scale --resource-group {q(resource_group or '')} --name {q(group)} --new-capacity {n}"
+
+
 # ---------------------------------------------------------------- per cloud
 
 
@@ -229,6 +248,7 @@ def _aws_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
         "vpc": network.vpc_id,
         "efa": fleet_args["efa"],
         "kind": "gaudi" if gaudi else "gpu",
+        "start_run": start_run_command(fleet, group),
     }
 
 
@@ -355,6 +375,7 @@ def _gcp_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
         "service_account": account.email,
         "network": network.network,
         "kind": "gpu",
+        "start_run": start_run_command(fleet, group),
     }
 
 
@@ -474,6 +495,7 @@ def _azure_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any
         "checkpoint_url": storage.url.apply(lambda u: f"{u}/{prefix}"),
         "identity_client_id": identity.client_id,
         "kind": "gpu",
+        "start_run": network.resource_group_name.apply(lambda rg: start_run_command(fleet, group, rg)),
     }
 
 

@@ -1,8 +1,10 @@
 """`trainfleet stacks check`: run the Pulumi program for every stack file under Pulumi's mock runtime.
 
 No Pulumi CLI, no credentials, nothing created: the same program `pulumi up` runs, answered by
-`infra.mock_runtime`, listing what each stack declares. A stack file that does not validate, or a
-config the program rejects, is one line on stderr and exit code 2.
+`infra.mock_runtime`, listing what each stack declares. A stack file that does not validate, a config the
+program rejects, or a declared resource that breaks a provider rule (infra/rules: a cluster placement group
+over two zones, an invalid storage account name, ...) is one line on stderr naming the resource, the rule
+and the fix, and exit code 2. Rules' warnings print as `warning:` lines on stderr and pass.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def check_stacks(stack: str | None = None, start: Path | None = None, progress=N
                 "components": sum(1 for r in run.resources if r.type.startswith("trainfleet:")),
                 "by_type": _counts(cloud),
                 "hourly_price_usd": run.exports.get("hourly_price_usd"),
+                "warnings": [w.line for w in run.warnings],
                 "exports": run.exports,
             }
         )
@@ -101,6 +104,9 @@ def check_command(
     finally:
         if status is not None:
             status.stop()
+    for r in results:
+        for line in r["warnings"]:
+            print(f"warning: stack {r['stack']}: {line}", file=sys.stderr)
     if json_out:
         print_json([{k: v for k, v in r.items() if k != "exports"} for r in results])
         return
