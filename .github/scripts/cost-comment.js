@@ -10,6 +10,11 @@
 // The rule is the one of cli/preview/github_comment.py, and both are tested on the same table of cases
 // (tests/fixtures/cost_comment_cases.json): a comment is this stack's when the bot posted it and its first
 // line is exactly the stack's marker, so `dev` never takes `dev-eu`'s comment, nor a human's that quotes it.
+//
+// A read-only GITHUB_TOKEN cannot comment: GitHub answers 403 "Resource not accessible by integration".
+// The workflow does not call this on a fork's pull request (always read-only), but a same-repository one
+// can have it too (Dependabot's). Then the step leaves a warning and returns { action: 'skipped' } instead
+// of failing: the workflow has already written the markdown to the job summary. Any other error fails it.
 'use strict';
 
 const fs = require('fs');
@@ -32,7 +37,26 @@ function isOurs(comment, marker, botLogin = BOT_LOGIN) {
   return author === botLogin && firstLine(comment.body) === marker;
 }
 
-async function run({ github, context, core }, { stack, bodyFile = 'comment.md', botLogin = BOT_LOGIN } = {}) {
+// Octokit's RequestError carries the HTTP status and GitHub's message
+// (https://github.com/octokit/request-error.js); a rate limit is a 403 too, and must still fail the step.
+function isReadOnlyToken(error) {
+  return Boolean(error) && error.status === 403 && /Resource not accessible by integration/i.test(String(error.message));
+}
+
+async function run({ github, context, core }, options = {}) {
+  try {
+    return await upsert({ github, context, core }, options);
+  } catch (error) {
+    if (!isReadOnlyToken(error)) throw error;
+    core.warning(
+      `cost-comment: this run's GITHUB_TOKEN cannot write comments (${error.status}: read-only, as on a pull request ` +
+        `from a fork or from Dependabot); the ${options.stack} cost diff is in the job summary only`,
+    );
+    return { action: 'skipped', comment_id: null };
+  }
+}
+
+async function upsert({ github, context, core }, { stack, bodyFile = 'comment.md', botLogin = BOT_LOGIN } = {}) {
   if (!stack) {
     throw new Error('cost-comment: no stack given (the workflow passes process.env.STACK)');
   }
@@ -66,3 +90,4 @@ async function run({ github, context, core }, { stack, bodyFile = 'comment.md', 
 module.exports = run;
 module.exports.markerFor = markerFor;
 module.exports.isOurs = isOurs;
+module.exports.isReadOnlyToken = isReadOnlyToken;
