@@ -139,6 +139,14 @@ def test_one_efa_interface_for_a_p5_is_caught(runs):
     assert "p5.48xlarge has 32 network card(s)" in finding.line and "[0]" in finding.line
 
 
+def test_a_public_ip_setting_on_several_interfaces_is_caught(runs):
+    run = copy.deepcopy(runs["prod"])
+    template = run.one("aws:ec2/launchTemplate:LaunchTemplate", "main-lt")
+    assert not any("associatePublicIpAddress" in n for n in template.inputs["networkInterfaces"])
+    template.inputs["networkInterfaces"][0]["associatePublicIpAddress"] = "false"
+    assert len(_findings(run, "aws-public-ip-one-interface")) == 1
+
+
 def test_a_card_index_the_type_does_not_have_is_caught(runs):
     run = copy.deepcopy(runs["gaudi"])  # dl1.24xlarge: 4 cards
     (template,) = run.of_type("aws:ec2/launchTemplate:LaunchTemplate")

@@ -55,18 +55,21 @@ class SpotFleetArgs:
 def network_interfaces(cards: int, security_group: pulumi.Input[str], *, efa: bool) -> list:
     """The launch template's interfaces: the primary one on card 0 (device 0), and with EFA one more EFA
     interface on each further network card (device 1), as EC2's EFA guide launches p4d/p5 instances
-    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html). No public address:
-    with several interfaces EC2 would refuse one anyway."""
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html). No public address: a
+    single interface says so; with several, EC2 assigns none and refuses the setting itself
+    (AssociatePublicIpAddress: "You cannot specify more than one network interface in the request",
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceNetworkInterfaceSpecification.html)."""
+    count = cards if efa else 1
     return [
         aws.ec2.LaunchTemplateNetworkInterfaceArgs(
             device_index=0 if card == 0 else 1,
             network_card_index=card,
             interface_type="efa" if efa else None,
             security_groups=[security_group],
-            associate_public_ip_address="false" if card == 0 else None,
+            associate_public_ip_address="false" if count == 1 else None,
             delete_on_termination="true",
         )
-        for card in range(cards if efa else 1)
+        for card in range(count)
     ]
 
 

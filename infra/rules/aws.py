@@ -12,6 +12,7 @@ PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
 CREATE_ASG = "https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_CreateAutoScalingGroup.html"
 EFA_CARDS = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html"
 IGNORE_CHANGES = "https://www.pulumi.com/docs/iac/concepts/options/ignorechanges/"
+NIC_SPEC = "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceNetworkInterfaceSpecification.html"
 
 
 def _cluster_groups(run) -> set[str]:
@@ -91,6 +92,21 @@ def one_efa_interface_per_network_card(run):
                     f"(indices 0..{cards - 1}); the launch template has EFA on card(s) {indices}",
                     "give each distinct card count its own launch template (infra/aws/fleet.py network_interfaces)",
                 )
+
+
+@rule("aws-public-ip-one-interface", NIC_SPEC)
+def public_ip_setting_needs_one_interface(run):
+    """AssociatePublicIpAddress: "You cannot specify more than one network interface in the request"."""
+    for template in run.of_type(LAUNCH_TEMPLATE):
+        interfaces = template.inputs.get("networkInterfaces") or []
+        if len(interfaces) > 1 and any("associatePublicIpAddress" in i for i in interfaces):
+            yield Finding(
+                "aws-public-ip-one-interface",
+                where(template),
+                f"associatePublicIpAddress is set on a template with {len(interfaces)} network interfaces; "
+                "EC2 refuses it (and assigns no public address to such instances anyway)",
+                "leave associatePublicIpAddress out when there are several interfaces",
+            )
 
 
 @rule("aws-capacity-ignores-drift", IGNORE_CHANGES)
