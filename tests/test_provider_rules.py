@@ -352,3 +352,29 @@ def test_the_network_card_fixture_is_moto_s_own_data():
     upstream = json.loads(gzip.decompress(source.read_bytes()))
     for record in data["InstanceTypes"]:
         assert upstream[record["InstanceType"]]["NetworkInfo"] == record["NetworkInfo"]
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        ({"onHostMaintenance": "MIGRATE"}, "cannot live-migrate"),
+        ({"automaticRestart": True}, "cannot restart automatically"),
+        ({"preemptible": False}, "preemptible: true"),
+        ({"instanceTerminationAction": None}, "STOP or DELETE"),
+    ],
+)
+def test_gcp_spot_scheduling_that_gcp_refuses(runs, change, problem):
+    run = copy.deepcopy(runs["gcp-dev"])
+    template = run.one("gcp:compute/instanceTemplate:InstanceTemplate")
+    template.inputs["scheduling"].update(change)
+    (finding,) = _findings(run, "gcp-spot-scheduling")
+    assert problem in finding.line
+
+
+def test_a_standard_gpu_vm_must_still_terminate_on_host_maintenance():
+    config = _config("gcp-dev", purchase="on-demand")
+    run = run_program("gcp-dev", config)
+    template = run.one("gcp:compute/instanceTemplate:InstanceTemplate")
+    assert template.inputs["scheduling"]["provisioningModel"] == "STANDARD"
+    template.inputs["scheduling"]["onHostMaintenance"] = "MIGRATE"
+    assert len(_findings(run, "gcp-spot-scheduling")) == 1

@@ -83,3 +83,37 @@ def capacity_is_the_agents(run):
                 "targetSize is declared without ignore_changes: a refresh relaunches a fleet the job scaled to zero",
                 'declare the group with ResourceOptions(ignore_changes=["targetSize"])',
             )
+
+
+TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
+SPOT = "https://cloud.google.com/compute/docs/instances/spot#limitations"
+GPU_HOST_MAINTENANCE = "https://cloud.google.com/compute/docs/gpus/gpu-host-maintenance"
+ACCELERATOR_OPTIMIZED = ("a2-", "a3-", "a4-", "a4x-", "g2-", "g4-")
+
+
+@rule("gcp-spot-scheduling", SPOT)
+def spot_and_gpu_scheduling(run):
+    """Spot VMs cannot restart automatically or live-migrate (preemptible, automaticRestart false, host maintenance
+    TERMINATE), and a VM with GPUs attached cannot live-migrate either: onHostMaintenance must be TERMINATE."""
+    for template in run.of_type(TEMPLATE):
+        scheduling = template.inputs.get("scheduling") or {}
+        gpus = str(template.inputs.get("machineType", "")).startswith(ACCELERATOR_OPTIMIZED) or bool(
+            template.inputs.get("guestAccelerators")
+        )
+        problems = []
+        if scheduling.get("provisioningModel") == "SPOT":
+            if scheduling.get("preemptible") is not True:
+                problems.append("Spot needs preemptible: true")
+            if scheduling.get("automaticRestart") is not False:
+                problems.append("Spot VMs cannot restart automatically (automaticRestart: false)")
+            if scheduling.get("instanceTerminationAction") not in ("STOP", "DELETE"):
+                problems.append("Spot needs instanceTerminationAction STOP or DELETE")
+        if (gpus or scheduling.get("provisioningModel") == "SPOT") and scheduling.get("onHostMaintenance") != "TERMINATE":
+            problems.append("GPU and Spot VMs cannot live-migrate (onHostMaintenance: TERMINATE)")
+        for problem in problems:
+            yield Finding(
+                "gcp-spot-scheduling",
+                where(template),
+                problem,
+                "build the scheduling block as infra/gcp/fleet.py does for spot and standard VMs",
+            )
