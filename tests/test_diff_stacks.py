@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -18,9 +20,14 @@ DEV = STACKS / "Pulumi.dev.yaml"
 ASG = "aws:autoscaling/group:Group"
 PREVIEW = REPO / "tests" / "fixtures" / "preview"
 
-# dev-asg, one spot g5.12xlarge in use1-az1/az2/az4, worked by hand in tests/test_preview_stacks.py from
-# the offers.csv rows (2.7804 + 2.0796 + 2.0813) / 3 = $2.313767/h, plus its 200 GB gp3 root volume:
-DEV_ASG_PER_NODE = (2.7804 + 2.0796 + 2.0813) / 3 * HOURS + 200 * EBS_GP3  # $1,705.05 a node a month
+# The dev stack in one zone, use1-az2: several nodes share a cluster placement group, which lives in one zone
+# (rule aws-placement-group-one-zone), so the stacks these tests scale up name one.
+DEV_TEXT = DEV.read_text().replace("zones: [use1-az1, use1-az2, use1-az4]", "zones: [use1-az2]")
+assert "zones: [use1-az2]" in DEV_TEXT
+# dev-asg, spot g5.12xlarge in use1-az2, from the offers.csv row
+#   aws,us-east-1,use1-az2,g5.12xlarge ... spot 2.079600 ... skypilot-aws
+# $2.0796/h x 730 h = $1,518.108, plus its 200 GB gp3 root volume at $0.08: $1,534.108 a node a month.
+DEV_ASG_PER_NODE = 2.0796 * HOURS + 200 * EBS_GP3
 
 
 def with_nodes(text: str, factor: int) -> str:
@@ -31,8 +38,15 @@ def with_nodes(text: str, factor: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def doubled():
-    base_file = read_stack_file(DEV)
+def dev_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("dev") / "Pulumi.dev.yaml"
+    path.write_text(DEV_TEXT)
+    return path
+
+
+@pytest.fixture(scope="module")
+def doubled(dev_file):
+    base_file = read_stack_file(dev_file)
     head_config = base_file.config.model_copy(
         update={
             "fleets": [
@@ -45,21 +59,21 @@ def doubled():
     return diff_estimates(base, head, "base", "head")
 
 
-def test_doubling_a_fleets_nodes_doubles_its_line(doubled):
-    fleet = read_stack_file(DEV).config.fleets[0]
+def test_doubling_a_fleets_nodes_doubles_its_line(doubled, dev_file):
+    fleet = read_stack_file(dev_file).config.fleets[0]
     rows = [r for r in doubled.rows if r.type == ASG and r.urn.endswith(f"::{fleet.name}-asg")]
     assert len(rows) == 1
     row = rows[0]
     assert row.op == "update"
     assert row.base_monthly == pytest.approx(1 * DEV_ASG_PER_NODE)
     assert row.head_monthly == pytest.approx(2 * DEV_ASG_PER_NODE)
-    assert row.delta == pytest.approx(1705.0497, abs=1e-4)
+    assert row.delta == pytest.approx(1534.108, abs=1e-4)
     for base_c, head_c in zip(row.base.components, row.head.components, strict=True):
         assert head_c.monthly_cost == pytest.approx(2 * base_c.monthly_cost), head_c.name
     paths = {c.path: (c.base, c.head) for c in row.changes}
     assert paths["desiredCapacity"] == (fleet.nodes, 2 * fleet.nodes)
     # the fleet line is all that costs more (a multi-node fleet also gains a free placement group)
-    assert doubled.monthly_delta == pytest.approx(1705.0497, abs=1e-4)
+    assert doubled.monthly_delta == pytest.approx(1534.108, abs=1e-4)
     added = [r for r in doubled.rows if r.op == "create"]
     assert all(r.head.monthly_cost == 0 for r in added), [(r.type, r.name) for r in added]
 
@@ -82,10 +96,10 @@ def test_input_changes_are_paths():
 
 def test_cli_diff_of_two_stack_files(tmp_path, trainfleet):
     base = tmp_path / "Pulumi.dev.yaml"
-    base.write_text(DEV.read_text())
+    base.write_text(DEV_TEXT)
     head = tmp_path / "head" / "Pulumi.dev.yaml"
     head.parent.mkdir()
-    head.write_text(with_nodes(DEV.read_text(), 2))
+    head.write_text(with_nodes(DEV_TEXT, 2))
     result = trainfleet("diff", "--base", str(base), "--head", str(head), "--format", "json")
     assert result.code == 0, result.stderr
     data = result.json()
@@ -93,7 +107,7 @@ def test_cli_diff_of_two_stack_files(tmp_path, trainfleet):
     assert row["op"] == "update"
     assert row["base_monthly_cost"] == pytest.approx(DEV_ASG_PER_NODE, abs=1e-4)
     assert row["head_monthly_cost"] == pytest.approx(2 * DEV_ASG_PER_NODE, abs=1e-4)
-    assert data["summary"]["monthly_delta"] == 1705.05
+    assert data["summary"]["monthly_delta"] == 1534.11
 
 
 # The two fixture documents, resource by resource (USD/month). offers.csv rows for train-asg's zones:
@@ -131,7 +145,7 @@ def test_cli_diff_against_a_git_ref(tmp_path, trainfleet):
     repo = tmp_path / "infra-repo"
     (repo / "stacks").mkdir(parents=True)
     shutil.copy(REPO / "Pulumi.yaml", repo / "Pulumi.yaml")
-    (repo / "stacks" / "Pulumi.dev.yaml").write_text(DEV.read_text())
+    (repo / "stacks" / "Pulumi.dev.yaml").write_text(DEV_TEXT)
 
     def git(*args):
         subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
@@ -140,7 +154,7 @@ def test_cli_diff_against_a_git_ref(tmp_path, trainfleet):
     git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "root")
     git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "dev stack")
-    (repo / "stacks" / "Pulumi.dev.yaml").write_text(with_nodes(DEV.read_text(), 3))
+    (repo / "stacks" / "Pulumi.dev.yaml").write_text(with_nodes(DEV_TEXT, 3))
 
     md = trainfleet("diff", "--base", "main", "--stack", "dev", "--format", "markdown", cwd=repo)
     assert md.code == 0, md.stderr
@@ -154,10 +168,10 @@ def test_cli_diff_against_a_git_ref(tmp_path, trainfleet):
     new = trainfleet("diff", "--base", "main~1", "--stack", "dev", "--format", "json", cwd=repo)
     assert new.code == 0, new.stderr
     summary = new.json()["summary"]
-    # the working tree's dev stack, 3 nodes: 3 x 1,705.05 + NAT 32.85 + its IPv4 3.65 + 36.4 GB of
+    # the working tree's dev stack, 3 nodes: 3 x 1,534.108 + NAT 32.85 + its IPv4 3.65 + 36.4 GB of
     # checkpoints x $0.023 (lines worked in tests/test_preview_stacks.py)
     head = 3 * DEV_ASG_PER_NODE + HOURS * AWS_NAT_HOUR + HOURS * AWS_IPV4_HOUR + 36.4 * S3_STANDARD
-    assert summary["base_monthly_cost"] == 0 and summary["head_monthly_cost"] == round(head, 2) == 5152.49
+    assert summary["base_monthly_cost"] == 0 and summary["head_monthly_cost"] == round(head, 2) == 4639.66
     assert summary["added"] == len(new.json()["resources"]) and summary["unchanged"] == 0
 
 

@@ -437,7 +437,8 @@ def symlinked_repo(root: Path, target: str) -> Path:
 def test_diff_against_a_git_ref_follows_a_symlinked_stack_file(tmp_path, tf, monkeypatch):
     repo = symlinked_repo(tmp_path / "repo", "../envs/dev.yaml")
     env = repo / "envs" / "dev.yaml"
-    env.write_text(env.read_text().replace("nodes: 1", "nodes: 3"))
+    # 3 nodes share a cluster placement group, so the PR also names one zone (rule aws-placement-group-one-zone)
+    env.write_text(env.read_text().replace("nodes: 1", "nodes: 3").replace("[use1-az1, use1-az2, use1-az4]", "[use1-az2]"))
     monkeypatch.chdir(repo)
     result = tf("diff", "--base", "main", "--stack", "dev", "--format", "json")
     assert result.code == 0, result.stderr

@@ -42,7 +42,8 @@ CONFIGS = {
             "name": "mixed",
             "cloud": "aws",
             "region": "us-east-1",
-            "zones": ["use1-az1", "use1-az4"],
+            # one zone: five nodes share a cluster placement group (rule aws-placement-group-one-zone)
+            "zones": ["use1-az4"],
             "instance_type": "p4d.24xlarge",
             "nodes": 5,
             "purchase": "mixed",
@@ -87,7 +88,7 @@ CONFIGS = {
 #   aws,us-east-1,use1-az4,p4d.24xlarge ... 21.957642,8.120300 ... skypilot-aws
 #   aws,us-east-1,use1-az6,p4d.24xlarge ... 21.957642,7.879900 ... skypilot-aws
 P4D_ON_DEMAND = 21.957642  # the same in every zone of the region
-P4D_SPOT_AZ1_AZ4 = (2.4655 + 8.1203) / 2  # = 5.2929: the mixed fleet's two zones
+P4D_SPOT_AZ4 = 8.1203  # the mixed fleet's zone, use1-az4
 P4D_SPOT_US_EAST_1 = (2.4655 + 8.1915 + 8.1203 + 7.8799) / 4  # = 6.6643: every zone of the region
 # and in us-west-2:
 #   aws,us-west-2,usw2-az1,p4d.24xlarge ... 21.95764,7.999200 ... skypilot-aws
@@ -151,15 +152,15 @@ def test_mixed_policy_prices_spot_and_on_demand_parts_separately(estimates):
     assert lines["on-demand"].quantity == 3 * HOURS
     assert lines["spot"].quantity == 2 * HOURS
     assert lines["on-demand"].unit_price == pytest.approx(21.957642)
-    assert lines["spot"].unit_price == pytest.approx(5.2929)  # the two zones' mean, not 6.6643 (region)
-    # 3 x 730 h x $21.957642 = $48,087.24; 2 x 730 h x $5.2929 = $7,727.63
+    assert lines["spot"].unit_price == pytest.approx(8.1203)  # its zone's price, not the region's mean
+    # 3 x 730 h x $21.957642 = $48,087.24; 2 x 730 h x $8.1203 = $11,855.64
     assert lines["on-demand"].monthly_cost == pytest.approx(3 * HOURS * P4D_ON_DEMAND)
     assert lines["on-demand"].monthly_cost == pytest.approx(48087.23598)
-    assert lines["spot"].monthly_cost == pytest.approx(2 * HOURS * P4D_SPOT_AZ1_AZ4)
-    assert lines["spot"].monthly_cost == pytest.approx(7727.634)
-    # planned job: the stack's job.planned_hours (120 h): $7,904.75 and $1,270.30
+    assert lines["spot"].monthly_cost == pytest.approx(2 * HOURS * P4D_SPOT_AZ4)
+    assert lines["spot"].monthly_cost == pytest.approx(11855.638)
+    # planned job: the stack's job.planned_hours (120 h): $7,904.75 and $1,948.87
     assert lines["on-demand"].job_cost == pytest.approx(3 * 120 * P4D_ON_DEMAND)
-    assert lines["spot"].job_cost == pytest.approx(2 * 120 * P4D_SPOT_AZ1_AZ4)
+    assert lines["spot"].job_cost == pytest.approx(2 * 120 * P4D_SPOT_AZ4)
     assert est.usage["job_hours"].value == 120 and "planned_hours" in est.usage["job_hours"].source
 
 
@@ -199,10 +200,10 @@ def test_usage_file_overrides_hours_checkpoint_and_egress(estimates):
     config, est = estimates("aws-mixed", usage)
     fleet = config.fleets[0]
     _, lines = fleet_lines(est, fleet)
-    # the fleet runs 200 h a month and the job 100 h: 2 x 200 x $5.2929 = $2,117.16, 2 x 100 x $5.2929
-    assert lines["spot"].monthly_cost == pytest.approx(2 * 200 * P4D_SPOT_AZ1_AZ4)
-    assert lines["spot"].monthly_cost == pytest.approx(2117.16)
-    assert lines["spot"].job_cost == pytest.approx(2 * 100 * P4D_SPOT_AZ1_AZ4)
+    # the fleet runs 200 h a month and the job 100 h: 2 x 200 x $8.1203 = $3,248.12, 2 x 100 x $8.1203
+    assert lines["spot"].monthly_cost == pytest.approx(2 * 200 * P4D_SPOT_AZ4)
+    assert lines["spot"].monthly_cost == pytest.approx(3248.12)
+    assert lines["spot"].job_cost == pytest.approx(2 * 100 * P4D_SPOT_AZ4)
     # the NAT gateway stays up all month whatever the fleet does: 730 h x $0.045 = $32.85
     nat = next(r for r in est.resources if r.resource.type == "aws:ec2/natGateway:NatGateway")
     assert nat.components[0].quantity == HOURS

@@ -99,15 +99,14 @@ EXPECTED = {
         **aws_network("dev"),
     },
     # stacks/Pulumi.prod.yaml: 4 x p4de.24xlarge, on_demand_base 1 and 0% above it -> 1 on-demand, 3 spot,
-    # zones use1-az4 and use1-az6. offers.csv:
-    #   aws,us-east-1,use1-az4,p4de.24xlarge ... on_demand 27.44705, spot 9.973400 ... skypilot-aws
+    # zone use1-az6 (one cluster placement group, one zone). offers.csv:
     #   aws,us-east-1,use1-az6,p4de.24xlarge ... on_demand 27.44705, spot 8.650500 ... skypilot-aws
     # on-demand: $27.44705/h x 730 h x 1 node = $20,036.35/month
-    # spot: (9.9734 + 8.6505) / 2 = $9.31195/h x 730 h x 3 nodes = $20,393.17/month
+    # spot: $8.6505/h x 730 h x 3 nodes = $18,944.60/month
     "prod": {
         "main-asg": {
             "p4de.24xlarge on-demand (1 node)": 27.44705 * HOURS * 1,
-            "p4de.24xlarge spot (3 nodes)": (9.9734 + 8.6505) / 2 * HOURS * 3,
+            "p4de.24xlarge spot (3 nodes)": 8.6505 * HOURS * 3,
             "EBS gp3 500 GB x 4 nodes": 500 * 4 * EBS_GP3,
         },
         "main-ckpt": s3_checkpoints(13e9, keep_last=3),  # 546 GB
@@ -156,7 +155,7 @@ EXPECTED = {
             # a 200 GB Premium_LRS OS disk is billed as the next tier up, P15 (256 GiB)
             "Premium_LRS OS disk 200 GB (256 GB tier) x 1": 1 * AZURE_P15,
         },
-        "adev-ckpt": {
+        "adevckpt": {
             "Blob hot LRS (checkpoints)": 1.3e9 * GB_PER_PARAM * 2 * AZURE_BLOB_HOT_LRS,
             "internet egress": EGRESS_GB * AZURE_EGRESS_GB,
         },
@@ -177,7 +176,7 @@ def hand_total(stack: str) -> float:
 def test_hand_worked_totals_are_what_the_comments_say():
     """The sums a reviewer can redo on paper (cents), so a typo in a table above shows up here."""
     assert round(hand_total("dev"), 2) == 1742.39  # 1689.05 + 16 + 0.84 + 32.85 + 3.65
-    assert round(hand_total("prod"), 2) == 40638.60  # 20036.35 + 20393.17 + 160 + 12.56 + 0.02 + 32.85 + 3.65
+    assert round(hand_total("prod"), 2) == 39190.02  # 20036.35 + 18944.60 + 160 + 12.56 + 0.02 + 32.85 + 3.65
     assert round(hand_total("gaudi"), 2) == 6172.97  # 6083.97 + 48 + 4.51 + 32.85 + 3.65
     assert round(hand_total("gcp-dev"), 2) == 1352.58  # 1316.81 + 34 + 0.73 + 1.02 + 0.02
     assert round(hand_total("azure-dev"), 2) == 399.62  # 324.44 + 38.01 + 0.66 + 0.02 + 32.85 + 3.65

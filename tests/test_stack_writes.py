@@ -51,13 +51,26 @@ def test_a_new_stack_file_holds_what_the_plan_showed(project):
 
 
 def test_an_on_demand_plan_keeps_every_zone_of_its_region(project):
-    """On-demand is priced per region and may run in any of its zones: the fleet must keep them all."""
+    """On-demand is priced per region and one node may run in any of its zones: the fleet keeps them all."""
+    plan = ("plan", "--model", "llama-7b", "--tokens", "2B", "--purchase", "on-demand", "--regions", "us-east-1")
+    result = run_trainfleet(*plan, "--accelerators", "A100-40GB", "--max-nodes", "1", "--json", "--write-stack", "od", cwd=project)
+    assert result.code == 0, result.stderr
+    best = result.json()["best"]
+    assert best["nodes"] == 1 and len(best["zones"]) > 1
+    assert config_of(project / "stacks" / "Pulumi.od.yaml")["trainfleet:fleets"][0]["zones"] == best["zones"]
+
+
+def test_a_multi_node_aws_plan_names_one_zone_for_its_placement_group(project):
+    """Several AWS nodes share a cluster placement group, which lives in one zone (CreateAutoScalingGroup refuses
+    several): the plan and the stack it writes name one, and `stacks check` accepts the stack."""
     plan = ("plan", *JOB, "--purchase", "on-demand", "--regions", "us-east-1", "--accelerators", "A100-40GB")
     result = run_trainfleet(*plan, "--json", "--write-stack", "od", cwd=project)
     assert result.code == 0, result.stderr
     best = result.json()["best"]
-    assert len(best["zones"]) > 1
+    assert best["nodes"] > 1 and len(best["zones"]) == 1
     assert config_of(project / "stacks" / "Pulumi.od.yaml")["trainfleet:fleets"][0]["zones"] == best["zones"]
+    check = run_trainfleet("stacks", "check", "--stack", "od", cwd=project, timeout=300)
+    assert check.code == 0, check.stderr
 
 
 HAND_WRITTEN = """\

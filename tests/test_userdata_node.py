@@ -295,7 +295,7 @@ def test_a_node_booting_after_training_finished_syncs_and_scales_the_group_to_ze
     asg.create_auto_scaling_group(
         AutoScalingGroupName=group,
         LaunchTemplate={"LaunchTemplateName": "lt-" + group},
-        MinSize=1,
+        MinSize=0,  # as the program declares it: SetDesiredCapacity 0 is then all the node may do
         MaxSize=1,
         DesiredCapacity=1,
         VPCZoneIdentifier=subnet["SubnetId"],

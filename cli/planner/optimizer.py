@@ -202,6 +202,8 @@ def candidate(req: Request, offer: Offer, purchase: str, zones: tuple[str, ...],
         "egress_usd": 0.0,
     }
     cost = rate * rel.wall_hours + storage if rel.feasible else math.inf
+    if offer.cloud == "aws" and nodes > 1:
+        zones = zones[:1]  # several nodes share a cluster placement group, which lives in one zone
     return Candidate(offer, zones, purchase, nodes, hw, setup, rel, price, cost, breakdown)
 
 

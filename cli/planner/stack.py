@@ -47,8 +47,7 @@ def plan_sections(c: Candidate, req: Request, name: str | None = None) -> dict[s
                 "name": "train",
                 "cloud": c.offer.cloud,
                 "region": c.offer.region,
-                # Several AWS nodes share a cluster placement group, which lives in one zone.
-                "zones": list(c.zones[:1]) if c.offer.cloud == "aws" and c.nodes > 1 else list(c.zones),
+                "zones": list(c.zones),
                 "instance_type": c.offer.instance_type,
                 "nodes": c.nodes,
                 "purchase": c.purchase,
