@@ -254,13 +254,15 @@ def _gcp_outputs(token: str, name: str, inputs: dict) -> tuple[str, dict]:
             "RegionInstanceGroupManager": f"regions/{region}/instanceGroupManagers",
         }.get(kind, kind.lower() + "s")
         link = f"{base}/{collection}/{rname}"
-        out = {"name": rname, "selfLink": link}
+        # A router's NAT is a part of the router, with no self link of its own.
+        out = {"name": rname} if kind == "RouterNat" else {"name": rname, "selfLink": link}
         if kind == "InstanceTemplate":
             out["selfLinkUnique"] = f"{link}?uniqueId={_short_hash(name, n=19)}"
         if kind == "RegionInstanceGroupManager":
             out["instanceGroup"] = f"{base}/regions/{region}/instanceGroups/{rname}"
         return f"projects/{project}/{collection}/{rname}", out
-    return f"{name}-{_short_hash(token, name)}", {"name": rname}
+    # Other types (IAM members, ...) have no name output; an IAM binding answers with its policy's etag.
+    return f"{name}-{_short_hash(token, name)}", {"etag": "BwY" + _short_hash(token, name, n=9)} if "IAM" in token else {}
 
 
 _AZ_PROVIDER = {
