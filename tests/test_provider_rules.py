@@ -283,10 +283,12 @@ def test_a_path_only_blob_condition_is_refused(monkeypatch):
     import infra.azure.identity as identity
 
     blob = identity.BLOB
-    old = (
-        lambda prefix: f"((!(ActionMatches{{'{blob}/read'}}) AND !(ActionMatches{{'{blob}/write'}})) OR "
-        f"(@Resource[{blob}:path] StringStartsWith '{prefix}'))"
-    )
+    def old(prefix: str) -> str:
+        return (
+            f"((!(ActionMatches{{'{blob}/read'}}) AND !(ActionMatches{{'{blob}/write'}})) OR "
+            f"(@Resource[{blob}:path] StringStartsWith '{prefix}'))"
+        )
+
     monkeypatch.setattr(identity, "prefix_condition", old)
     with pytest.raises(ConfigError) as err:
         run_program("azure-dev", _config("azure-dev"))
