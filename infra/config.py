@@ -101,14 +101,14 @@ class _Section(BaseModel):
 class Job(_Section):
     """What is trained: size, data, numerics, and what the plan said it would take."""
 
-    name: str = Field("train", pattern=SLUG)
-    model: str | None = Field(None, description="preset name such as llama-7b, informational")
+    name: str = Field(default="train", pattern=SLUG)
+    model: str | None = Field(default=None, description="preset name such as llama-7b, informational")
     params: Count = Field(description="model parameters, e.g. 7B")
     tokens: Count = Field(description="training tokens, e.g. 200B")
-    seq_len: int = Field(2048, ge=128, le=1_048_576)
+    seq_len: int = Field(default=2048, ge=128, le=1_048_576)
     precision: Precision = "bf16"
     method: Literal["full", "lora"] = "full"
-    lora_rank: int = Field(16, ge=1, le=1024)
+    lora_rank: int = Field(default=16, ge=1, le=1024)
     deadline_hours: Hours | None = None
     # Written by `trainfleet plan`; the preview prices the planned job with these.
     planned_hours: Hours | None = None
@@ -133,16 +133,16 @@ class Fleet(_Section):
     fallback_instance_types: list[str] = Field(default_factory=list)
     nodes: int = Field(ge=1, le=1024)
     purchase: Literal["spot", "on-demand", "mixed"] = "spot"
-    on_demand_base: int = Field(0, ge=0, description="mixed: nodes always on-demand")
-    on_demand_percentage_above_base: int = Field(0, ge=0, le=100)
+    on_demand_base: int = Field(default=0, ge=0, description="mixed: nodes always on-demand")
+    on_demand_percentage_above_base: int = Field(default=0, ge=0, le=100)
     max_price: float | None = Field(
         None,
         allow_inf_nan=False,
         le=100_000,
         description="USD/hour per node cap for spot; -1 or empty: up to on-demand",
     )
-    image: str | None = Field(None, description="AMI id / image / image URN; empty: the cloud's DL image")
-    root_volume_gb: int = Field(200, ge=30, le=16384)
+    image: str | None = Field(default=None, description="AMI id / image / image URN; empty: the cloud's DL image")
+    root_volume_gb: int = Field(default=200, ge=30, le=16384)
     ssh_cidrs: list[str] = Field(default_factory=list, description="SSH is closed unless CIDRs are named")
     spot_termination_action: Literal["DELETE", "STOP"] = "DELETE"
     network: Network | None = None
@@ -233,8 +233,8 @@ class DeepSpeed(_Section):
     zero_stage: Literal[0, 1, 2, 3] = 2
     offload_optimizer: OffloadDevice = "none"
     offload_param: OffloadDevice = "none"
-    micro_batch: int = Field(1, ge=1, le=4096)
-    grad_accum: int = Field(1, ge=1, le=65536)
+    micro_batch: int = Field(default=1, ge=1, le=4096)
+    grad_accum: int = Field(default=1, ge=1, le=65536)
     activation_checkpointing: bool = False
 
     @model_validator(mode="after")
@@ -250,10 +250,10 @@ class DeepSpeed(_Section):
 
 class Checkpointing(_Section):
     interval_minutes: Annotated[float, Field(gt=0, le=525_600, allow_inf_nan=False)] = 30.0  # up to a year
-    keep_last: int = Field(3, ge=1, le=1000)
-    retention_days: int = Field(30, ge=1, le=3650, description="days a replaced checkpoint version is kept")
+    keep_last: int = Field(default=3, ge=1, le=1000)
+    retention_days: int = Field(default=30, ge=1, le=3650, description="days a replaced checkpoint version is kept")
     bucket_name: str | None = Field(
-        None, description="checked against each fleet cloud's naming rules; see bucket_name_problem"
+        default=None, description="checked against each fleet cloud's naming rules; see bucket_name_problem"
     )
 
 
@@ -295,7 +295,7 @@ class Launch(_Section):
     they may hold spaces, quotes, `$` or `;`, but not line breaks or other control characters."""
 
     script: str = Field(
-        "train.py",
+        default="train.py",
         min_length=1,
         max_length=LAUNCH_SCRIPT_MAX,
         description="training script, relative to the node's home; default: trainfleet's example",
@@ -303,7 +303,7 @@ class Launch(_Section):
     args: list[Annotated[str, Field(max_length=LAUNCH_ARG_MAX)]] = Field(
         default_factory=list, max_length=LAUNCH_ARGS_MAX
     )
-    master_port: int = Field(29500, ge=1024, le=65535)
+    master_port: int = Field(default=29500, ge=1024, le=65535)
 
     @field_validator("script")
     @classmethod

@@ -16,6 +16,7 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import pulumi
@@ -375,6 +376,7 @@ class MockImage:
     root_device_name: str
     root_device_type: str = "ebs"
     regions: tuple[str, ...] | None = None  # None: published in every region
+    deprecation_time: str | None = None  # ISO 8601 `DeprecationTime`; None: no deprecation set
 
     @classmethod
     def from_api(cls, record: dict[str, Any]) -> MockImage:
@@ -391,28 +393,39 @@ class MockImage:
             root_device_name=record["RootDeviceName"],
             root_device_type=record.get("RootDeviceType", "ebs"),
             regions=tuple(regions) if regions is not None else None,
+            deprecation_time=record.get("DeprecationTime"),
         )
 
 
-# The public AMIs the program looks up by default (infra/aws/fleet.py GPU_AMI_NAME, infra/aws/gaudi.py
-# HABANA_AMI_NAME). Ubuntu-based DLAMIs: root /dev/sda1. Names follow the DLAMI release notes
-# (https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-notes.html); the ids are stand-ins.
-# tests/fixtures/aws_amis/images.json holds these with their provenance, and real AMIs besides.
+# The public AMIs the program looks up by default: the PyTorch DLAMIs around infra/aws/fleet.py GPU_AMI_NAME
+# (infra/node_env.py AWS_GPU_AMI_NAME: the pinned torch minor, Ubuntu) and the Habana DLAMI that
+# stacks/Pulumi.gaudi.yaml pins by id. Names follow the DLAMI release notes
+# (https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-notes.html); the PyTorch 2.13 Ubuntu
+# name is assumed from that pattern (see images.json). Ubuntu DLAMIs: root /dev/sda1; Amazon Linux /dev/xvda.
+# The ids are stand-ins. The Habana one was deprecated two years after creation, the latest a public AMI may
+# be (EnableImageDeprecation), so only a lookup with include_deprecated finds it. tests/fixtures/aws_amis/
+# images.json holds these with their provenance, and real AMIs besides.
 DEFAULT_IMAGES: tuple[MockImage, ...] = (
     MockImage(
-        "ami-0dea1a0000000a001",
-        "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20260611",
-        "898082745236", "amazon", "x86_64", "available", "2026-06-11T00:00:00.000Z", "/dev/sda1",
+        "ami-0dea1a0000000c001",
+        "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.12 (Ubuntu 24.04) 20260822",
+        "898082745236", "amazon", "x86_64", "available", "2026-08-22T00:00:00.000Z", "/dev/sda1",
     ),
     MockImage(
-        "ami-0dea1a0000000a002",
-        "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) 20260918",
-        "898082745236", "amazon", "x86_64", "available", "2026-09-18T00:00:00.000Z", "/dev/sda1",
+        "ami-0dea1a0000000c002",
+        "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.13 (Amazon Linux 2023) 20261003",
+        "898082745236", "amazon", "x86_64", "available", "2026-10-03T00:00:00.000Z", "/dev/xvda",
+    ),
+    MockImage(
+        "ami-0dea1a0000000c003",
+        "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.13 (Ubuntu 24.04) 20261003",
+        "898082745236", "amazon", "x86_64", "available", "2026-10-03T00:00:00.000Z", "/dev/sda1",
     ),
     MockImage(
         "ami-0dea1a0000000b001",
         "Deep Learning AMI Habana PyTorch 1.10.0 SynapseAI 1.2.0 (Ubuntu 18.04)",
         "898082745236", "amazon", "x86_64", "available", "2022-01-27T00:00:00.000Z", "/dev/sda1",
+        deprecation_time="2024-01-27T00:00:00.000Z",
     ),
 )  # fmt: skip
 
@@ -447,6 +460,16 @@ _IMAGE_FILTERS: dict[str, Callable[[MockImage], str | None]] = {
     "root-device-name": lambda i: i.root_device_name,
     "root-device-type": lambda i: i.root_device_type,
 }
+
+
+def _deprecated(image: MockImage) -> bool:
+    """Past its DeprecationTime. DescribeImages leaves such an image out unless IncludeDeprecated is set, except
+    for its owner (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeImages.html, and
+    "Deprecate an AMI" in the EC2 User Guide); the aws_ami data source passes include_deprecated through."""
+    if image.deprecation_time is None or image.owner_id == MOCK_AWS_ACCOUNT:
+        return False
+    when = datetime.fromisoformat(image.deprecation_time.replace("Z", "+00:00"))
+    return when <= datetime.now(UTC)
 
 
 def _image_matches(image: MockImage, region: str, owners: list[str], filters: list[dict]) -> bool:
@@ -500,6 +523,8 @@ def _describe_image(images: tuple[MockImage, ...], args: dict) -> dict:
     region = args.get("region") or "us-east-1"
     owners = list(args.get("owners") or [])
     found = [i for i in images if _image_matches(i, region, owners, filters)]
+    if not args.get("includeDeprecated"):
+        found = [i for i in found if not _deprecated(i)]
     if not found and _is_private_pin(images, owners, filters):
         return _private_image(filters[0]["values"][0])
     if not found:
@@ -607,9 +632,9 @@ class CloudMocks(pulumi.runtime.Mocks):
             rid, extra = f"{name}-id", {}
         return rid, {**inputs, **extra}
 
-    def call(self, args: pulumi.runtime.MockCallArgs):
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list[tuple[str, str]] | None]:
         self.invocations.append(Invocation(args.token, dict(args.args)))
-        return _call(args.token, dict(args.args), self.images, self.subnet_zones)
+        return _call(args.token, dict(args.args), self.images, self.subnet_zones), []  # no check failures
 
 
 class _CapturingMonitor(pulumi_mocks.MockMonitor):
@@ -677,8 +702,8 @@ def run_program(
     monitor = _CapturingMonitor(mocks)
     pulumi_settings.ROOT.set(None)  # a fresh root stack per run, named after this stack
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
-    pulumi_settings.SETTINGS.rpc_manager.clear()
-    pulumi_settings.SETTINGS.outputs.clear()
+    pulumi_settings._get_rpc_manager().clear()
+    pulumi_settings.SETTINGS.outputs.clear()  # pyright: ignore[reportAttributeAccessIssue] (a context property)
     exports: dict[str, Any] = {}
 
     def body() -> None:

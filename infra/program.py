@@ -86,15 +86,15 @@ def fleet_price(fleet: Fleet) -> dict[str, Any]:
     zonal = [o for o in offers if not o.zone or not zones or o.zone in zones]
     on_demand = next((o.on_demand_usd_per_hour for o in zonal if o.on_demand_usd_per_hour is not None), None)
     spot_offers = sorted(
-        (o for o in zonal if o.spot_usd_per_hour is not None), key=lambda o: o.spot_usd_per_hour
+        (o for o in zonal if o.spot_usd_per_hour is not None), key=lambda o: o.spot_usd_per_hour or 0.0
     )
     spot = spot_offers[0].spot_usd_per_hour if spot_offers else None
-    parts = []
+    parts: list[float | None] = []
     if fleet.on_demand_nodes:
         parts.append(None if on_demand is None else on_demand * fleet.on_demand_nodes)
     if fleet.spot_nodes:
         parts.append(None if spot is None else spot * fleet.spot_nodes)
-    total = None if any(p is None for p in parts) else round(sum(parts), 4)
+    total = None if any(p is None for p in parts) else round(sum(p or 0.0 for p in parts), 4)
     source = spot_offers[0] if spot_offers else (zonal[0] if zonal else None)
     return {
         "usd_per_hour": total,
@@ -211,7 +211,7 @@ def _aws_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
     )
     gaudi = is_gaudi(fleet)
     assets = node_assets(stack, config, fleet)
-    fleet_args = dict(
+    fleet_args: dict[str, Any] = dict(
         region=fleet.region,
         group_name=group,
         vpc_id=network.vpc_id,

@@ -270,7 +270,7 @@ def _guess_indent(doc) -> tuple[int, int, int]:
     mapping = mapping if mapping and mapping > 0 else 2
     if sequence is None or sequence < 2:
         sequence, offset = mapping, 0
-    return mapping, sequence, offset
+    return mapping, sequence, offset or 0
 
 
 def _round_trip_yaml(text: str):

@@ -101,6 +101,7 @@ def parse_number(
         elif minimum is not None:
             allowed = f"of at least {_plain(minimum)}"
         else:
+            assert maximum is not None
             allowed = f"of at most {_plain(maximum)}"
         raise TrainfleetError(f"{what}: {shown(value)} is out of range; use a number {allowed}, e.g. {example}")
     return number

@@ -6,7 +6,8 @@ units (see "On the node" in README.md for the full picture):
     /etc/trainfleet/trainfleet.env      what the scripts need: cloud, bucket, prefix, group, dirs, ...
     /etc/trainfleet/ds_config.json      DeepSpeed config derived from the stack's `deepspeed:` section
     /opt/trainfleet/trainfleet_agent.py the on-node agent (restore, watch, peers, scale-to-zero)
-    /opt/trainfleet/trainfleet-boot.sh  restore -> peers -> ds_config -> launch; relaunch on membership change
+    /opt/trainfleet/trainfleet-boot.sh  venv -> restore -> peers -> ds_config -> launch; relaunch on membership change
+    /opt/trainfleet/venv                built at boot: the pinned PyTorch and DeepSpeed (infra/node_env.py)
     /opt/trainfleet/trainfleet-launch.sh  `deepspeed --hostfile H --no_ssh --node_rank R --master_addr A ...`
     /opt/trainfleet/train.py            the example trainer (only when launch.script is the default)
     trainfleet-agent.service / trainfleet-trainer.service
@@ -39,6 +40,7 @@ import yaml
 from infra.config import LAUNCH_ARG_FORBIDDEN, Fleet, StackConfig
 from infra.errors import TrainfleetError, shown
 from infra.naming import check_stack_name
+from infra.node_env import VENV, node_image
 
 # Provider limits on the value each input accepts.
 AWS_USER_DATA_LIMIT = 16 * 1024  # launch template user_data: 16 KB before base64
@@ -54,9 +56,6 @@ NODE_STATE = "/var/lib/trainfleet"
 ENV_FILE = f"{NODE_ETC}/trainfleet.env"
 
 EXAMPLE_SCRIPT = "train.py"
-# DeepSpeed on the node: NVIDIA images get upstream DeepSpeed; Gaudi images Habana's fork (same CLI).
-DEEPSPEED_SPEC_NVIDIA = "deepspeed>=0.15"
-DEEPSPEED_SPEC_GAUDI = "git+https://github.com/HabanaAI/DeepSpeed.git@1.18.0"
 
 TEMPLATES_PACKAGE = "templates"
 
@@ -213,9 +212,10 @@ def ds_config(config: StackConfig, fleet: Fleet) -> dict:
     }
     # fp8 runs its matmuls through Transformer Engine; DeepSpeed itself keeps bf16 master numerics.
     out["bf16"] = {"enabled": precision in ("bf16", "fp8")}
-    out["fp16"] = {"enabled": precision == "fp16"}
+    fp16: dict[str, bool | int] = {"enabled": precision == "fp16"}
     if precision == "fp16":
-        out["fp16"].update({"loss_scale": 0, "initial_scale_power": 16, "hysteresis": 2, "min_loss_scale": 1})
+        fp16.update({"loss_scale": 0, "initial_scale_power": 16, "hysteresis": 2, "min_loss_scale": 1})
+    out["fp16"] = fp16
     zero: dict = {"stage": ds.zero_stage}
     if ds.zero_stage >= 1:
         zero.update({"overlap_comm": True, "contiguous_gradients": True, "reduce_bucket_size": 5e8})
@@ -250,6 +250,9 @@ def _node_context(stack: str, config: StackConfig, fleet: Fleet, bucket: str, gr
     script = config.launch.script  # a relative path of plain characters (Launch), under the node's home
     example = script == EXAMPLE_SCRIPT
     script_path = f"{NODE_HOME}/{script}"
+    # The versions every node of the fleet trains with (infra/node_env.py): upstream DeepSpeed on NVIDIA images,
+    # Habana's fork on Gaudi (same launcher CLI), each into the venv the boot script builds.
+    image = node_image(fleet.cloud, gaudi)
     return {
         "stack": stack,
         "job": config.job.name,
@@ -268,7 +271,12 @@ def _node_context(stack: str, config: StackConfig, fleet: Fleet, bucket: str, gr
         "script_path": script_path,
         "script_args": config.launch.args,
         "example": example,
-        "deepspeed_spec": DEEPSPEED_SPEC_GAUDI if gaudi else DEEPSPEED_SPEC_NVIDIA,
+        "venv": VENV,
+        "image_pythons": " ".join(image.pythons),
+        "torch_version": image.torch_version,
+        "torch_spec": image.torch_spec,
+        "deepspeed_version": image.deepspeed_version,
+        "deepspeed_spec": image.deepspeed_spec,
         "home": NODE_HOME,
         "etc": NODE_ETC,
         "state": NODE_STATE,

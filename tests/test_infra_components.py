@@ -65,7 +65,7 @@ MISSPELLINGS = [
         "noncurent_days=noncurrent_days",
     ),
     ("infra.gcp.fleet", "Pulumi.gcp-dev.yaml", 'provisioning_model="SPOT"', 'provisioning_modle="SPOT"'),
-    ("infra.azure.fleet", "Pulumi.azure-dev.yaml", 'eviction_policy="Delete"', 'evicton_policy="Delete"'),
+    ("infra.azure.fleet", "Pulumi.azure-dev.yaml", "eviction_policy=compute.", "evicton_policy=compute."),
 ]
 
 

@@ -58,12 +58,12 @@ AMI_TABLE = json.loads((REPO / "tests" / "fixtures" / "aws_amis" / "images.json"
 IMAGES = tuple(MockImage.from_api(record) for record in AMI_TABLE["images"])
 
 # Worked by hand from tests/fixtures/aws_amis/images.json: the newest x86_64 image, owned by amazon, whose name
-# matches the program's name filter. dev/prod: "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu *" finds
-# the Ubuntu 22.04 (2026-06-11) and 24.04 (2026-09-18) images, not the newer ARM64 one (its name differs);
-# gaudi: "Deep Learning AMI Habana PyTorch * SynapseAI * (Ubuntu *" finds the one Habana image.
+# matches the program's name filter. dev/prod: "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.13 (Ubuntu *"
+# finds the 2.13 Ubuntu 24.04 image (2026-10-03), not the 2.12 one, the 2.13 Amazon Linux build or the ARM64
+# line (their names differ); gaudi pins ami-0dea1a0000000b001 (the Habana image) by id, found though deprecated.
 EXPECTED_AMI = {
-    "dev": ("ami-0dea1a0000000a002", "/dev/sda1"),
-    "prod": ("ami-0dea1a0000000a002", "/dev/sda1"),
+    "dev": ("ami-0dea1a0000000c003", "/dev/sda1"),
+    "prod": ("ami-0dea1a0000000c003", "/dev/sda1"),
     "gaudi": ("ami-0dea1a0000000b001", "/dev/sda1"),
 }
 
@@ -352,7 +352,7 @@ def test_a_name_filter_matching_nothing_fails_like_the_real_lookup():
     assert amazon_linux
     with pytest.raises(Exception, match=re.escape("Your query returned no results")) as err:
         run_program("dev", read_stack_file(STACK_FILES["dev"]).config, images=amazon_linux)
-    assert "Deep Learning Base OSS Nvidia Driver GPU AMI" in str(err.value)  # says what was asked
+    assert "Deep Learning OSS Nvidia Driver AMI GPU PyTorch" in str(err.value)  # says what was asked
 
 
 def test_the_default_images_are_the_vendored_ones():
@@ -539,8 +539,9 @@ def test_gaudi_group_boots_the_habana_image(runs):
     fleet = run.one("trainfleet:aws:SpotFleet")
     assert fleet.parent == gaudi.urn
     (ami,) = [i for i in run.invocations if i.token == "aws:ec2/getAmi:getAmi"]
-    names = [f["values"][0] for f in ami.args["filters"] if f["name"] == "name"]
-    assert names and "Habana" in names[0] and ami.args["owners"] == ["amazon"]
+    # Pinned by id in stacks/Pulumi.gaudi.yaml (no name filter: the Habana line's images are deprecated).
+    assert ami.args["filters"] == [{"name": "image-id", "values": [EXPECTED_AMI["gaudi"][0]]}]
+    assert ami.args["includeDeprecated"] is True
     lt = run.one("aws:ec2/launchTemplate:LaunchTemplate")
     assert lt.inputs["imageId"] == run.exports["fleets"]["gaudi"]["image"]
     asg = run.one("aws:autoscaling/group:Group")

@@ -236,7 +236,9 @@ def reference_plans(rows: list[dict], job: Job, max_hours: float = TEN_YEARS_HOU
                 continue
             if job.budget_usd is not None and cost > job.budget_usd:
                 continue
-            plans.append(RefPlan(row["cloud"], row["region"], zones, row["instance_type"], purchase, nodes,
+            # CreateAutoScalingGroup: a cluster placement group (several AWS nodes) lives in one zone; the first.
+            where = zones[:1] if row["cloud"] == "aws" and nodes > 1 else zones
+            plans.append(RefPlan(row["cloud"], row["region"], where, row["instance_type"], purchase, nodes,
                                  price, wall, cost))  # fmt: skip
     return sorted(plans, key=lambda p: (p.score(job), p.identity()))
 

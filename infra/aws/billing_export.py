@@ -71,7 +71,7 @@ class BillingExportArgs:
 
 class BillingExport(pulumi.ComponentResource):
     bucket_name: pulumi.Output[str]
-    export_arn: pulumi.Output[str]
+    export_arn: pulumi.Output[str | None]
 
     def __init__(self, name: str, args: BillingExportArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainfleet:aws:BillingExport", name, None, opts)

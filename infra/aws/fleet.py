@@ -20,9 +20,11 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.catalog.network_cards import network_cards
+from infra.node_env import AWS_GPU_AMI_NAME
 
-# AWS Deep Learning Base AMI with the NVIDIA driver, CUDA, EFA and NCCL (newest Ubuntu release), by Amazon.
-GPU_AMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu *"
+# AWS Deep Learning AMI with PyTorch, the NVIDIA driver, CUDA, EFA and NCCL (Ubuntu), by Amazon: the newest one
+# for the torch minor infra/node_env.py pins, whose PyTorch the nodes' venv is built on.
+GPU_AMI_NAME = AWS_GPU_AMI_NAME
 AMI_OWNERS = ["amazon"]
 SPOT_ALLOCATION_STRATEGY = "price-capacity-optimized"
 SSH_PORT = 22
@@ -106,6 +108,9 @@ class SpotFleet(pulumi.ComponentResource):
         ami = aws.ec2.get_ami_output(
             most_recent=True,
             owners=None if args.image_id else AMI_OWNERS,
+            # DescribeImages leaves deprecated AMIs out unless asked: a name filter must never pick one (AWS
+            # deprecates public AMIs within two years); an id the stack pins is found even once deprecated.
+            include_deprecated=bool(args.image_id),
             filters=filters,
             region=region,
             opts=pulumi.InvokeOptions(parent=self),
@@ -246,7 +251,9 @@ class SpotFleet(pulumi.ComponentResource):
         overrides = [
             aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(
                 instance_type=t,
-                launch_template_specification=spec(templates[network_cards(t) if args.efa else 1])
+                launch_template_specification=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideLaunchTemplateSpecificationArgs(
+                    launch_template_id=templates[network_cards(t) if args.efa else 1].id, version="$Latest"
+                )
                 if len(templates) > 1
                 else None,
             )

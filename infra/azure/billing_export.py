@@ -57,7 +57,7 @@ class BillingExport(pulumi.ComponentResource):
             resource_group_name=group.name,
             account_name=account.name,
             container_name=CONTAINER,
-            public_access="None",
+            public_access=azure_native.storage.PublicAccess.NONE,
             opts=pulumi.ResourceOptions(parent=self),
         )
         lifecycle_policy(name, group.name, account.name, CONTAINER, REPORT_VERSIONS_KEPT_DAYS, self)

@@ -19,10 +19,12 @@ import pulumi
 import pulumi_azure_native as azure_native
 
 from infra.errors import ConfigError
+from infra.node_env import AZURE_HPC_IMAGE
 
-# Microsoft's Ubuntu HPC image: NVIDIA driver, CUDA, InfiniBand (OFED), NCCL.
+# Microsoft's Ubuntu HPC image: NVIDIA driver, CUDA, InfiniBand (OFED), NCCL; no PyTorch, so the nodes install
+# the torch infra/node_env.py pins into their venv.
 DEFAULT_IMAGE = azure_native.compute.ImageReferenceArgs(
-    publisher="microsoft-dsvm", offer="ubuntu-hpc", sku="2204", version="latest"
+    publisher=AZURE_HPC_IMAGE[0], offer=AZURE_HPC_IMAGE[1], sku=AZURE_HPC_IMAGE[2], version=AZURE_HPC_IMAGE[3]
 )
 ADMIN_USER = "trainfleet"
 LOCKED_ADMIN_KEY = (
@@ -79,15 +81,16 @@ class SpotFleet(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SpotFleetArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainfleet:azure:SpotFleet", name, None, opts)
-        spot = dict(
-            priority="Spot",
-            eviction_policy="Delete",
-            billing_profile=azure_native.compute.BillingProfileArgs(
+        compute = azure_native.compute
+        profile = compute.VirtualMachineScaleSetVMProfileArgs(
+            priority=compute.VirtualMachinePriorityTypes.SPOT if args.spot else compute.VirtualMachinePriorityTypes.REGULAR,
+            # Spot only: evicted VMs are deleted; max price -1 means up to the pay-as-you-go price.
+            eviction_policy=compute.VirtualMachineEvictionPolicyTypes.DELETE if args.spot else None,
+            billing_profile=compute.BillingProfileArgs(
                 max_price=-1 if args.max_price in (None, -1) else args.max_price
-            ),
-        )
-        profile = azure_native.compute.VirtualMachineScaleSetVMProfileArgs(
-            **(spot if args.spot else {"priority": "Regular"}),
+            )
+            if args.spot
+            else None,
             os_profile=azure_native.compute.VirtualMachineScaleSetOSProfileArgs(
                 computer_name_prefix=args.group_name[:50],
                 admin_username=ADMIN_USER,
@@ -108,7 +111,7 @@ class SpotFleet(pulumi.ComponentResource):
                 image_reference=image_reference(args.image),
                 os_disk=azure_native.compute.VirtualMachineScaleSetOSDiskArgs(
                     create_option="FromImage",
-                    caching="ReadWrite",
+                    caching=azure_native.compute.CachingTypes.READ_WRITE,
                     disk_size_gb=args.root_volume_gb,
                     # No delete_option: a Flexible-orchestration setting; Uniform deletes the disk with its VM.
                     managed_disk=azure_native.compute.VirtualMachineScaleSetManagedDiskParametersArgs(
@@ -146,9 +149,10 @@ class SpotFleet(pulumi.ComponentResource):
             single_placement_group=args.nodes <= SINGLE_PLACEMENT_GROUP_MAX,
             platform_fault_domain_count=1,
             zones=list(args.zones) or None,
-            upgrade_policy=azure_native.compute.UpgradePolicyArgs(mode="Manual"),
+            upgrade_policy=azure_native.compute.UpgradePolicyArgs(mode=azure_native.compute.UpgradeMode.MANUAL),
             identity=azure_native.compute.VirtualMachineScaleSetIdentityArgs(
-                type="UserAssigned", user_assigned_identities=[args.identity_id]
+                type=azure_native.compute.ResourceIdentityType.USER_ASSIGNED,
+                user_assigned_identities=[args.identity_id],
             ),
             virtual_machine_profile=profile,
             tags=args.tags,

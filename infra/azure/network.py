@@ -115,6 +115,8 @@ class Network(pulumi.ComponentResource):
             f"{name}-rg", location=args.location, tags=args.tags, opts=child
         )
         if args.vnet_id is not None:
+            if args.subnet_id is None:
+                raise ValueError("an existing VNet needs the subnet id to use")  # infra/program.py checks first
             source: pulumi.Input[str] = existing_subnet_prefix(args.subnet_id, self)
         else:
             source = args.subnet_prefix
@@ -127,7 +129,7 @@ class Network(pulumi.ComponentResource):
             opts=child,
         )
         if args.vnet_id is not None:
-            subnet_id = pulumi.Output.from_input(args.subnet_id)
+            subnet_id = pulumi.Output.from_input(args.subnet_id or "")
         else:
             vnet = azure_native.network.VirtualNetwork(
                 f"{name}-vnet",

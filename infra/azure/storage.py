@@ -49,7 +49,7 @@ def harden_account(
         location=location,
         kind="StorageV2",
         sku=azure_native.storage.SkuArgs(name="Standard_LRS"),
-        access_tier="Hot",
+        access_tier=azure_native.storage.AccessTier.HOT,
         allow_blob_public_access=False,
         minimum_tls_version="TLS1_2",
         enable_https_traffic_only=True,
@@ -141,7 +141,7 @@ class CheckpointStorage(pulumi.ComponentResource):
             resource_group_name=args.resource_group_name,
             account_name=account.name,
             container_name=CONTAINER,
-            public_access="None",
+            public_access=azure_native.storage.PublicAccess.NONE,
             opts=pulumi.ResourceOptions(parent=self),
         )
         lifecycle_policy(name, args.resource_group_name, account.name, CONTAINER, args.retention_days, self)

@@ -298,7 +298,7 @@ def _write_csv(path: Path, columns: list[str], rows: list[dict[str, str]]) -> No
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--source", type=Path, default=Path("../shared/data"), help="the shared data folder")
     parser.add_argument("--out", type=Path, default=DATA_DIR)
     args = parser.parse_args()

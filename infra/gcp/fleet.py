@@ -17,9 +17,11 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.gcp.iam import NODE_SCOPES
+from infra.node_env import GCP_DL_IMAGE
 
-# Google's Deep Learning VM image (CUDA 12.8, NVIDIA driver 570, Ubuntu 22.04).
-DL_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"
+# Google's Deep Learning VM image family with PyTorch, for the torch minor infra/node_env.py pins (its CUDA,
+# driver and Ubuntu release, and the assumption behind the name, are recorded there).
+DL_IMAGE = GCP_DL_IMAGE
 HYPERDISK_ONLY = ("a3-megagpu", "a3-ultragpu", "a4-")
 SSH_PORT = "22"
 

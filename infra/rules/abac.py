@@ -46,7 +46,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
             raise ConditionSyntaxError(f"cannot read the condition at {text[pos:pos + 40]!r}")
-        kind = m.lastgroup if m.lastgroup != "arg" else "func"
+        kind = m.lastgroup or ""
         if m.group("func"):
             out.append(("func", f"{m.group('func')}|{m.group('arg')}"))
         else:
@@ -72,6 +72,10 @@ class _Parser:
     def peek(self) -> tuple[str, str] | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
 
+    def at(self, kind: str) -> bool:
+        token = self.peek()
+        return token is not None and token[0] == kind
+
     def take(self, kind: str) -> str:
         token = self.peek()
         if token is None or token[0] != kind:
@@ -82,20 +86,20 @@ class _Parser:
     # Each parse_* returns a thunk so that short-circuiting skips what need not be evaluated.
     def parse_or(self):
         parts = [self.parse_and()]
-        while self.peek() and self.peek()[0] == "or":
+        while self.at("or"):
             self.i += 1
             parts.append(self.parse_and())
         return lambda: any(p() for p in parts)
 
     def parse_and(self):
         parts = [self.parse_unary()]
-        while self.peek() and self.peek()[0] == "and":
+        while self.at("and"):
             self.i += 1
             parts.append(self.parse_unary())
         return lambda: all(p() for p in parts)
 
     def parse_unary(self):
-        if self.peek() and self.peek()[0] == "not":
+        if self.at("not"):
             self.i += 1
             inner = self.parse_unary()
             return lambda: not inner()
@@ -135,8 +139,9 @@ def allows(condition: str, request: Request) -> bool:
     """Whether a role assignment with `condition` grants `request` (the role itself must grant the action)."""
     parser = _Parser(condition, request)
     evaluate = parser.parse_or()
-    if parser.peek() is not None:
-        raise ConditionSyntaxError(f"unexpected {parser.peek()[1]!r} after the condition")
+    leftover = parser.peek()
+    if leftover is not None:
+        raise ConditionSyntaxError(f"unexpected {leftover[1]!r} after the condition")
     try:
         return evaluate()
     except NotEvaluable:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from infra.catalog.network_cards import network_cards
 from infra.rules import Finding, rule, where
+
+if TYPE_CHECKING:
+    from infra.mock_runtime import DeclaredResource
 
 GROUP = "aws:autoscaling/group:Group"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -53,11 +58,11 @@ def cluster_placement_group_in_one_zone(run):
             )
 
 
-def _templates_by_id(run) -> dict[str, object]:
+def _templates_by_id(run) -> dict[str | None, DeclaredResource]:
     return {r.id: r for r in run.of_type(LAUNCH_TEMPLATE)}
 
 
-def _template_per_type(group, templates) -> dict[str, object]:
+def _template_per_type(group, templates) -> dict[str, DeclaredResource]:
     """Instance type -> the launch template EC2 Auto Scaling launches it with."""
     policy = group.inputs.get("mixedInstancesPolicy") or {}
     launch = policy.get("launchTemplate") or {}

@@ -44,8 +44,8 @@ def dataset_id(stack: str) -> str:
         from infra.naming import billing_dataset_id  # the dataset the GCP billing-export component declares
     except ImportError:  # pragma: no cover - same rule, kept here if naming moves
 
-        def billing_dataset_id(name: str) -> str:
-            slug = re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")) or "x"
+        def billing_dataset_id(stack: str) -> str:
+            slug = re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9-]+", "-", stack.lower()).strip("-")) or "x"
             return f"trainfleet_billing_{slug}".replace("-", "_")
 
     return billing_dataset_id(stack)
