@@ -239,3 +239,32 @@ def test_an_os_disk_is_billed_at_the_smallest_tier_that_holds_it(size, tier):
     )
     (disk,) = [c for c in priced.components if "OS disk" in c.name]
     assert f"({tier} GB tier)" in disk.name
+
+
+def test_per_network_card_templates_with_unknown_ids_still_price_the_root_volumes():
+    """In a real `pulumi preview` a new launch template's id is unknown until apply. A group with one template per
+    network-card layout (prod: 4 cards for p4de, 32 for p5) still finds its root volumes, since the sibling
+    templates declare the same disks: 500 GB gp3 x 4 nodes x $0.08 = $160 a month, never a silent $0."""
+    from cli.preview.pricing.base import UNKNOWN
+
+    def template(name: str, cards: int) -> Resource:
+        disks = [{"deviceName": "/dev/sda1", "ebs": {"volumeSize": 500, "volumeType": "gp3"}}]
+        nics = [{"networkCardIndex": i, "interfaceType": "efa"} for i in range(cards)]
+        return res(LT, name, {"blockDeviceMappings": disks, "networkInterfaces": nics}, id=UNKNOWN)
+
+    spec = {"launchTemplateId": UNKNOWN, "version": "$Latest"}
+    policy = {
+        "launchTemplate": {"launchTemplateSpecification": spec,
+                           "overrides": [{"instanceType": "p4de.24xlarge", "launchTemplateSpecification": spec},
+                                         {"instanceType": "p5.48xlarge", "launchTemplateSpecification": spec}]},
+        "instancesDistribution": {"onDemandBaseCapacity": 1, "onDemandPercentageAboveBaseCapacity": 0},
+    }  # fmt: skip
+    asg = res(GROUP, "main-asg", {"desiredCapacity": 4, "region": "us-east-1", "mixedInstancesPolicy": policy})
+    priced = price_resource(asg, context(template("main-lt", 4), template("main-lt-32cards", 32)))
+    ebs = [c for c in priced.components if "EBS" in c.name]
+    assert len(ebs) == 1 and ebs[0].monthly_cost == pytest.approx(160.0)
+    # Templates that disagree on their disks cannot stand in for each other: no guess at which one.
+    other = template("main-lt-32cards", 32)
+    other.inputs["blockDeviceMappings"][0]["ebs"]["volumeSize"] = 1000
+    priced = price_resource(asg, context(template("main-lt", 4), other))
+    assert not [c for c in priced.components if "EBS" in c.name]

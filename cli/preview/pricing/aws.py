@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from typing import Any
@@ -34,7 +35,8 @@ _DEFAULT_ROOT_GB = 8.0  # an AMI's root volume when the template names no size
 
 
 def _launch_template(r: Resource, ctx: PricingContext, spec: dict[str, Any] | None) -> Resource | None:
-    """The launch template a group or fleet uses: by id or name, else its only sibling template."""
+    """The launch template a group or fleet uses: by id or name, else its sibling template (one, or several that
+    declare the same volumes, as a fleet's per-network-card templates do, so any of them prices the disks)."""
     spec = spec or {}
     for key in ("id", "launchTemplateId"):
         found = ctx.by_id(spec.get(key))
@@ -46,7 +48,8 @@ def _launch_template(r: Resource, ctx: PricingContext, spec: dict[str, Any] | No
             if cand.type == LAUNCH_TEMPLATE and name in (cand.inputs.get("name"), cand.outputs.get("name")):
                 return cand
     siblings = ctx.related(r, LAUNCH_TEMPLATE)
-    return siblings[0] if len(siblings) == 1 else None
+    volumes = {json.dumps(get(t.inputs, "blockDeviceMappings", None), sort_keys=True) for t in siblings}
+    return siblings[0] if siblings and len(volumes) == 1 else None
 
 
 def _subnet_zones(ctx: PricingContext, subnet_ids: list[Any]) -> tuple[list[str], str]:
