@@ -71,6 +71,15 @@ def test_a_cluster_placement_group_over_two_zones_is_refused_before_any_cloud():
     assert "use1-az4, use1-az6" in line and "name one zone" in line and "\n" not in line
 
 
+def test_a_multi_node_fleet_without_zones_gets_the_cheapest_spot_zone_only():
+    """dev's g5.12xlarge in us-east-1, 2 nodes, no zones configured: of the catalog's zones (az1 2.7804, az2 2.0796,
+    az4 2.0813, az5 2.1824, az6 2.2387 $/h spot) the fleet runs in use1-az2 alone, and the stack is accepted."""
+    run = run_program("dev", _config("dev", zones=[], nodes=2))
+    group = run.one("aws:autoscaling/group:Group")
+    assert {run.subnet_zones[s] for s in group.inputs["vpcZoneIdentifiers"]} == {"use1-az2"}
+    assert run.exports["fleets"]["dev"]["zones"] == ["use1-az2"]
+
+
 def test_one_node_may_span_zones_it_has_no_placement_group():
     run = run_program("prod", _config("prod", zones=["use1-az4", "use1-az6"], nodes=1, on_demand_base=0))
     assert not run.of_type("aws:ec2/placementGroup:PlacementGroup")
