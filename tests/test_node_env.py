@@ -43,24 +43,15 @@ from infra.mock_runtime import (
 )
 from infra.rules import check as check_rules
 from infra.rules.images import RULE as IMAGE_RULE
-from infra.stack_file import list_stack_files, read_stack_file, stack_name
+from infra.stack_file import read_stack_file
 from infra.userdata import NODE_ETC, NODE_HOME, NODE_STATE, is_gaudi, render_fleets, render_user_data
 from tests.conftest import STACKS
 from tests.needs import need_module
+from tests.test_userdata_render import STACK_FLEETS  # every (stack, fleet) in stacks/
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _stack_fleets():
-    out = []
-    for path in list_stack_files(STACKS.parent):
-        config = read_stack_file(path).config
-        for fleet in config.fleets:
-            out.append(pytest.param(stack_name(path), fleet.name, id=f"{stack_name(path)}-{fleet.name}"))
-    return out
-
-
-STACK_FLEETS = _stack_fleets()
 _rendered: dict = {}
 
 

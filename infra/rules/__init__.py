@@ -67,7 +67,7 @@ def where(resource: DeclaredResource) -> str:
 
 def _load() -> None:
     # Importing a rule module registers its rules.
-    from infra.rules import aws, azure, gcp, images, names  # noqa: F401
+    from infra.rules import aws, azure, capacity, gcp, images, names  # noqa: F401
 
 
 def check(run: ProgramRun, only: Iterable[str] | None = None) -> list[Finding]:

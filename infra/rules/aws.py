@@ -16,7 +16,6 @@ PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
 
 CREATE_ASG = "https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_CreateAutoScalingGroup.html"
 EFA_CARDS = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html"
-IGNORE_CHANGES = "https://www.pulumi.com/docs/iac/concepts/options/ignorechanges/"
 NIC_SPEC = "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceNetworkInterfaceSpecification.html"
 
 
@@ -111,20 +110,6 @@ def public_ip_setting_needs_one_interface(run):
                 f"associatePublicIpAddress is set on a template with {len(interfaces)} network interfaces; "
                 "EC2 refuses it (and assigns no public address to such instances anyway)",
                 "leave associatePublicIpAddress out when there are several interfaces",
-            )
-
-
-@rule("aws-capacity-ignores-drift", IGNORE_CHANGES)
-def capacity_is_the_agents(run):
-    """The node agent sets an ASG's desired capacity to 0 when the job ends; `pulumi up --refresh` would
-    otherwise set it back and relaunch every node."""
-    for group in run.of_type(GROUP):
-        if group.inputs.get("desiredCapacity") is not None and "desiredCapacity" not in group.ignore_changes:
-            yield Finding(
-                "aws-capacity-ignores-drift",
-                where(group),
-                "desiredCapacity is declared without ignore_changes: a refresh relaunches a fleet the job scaled to zero",
-                'declare the group with ResourceOptions(ignore_changes=["desiredCapacity"])',
             )
 
 

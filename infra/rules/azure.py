@@ -14,7 +14,6 @@ BLOB = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 VMSS_API = "https://learn.microsoft.com/rest/api/compute/virtual-machine-scale-sets/create-or-update"
 SPOT = "https://learn.microsoft.com/azure/virtual-machine-scale-sets/use-spot"
 LIST_BLOBS = "https://learn.microsoft.com/azure/storage/blobs/storage-auth-abac-attributes#list-blobs"
-IGNORE_CHANGES = "https://www.pulumi.com/docs/iac/concepts/options/ignorechanges/"
 
 
 def _profile(vmss) -> dict:
@@ -82,16 +81,3 @@ def blob_conditions_let_nodes_list_their_prefix(run):
                     "exclude SubOperationMatches{'Blob.List'} from the path clause and limit listing by "
                     "@Request[...blobs:prefix] (infra/azure/identity.py prefix_condition)",
                 )
-
-
-@rule("azure-capacity-ignores-drift", IGNORE_CHANGES)
-def capacity_is_the_agents(run):
-    """The node agent sets the scale set's capacity to 0 when the job ends; a refresh must not undo it."""
-    for vmss in run.of_type(VMSS):
-        if (vmss.inputs.get("sku") or {}).get("capacity") is not None and "sku.capacity" not in vmss.ignore_changes:
-            yield Finding(
-                "azure-capacity-ignores-drift",
-                where(vmss),
-                "sku.capacity is declared without ignore_changes: a refresh relaunches a fleet the job scaled to zero",
-                'declare the scale set with ResourceOptions(ignore_changes=["sku.capacity"])',
-            )

@@ -1,4 +1,4 @@
-"""Rules: GCP. IAM conditions that name a resource IAM cannot see, and capacity a refresh would undo."""
+"""Rules: GCP. IAM conditions that name a resource IAM cannot see, and Spot and GPU scheduling."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import re
 from infra.rules import Finding, rule, where
 
 CONDITION_ATTRIBUTES = "https://cloud.google.com/iam/docs/conditions-resource-attributes"
-IGNORE_CHANGES = "https://www.pulumi.com/docs/iac/concepts/options/ignorechanges/"
-MIG = "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager"
 
 # Resource types whose resource.name / resource.type IAM conditions can test, for the services the program
 # grants on (conditions-resource-attributes, "Resource type values" and "Resource name values" tables,
@@ -69,19 +67,6 @@ def conditions_name_supported_types(run):
                 f"the IAM condition tests {', '.join(unsupported)}, a resource type IAM conditions do not "
                 "support: the grant never applies there",
                 "grant those permissions without a condition in a role of their own (infra/gcp/iam.py)",
-            )
-
-
-@rule("gcp-capacity-ignores-drift", IGNORE_CHANGES)
-def capacity_is_the_agents(run):
-    """The node agent resizes its group to 0 when the job ends; a refresh must not undo it."""
-    for group in run.of_type(MIG):
-        if group.inputs.get("targetSize") is not None and "targetSize" not in group.ignore_changes:
-            yield Finding(
-                "gcp-capacity-ignores-drift",
-                where(group),
-                "targetSize is declared without ignore_changes: a refresh relaunches a fleet the job scaled to zero",
-                'declare the group with ResourceOptions(ignore_changes=["targetSize"])',
             )
 
 

@@ -20,7 +20,6 @@ GCP_COMPUTE = "https://cloud.google.com/compute/docs/naming-resources#resource-n
 GCP_BUCKET = "https://cloud.google.com/storage/docs/buckets#naming"
 GCP_SA = "https://cloud.google.com/iam/docs/reference/rest/v1/projects.serviceAccounts/create"
 GCP_ROLE = "https://cloud.google.com/iam/docs/reference/rest/v1/projects.roles/create"
-GCP_MIG = "https://cloud.google.com/compute/docs/reference/rest/v1/regionInstanceGroupManagers"
 GCP_LABELS = "https://cloud.google.com/compute/docs/labeling-resources#requirements"
 AZURE_NAMES = "https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules"
 
@@ -53,20 +52,6 @@ NAME_RULES: dict[str, NameRule] = {
         "accountId", r"[a-z](?:[-a-z0-9]{4,28}[a-z0-9])", "6-30 of a-z 0-9 -, starting with a letter", GCP_SA),
     "gcp:projects/iAMCustomRole:IAMCustomRole": NameRule(
         "roleId", r"[a-zA-Z0-9_.]{3,64}", "3-64 letters, digits, _ and .", GCP_ROLE),
-    "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": NameRule(
-        "name", _RFC1035, "1-63 lowercase letters, digits, hyphens, starting with a letter (RFC 1035)", GCP_COMPUTE),
-    "gcp:compute/instanceTemplate:InstanceTemplate": NameRule(
-        "name", _RFC1035, "1-63 lowercase letters, digits, hyphens, starting with a letter (RFC 1035)", GCP_COMPUTE),
-    "gcp:compute/firewall:Firewall": NameRule(
-        "name", _RFC1035, "1-63 lowercase letters, digits, hyphens, starting with a letter (RFC 1035)", GCP_COMPUTE),
-    "gcp:compute/network:Network": NameRule(
-        "name", _RFC1035, "1-63 lowercase letters, digits, hyphens, starting with a letter (RFC 1035)", GCP_COMPUTE),
-    "gcp:compute/subnetwork:Subnetwork": NameRule(
-        "name", _RFC1035, "1-63 lowercase letters, digits, hyphens, starting with a letter (RFC 1035)", GCP_COMPUTE),
-    "gcp:compute/router:Router": NameRule(
-        "name", _RFC1035, "1-63 lowercase letters, digits, hyphens, starting with a letter (RFC 1035)", GCP_COMPUTE),
-    "gcp:compute/routerNat:RouterNat": NameRule(
-        "name", _RFC1035, "1-63 lowercase letters, digits, hyphens, starting with a letter (RFC 1035)", GCP_COMPUTE),
     "azure-native:storage:StorageAccount": NameRule(
         "name", r"[a-z0-9]{3,24}", "3-24 lowercase letters and digits only", f"{AZURE_NAMES}#microsoftstorage"),
     "azure-native:storage:BlobContainer": NameRule(
@@ -87,6 +72,23 @@ NAME_RULES: dict[str, NameRule] = {
     "azure-native:network:NetworkSecurityGroup": NameRule(
         "name", r"[a-zA-Z0-9](?:[\w.-]{0,78}\w)?", "1-80 letters, digits, _ . -", f"{AZURE_NAMES}#microsoftnetwork"),
 }  # fmt: skip
+# Compute Engine resources share one format: RFC 1035, 1-63 characters.
+NAME_RULES.update(
+    {
+        f"gcp:compute/{module}:{kind}": NameRule(
+            "name", _RFC1035, "1-63 lowercase letters, digits, hyphens, starting with a letter (RFC 1035)", GCP_COMPUTE
+        )
+        for module, kind in [
+            ("regionInstanceGroupManager", "RegionInstanceGroupManager"),
+            ("instanceTemplate", "InstanceTemplate"),
+            ("firewall", "Firewall"),
+            ("network", "Network"),
+            ("subnetwork", "Subnetwork"),
+            ("router", "Router"),
+            ("routerNat", "RouterNat"),
+        ]
+    }
+)
 
 
 def _fix(token: str) -> str:
