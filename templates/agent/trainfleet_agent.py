@@ -1035,6 +1035,41 @@ def prune(store: ObjectStore, prefix: str, keep_last: int, latest: int) -> list[
     return doomed
 
 
+SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+
+def safe_relative_path(path) -> bool:
+    """A manifest path restore may write: relative, '/'-separated, no '..', '.', empty parts, backslashes or
+    control characters. Anything else could place a file outside the destination (as root, at boot)."""
+    if not isinstance(path, str) or not path or path.startswith("/") or "\\" in path:
+        return False
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return False
+    return all(part not in ("", ".", "..") for part in path.split("/"))
+
+
+def manifest_problem(manifest) -> str | None:
+    """Why a parsed MANIFEST.json cannot be trusted, or None: a dict whose "files" is a list of entries with a
+    safe relative path, a non-negative integer size and a sha256, each path once."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
+        return "not an object with a list of files"
+    seen = set()
+    for e in manifest["files"]:
+        if not isinstance(e, dict):
+            return "an entry is not an object"
+        path, size, sha = e.get("path"), e.get("size"), e.get("sha256")
+        if not safe_relative_path(path):
+            return f"unsafe path {str(path)[:80]!r}"
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            return f"bad size for {path!r}"
+        if not isinstance(sha, str) or not SHA256_RE.fullmatch(sha):
+            return f"bad sha256 for {path!r}"
+        if path in seen:
+            return f"{path!r} listed twice"
+        seen.add(path)
+    return None
+
+
 def verify_manifest(store: ObjectStore, prefix: str, step: int, listing: dict | None = None) -> dict | None:
     data = store.get_bytes(_key(prefix, step_name(step), "MANIFEST.json"))
     if not data:
@@ -1042,6 +1077,10 @@ def verify_manifest(store: ObjectStore, prefix: str, step: int, listing: dict | 
     try:
         manifest = json.loads(data)
     except ValueError:
+        return None
+    problem = manifest_problem(manifest)
+    if problem is not None:
+        log("manifest_malformed", step=step, problem=problem)
         return None
     if listing is None:
         listing = store.list(_key(prefix, step_name(step), ""))
@@ -1079,6 +1118,12 @@ def restore(store: ObjectStore, prefix: str, dest: str) -> int | None:
                 continue
             out = os.path.join(tmp, *e["path"].split("/"))
             os.makedirs(os.path.dirname(out), exist_ok=True)
+            # Checked again where it lands, once its folders exist: never outside the step's own temp folder
+            # (verify_manifest checked the text; this checks the filesystem, links included).
+            if not os.path.realpath(out).startswith(os.path.realpath(tmp) + os.sep):
+                log("restore_skip", step=step, reason="path leaves the destination", path=e["path"][:80])
+                ok = False
+                break
             if store.download(_key(prefix, step_name(step), e["path"]), out) != e["sha256"]:
                 log("restore_skip", step=step, reason="sha256 mismatch", path=e["path"])
                 ok = False
