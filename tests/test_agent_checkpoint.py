@@ -371,3 +371,52 @@ def test_temp_dirs_left_by_killed_restores_are_removed(store, tmp_path):
         (left / "mp_rank_00_model_states.pt").write_bytes(b"partial")
     step, dest = restore_into(store, tmp_path)
     assert step == 2 and sorted(p.name for p in dest.iterdir()) == ["step-00000002"]
+
+
+# ---- CompleteMultipartUpload can answer 200 with an error (issue 13 #8) ---------------------------------
+
+
+def _with_complete_answering(monkeypatch, error_code: str, times: int) -> list[str]:
+    """Make the first `times` CompleteMultipartUpload calls answer 200 with an <Error> body, as the S3 API
+    reference says it may ("a 200 OK response can contain either a success or an error"); the call is then not
+    forwarded, so the upload is really not complete. Returns the log of complete calls."""
+    real = agent.http_request
+    calls: list[str] = []
+
+    def http_request(method, url, headers=None, body=None, timeout=30.0):
+        if method == "POST" and "uploadId=" in url and "partNumber" not in url:
+            calls.append(url)
+            if len(calls) <= times:
+                doc = f"<Error><Code>{error_code}</Code><Message>We encountered an internal error.</Message></Error>"
+                return agent.Response(200, {}, doc.encode())
+        return real(method, url, headers, body, timeout)
+
+    monkeypatch.setattr(agent, "http_request", http_request)
+    return calls
+
+
+def _big_file(tmp_path) -> tuple[Path, bytes]:
+    data = hashlib.sha256(b"seed").digest() * (6 * 1024 * 1024 // 32 + 1)  # a little over 6 MiB: 2 parts
+    path = tmp_path / "shard.pt"
+    path.write_bytes(data)
+    return path, data
+
+
+def test_a_200_with_an_internal_error_is_retried_and_the_object_is_really_there(store, s3, bucket, tmp_path, monkeypatch):
+    store.part_size = 5 * 1024 * 1024  # S3's smallest part
+    calls = _with_complete_answering(monkeypatch, "InternalError", times=1)
+    path, data = _big_file(tmp_path)
+    store.put_file("k/shard.pt", str(path), len(data), hashlib.sha256(data).hexdigest())
+    assert len(calls) == 2  # the first answer was an error in a 200: completed again
+    assert s3.get_object(Bucket=bucket, Key="k/shard.pt")["Body"].read() == data
+
+
+def test_a_200_with_a_lasting_error_fails_the_upload_never_durable(store, s3, bucket, tmp_path, monkeypatch):
+    store.part_size = 5 * 1024 * 1024
+    _with_complete_answering(monkeypatch, "InvalidPart", times=99)
+    path, data = _big_file(tmp_path)
+    with pytest.raises(agent.HTTPError, match="200 with error InvalidPart"):
+        store.put_file("k/shard.pt", str(path), len(data), hashlib.sha256(data).hexdigest())
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="k/")
+    # the failed upload was aborted, not left to bill its parts
+    assert not s3.list_multipart_uploads(Bucket=bucket).get("Uploads")

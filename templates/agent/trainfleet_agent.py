@@ -607,10 +607,20 @@ class S3Store(ObjectStore):
                 + "".join(f"<Part><PartNumber>{n}</PartNumber><ETag>{e}</ETag></Part>" for n, e in parts)
                 + "</CompleteMultipartUpload>"
             )
-            with_retries(
-                lambda: self._req("POST", self._url(key, {"uploadId": upload_id}), {}, xml.encode()),
-                "s3 complete multipart",
-            )
+            def complete():
+                r = self._req("POST", self._url(key, {"uploadId": upload_id}), {}, xml.encode())
+                # S3 may answer 200 and still fail: "a 200 OK response can contain either a success or an
+                # error" (CompleteMultipartUpload API reference); the body is then an <Error> document.
+                if b"<Error>" in r.data[:512]:
+                    try:
+                        code = _xml_find(r.data, "Code") or "unknown"
+                    except Exception:  # noqa: BLE001 - an unreadable error document is still an error
+                        code = "unknown"
+                    status = 500 if code in ("InternalError", "SlowDown", "ServiceUnavailable") else 400
+                    raise HTTPError(status, r.data, f"S3 complete multipart {key}: 200 with error {code}")
+                return r
+
+            with_retries(complete, "s3 complete multipart")
         except BaseException:
             try:
                 self._req("DELETE", self._url(key, {"uploadId": upload_id}), ok=(200, 204))
