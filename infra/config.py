@@ -251,7 +251,12 @@ class DeepSpeed(_Section):
 class Checkpointing(_Section):
     interval_minutes: Annotated[float, Field(gt=0, le=525_600, allow_inf_nan=False)] = 30.0  # up to a year
     keep_last: int = Field(default=3, ge=1, le=1000)
-    retention_days: int = Field(default=30, ge=1, le=3650, description="days a replaced checkpoint version is kept")
+    # Days a replaced or pruned checkpoint object is kept as a noncurrent version of the versioned bucket. Every
+    # prune leaves a whole checkpoint behind: at 30 days prod would keep ~260 TB (1,440 checkpoints of ~182 GB),
+    # so one day, enough to undo an accidental delete, is the default.
+    retention_days: int = Field(
+        default=1, ge=1, le=3650, description="days a replaced or pruned checkpoint version is kept"
+    )
     bucket_name: str | None = Field(
         default=None, description="checked against each fleet cloud's naming rules; see bucket_name_problem"
     )

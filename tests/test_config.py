@@ -493,3 +493,12 @@ def test_fuzzed_whole_documents_are_rejected_unless_well_formed(document):
         assert accepted == expected, f"{document!r}"
     if not accepted:
         assert "\n" not in message and message.startswith("trainfleet"), message
+
+
+def test_pruned_checkpoints_stay_one_day_by_default():
+    """Issue 13 #12: every prune leaves a whole checkpoint as a noncurrent version. prod (13B, ~182 GB per
+    checkpoint, one every 30 min) kept them 30 days: 30 x 48 x 182 GB = 262 TB; one day keeps 8.7 TB."""
+    from infra.config import Checkpointing
+
+    assert Checkpointing().retention_days == 1
+    assert 30 * 48 * 182 / 1000 == pytest.approx(262.08) and 1 * 48 * 182 / 1000 == pytest.approx(8.736)
