@@ -199,6 +199,11 @@ def checkpoint_prefix(stack: str, config: StackConfig, fleet: Fleet) -> str:
     return f"{job_prefix(stack, config).rstrip('/')}/{fleet.name}"
 
 
+# AdamW as large language models are commonly pretrained (Llama 2: betas 0.9/0.95, eps 1e-8, weight decay 0.1,
+# peak lr 3e-4); a script's own --lr overrides the rate (templates/train.py).
+OFFLOAD_ADAMW = {"lr": 3e-4, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
+
+
 def ds_config(config: StackConfig, fleet: Fleet) -> dict:
     """The DeepSpeed config every node of the fleet launches with, derived from the stack."""
     ds = config.deepspeed
@@ -229,6 +234,11 @@ def ds_config(config: StackConfig, fleet: Fleet) -> dict:
         if device == "nvme":
             zero[key]["nvme_path"] = nvme_path
     out["zero_optimization"] = zero
+    if ds.offload_optimizer != "none":
+        # ZeRO-Offload runs the optimizer step on the CPU with DeepSpeed's own CPU Adam, built from this block;
+        # DeepSpeed refuses a client optimizer there (ZeRORuntimeException "You are using ZeRO-Offload with a
+        # client provided optimizer"). A training script passes no optimizer when the config has one.
+        out["optimizer"] = {"type": "AdamW", "params": dict(OFFLOAD_ADAMW)}
     if ds.offload_optimizer != "none" or ds.zero_stage >= 1:
         out["zero_allow_untested_optimizer"] = True
     if ds.activation_checkpointing:

@@ -213,8 +213,17 @@ def main() -> int:
 
     torch.manual_seed(args.seed)
     model = TinyModel(args.hidden)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    engine, _, _, _ = deepspeed.initialize(args=args, model=model, optimizer=optimizer)
+    if "optimizer" in json.loads(Path(args.deepspeed_config).read_text()):
+        # The config names the optimizer (ZeRO-Offload: DeepSpeed's CPU Adam); DeepSpeed builds it, at --lr.
+        engine, _, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
+        for group in engine.optimizer.param_groups:
+            group["lr"] = args.lr
+    else:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+        engine, _, _, _ = deepspeed.initialize(args=args, model=model, optimizer=optimizer)
+    if rank == 0:
+        inner = getattr(engine.optimizer, "optimizer", engine.optimizer)  # ZeRO wraps the real optimizer
+        print(f"trainfleet-train: optimizer {type(inner).__name__}", flush=True)
     device = engine.device
     micro, accum = engine.train_micro_batch_size_per_gpu(), engine.gradient_accumulation_steps()
     dtype = torch.bfloat16 if engine.bfloat16_enabled() else torch.float16 if engine.fp16_enabled() else None

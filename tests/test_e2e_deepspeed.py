@@ -11,6 +11,7 @@ into a temp folder per "node"; nothing else is changed. Needs the `e2e` extra (t
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -45,7 +46,7 @@ ORPHAN_GUARD = ["setpriv", "--pdeathsig", "TERM"] if shutil.which("setpriv") els
 VENV_BIN = str(Path(sys.executable).parent)
 
 
-def e2e_config(master_port: int, nodes: int = 1) -> StackConfig:
+def e2e_config(master_port: int, nodes: int = 1, **deepspeed) -> StackConfig:
     return StackConfig.from_sections(
         {
             "job": {"name": "e2e", "params": "1M", "tokens": "1M", "precision": "fp32"},
@@ -58,7 +59,7 @@ def e2e_config(master_port: int, nodes: int = 1) -> StackConfig:
                     "nodes": nodes,
                 }
             ],
-            "deepspeed": {"zero_stage": 2, "micro_batch": 4, "grad_accum": 2},
+            "deepspeed": {"zero_stage": 2, "micro_batch": 4, "grad_accum": 2, **deepspeed},
             "checkpoint": {"interval_minutes": 0.1, "keep_last": 2},
             "launch": {"args": ["--steps", str(STEPS), "--step-seconds", "0.1"], "master_port": master_port},
         }
@@ -214,8 +215,8 @@ def new_bucket(moto) -> str:
     return bucket
 
 
-def render_for(moto, bucket: str, nodes: int, group: str, port_offset: int):
-    config = e2e_config(master_port=29600 + (os.getpid() + port_offset) % 300, nodes=nodes)
+def render_for(moto, bucket: str, nodes: int, group: str, port_offset: int, **deepspeed):
+    config = e2e_config(master_port=29600 + (os.getpid() + port_offset) % 300, nodes=nodes, **deepspeed)
     rendered = render_user_data("e2e", config, config.fleets[0], bucket=bucket, group=group)
     for key, text in rendered.assets.items():  # what the Pulumi component uploads before nodes boot
         s3(moto).put_object(Bucket=bucket, Key=key, Body=text.encode())
@@ -265,6 +266,30 @@ def reference(moto, tmp_path_factory) -> dict:
     result = node.final()
     assert result["step"] == STEPS
     return result
+
+
+def test_the_optimizer_offload_config_the_planner_emits_trains(moto, reference, tmp_path):
+    """Issue 13 #3: with offload_optimizer: cpu the rendered ds_config had no optimizer block while the trainer
+    passed torch.optim.AdamW, and DeepSpeed refused it (ZeRORuntimeException "You are using ZeRO-Offload with
+    a client provided optimizer"). Now the config names AdamW, DeepSpeed builds its CPU Adam, and the job trains
+    to the end on 2 ranks."""
+    rendered, _ = render_for(
+        moto, new_bucket(moto), nodes=1, group="tf-e2e-offload", port_offset=7, offload_optimizer="cpu"
+    )
+    assert json.loads(rendered.parts["ds_config.json"])["optimizer"]["type"] == "AdamW"
+    node = Node(tmp_path / "node", rendered, moto.url)
+    node.fetch()
+    log = tmp_path / "offload.log"
+    proc = node.launch(log)
+    try:
+        assert proc.wait(400) == 0, log.read_text()[-4000:]  # the first run builds DeepSpeed's CPU Adam (JIT)
+    finally:
+        kill_group(proc)
+    result = node.final()
+    assert result["step"] == STEPS and math.isfinite(result["loss"])
+    assert "trainfleet-train: optimizer DeepSpeedCPUAdam" in log.read_text()
+    # It learns like the uninterrupted run (same data and lr; DeepSpeed's AdamW betas and weight decay differ).
+    assert result["loss"] < 2 * reference["loss"]
 
 
 def test_spot_notice_then_fresh_node_finishes_identical_to_an_uninterrupted_run(moto, reference, tmp_path):
