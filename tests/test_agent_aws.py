@@ -297,6 +297,27 @@ def test_torn_or_corrupt_latest_is_never_restored(moto, env, bucket, tmp_path):
     assert "sha256 mismatch" in res.stderr
 
 
+@pytest.mark.parametrize("node_rank, periodic", [("0", True), ("1", False)])
+def test_only_node_rank_0_keeps_the_checkpoint_cadence(moto, env, bucket, imds, tmp_path, node_rank, periodic):
+    """Issue 13 #5: every node's agent ran its own timer and the trainer's ranks honour any rank's request, so
+    2 nodes wrote 14 checkpoints where 7 were planned. The boot script writes the node's rank to the run dir;
+    only rank 0's agent asks for periodic checkpoints (the final one on DONE is every node's)."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "node-rank").write_text(f"{node_rank}\n")
+    tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--steps", "80", "--step-s", "0.03", "--blob-mb", "0.2")
+    ag = agent(*watch_args(bucket, tmp_path, imds, "--interval-minutes", "0.006", "--keep-last", "2"), env=env)
+    try:
+        assert tr.wait(30) == 0
+        assert ag.wait(30) == 0, "\n".join(ag.stderr_lines)
+    finally:
+        ag.kill()
+        tr.kill()
+    durable = [e["step"] for e in ag.named("durable")]
+    assert ag.named("periodic_cadence")[0]["keeps_cadence"] is periodic
+    assert (len(ag.named("periodic_checkpoint_request")) > 0) is periodic
+    assert (len(durable) >= 3) if periodic else durable == [80], durable
+
+
 def test_restore_with_nothing_in_the_bucket_is_fine(env, bucket, tmp_path):
     res = restore(bucket, tmp_path / "d", env, prefix="none")
     assert res.returncode == 0, res.stderr

@@ -1355,6 +1355,7 @@ class Watcher:
         self.args = args
         self.store = make_store(args.cloud, args.bucket, args.metadata_url)
         self.trainer = Trainer(args.run_dir)
+        self._cadence_rank: str | None = None  # the node rank last read from node-rank (for the log)
         self.window = args.notice_window_s or NOTICE_WINDOW_S[args.cloud]
         self.synced: int | None = None
         self.notice: Notice | None = None
@@ -1445,12 +1446,28 @@ class Watcher:
                     return finished
                 if time.time() >= self.next_periodic:
                     self.next_periodic = time.time() + self.interval
-                    if self.trainer.alive():
+                    if self.trainer.alive() and self.keeps_the_cadence():
                         log("periodic_checkpoint_request")
                         self.trainer.request(exit_after=False)
                 time.sleep(a.scan_s)
         finally:
             self.stop.set()
+
+    def keeps_the_cadence(self) -> bool:
+        """One checkpoint cadence per job: only node rank 0's agent asks for periodic checkpoints (the trainer's
+        ranks agree on any rank's request, so every node's timer would multiply the checkpoints by the node
+        count). The boot script writes the node's rank to `node-rank` in the run dir at each launch; without
+        it (a single node, or before the first launch) this node keeps the cadence. Notices always count."""
+        try:
+            with open(os.path.join(self.args.run_dir, "node-rank")) as f:
+                rank = f.read().strip()
+        except OSError:
+            return True
+        keeps = rank in ("", "0")
+        if rank != self._cadence_rank:
+            self._cadence_rank = rank
+            log("periodic_cadence", node_rank=rank, keeps_cadence=keeps)
+        return keeps
 
     def _start_source(self) -> threading.Thread:
         t = threading.Thread(
