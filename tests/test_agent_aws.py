@@ -297,6 +297,43 @@ def test_torn_or_corrupt_latest_is_never_restored(moto, env, bucket, tmp_path):
     assert "sha256 mismatch" in res.stderr
 
 
+def test_a_termination_by_the_group_itself_is_a_notice_and_the_hook_is_completed(moto, env, bucket, imds, tmp_path):
+    """Issue 13 #10: scale-in, rebalancing and health replacements arrive with no spot notice. The fleet's
+    termination lifecycle hook holds the instance in Terminating:Wait and IMDS says so
+    (autoscaling/target-lifecycle-state: Terminated); the agent checkpoints as for a notice, then completes the
+    lifecycle action so the group does not wait out the hook's timeout with the GPUs billing."""
+    from tests.fake_autoscaling_hooks import FakeAutoScalingHooks
+
+    s3 = client(moto)
+    hooks = FakeAutoScalingHooks().start()
+    group, instance = "tf-prod-main", imds.values["instance-id"]
+    env = {**env, "AWS_ENDPOINT_URL_AUTOSCALING": hooks.url, "TRAINFLEET_GROUP": group}
+    imds.values["autoscaling/target-lifecycle-state"] = "InService"
+    tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--step-s", "0.05", "--blob-mb", "2", "--ckpt-every", "20")
+    ag = agent(*watch_args(bucket, tmp_path, imds, "--keep-last", "3"), env=env)
+    try:
+        ag.wait_event("durable", timeout=30)  # watching
+        hooks.terminating(group, "trainfleet-checkpoint", instance)
+        imds.values["autoscaling/target-lifecycle-state"] = "Terminated"
+        notice = ag.wait_event("notice", timeout=10, pred=lambda e: e["kind"] == "aws-asg-terminate")
+        assert notice["hard"] is True
+        ag.wait_event("lifecycle_action_completed", timeout=60)
+        assert tr.wait(30) == 0 and ag.wait(30) == 0, "\n".join(ag.stderr_lines)
+    finally:
+        ag.kill()
+        tr.kill()
+        hooks.stop()
+    durable = ag.named("notice_durable")
+    assert durable and latest(s3, bucket) == f"step-{durable[0]['step']:08d}"
+    (done,) = hooks.completed
+    assert (done["AutoScalingGroupName"], done["LifecycleHookName"], done["InstanceId"]) == (
+        group,
+        "trainfleet-checkpoint",
+        instance,
+    )
+    assert done["LifecycleActionResult"] == "CONTINUE"
+
+
 @pytest.mark.parametrize("node_rank, periodic", [("0", True), ("1", False)])
 def test_only_node_rank_0_keeps_the_checkpoint_cadence(moto, env, bucket, imds, tmp_path, node_rank, periodic):
     """Issue 13 #5: every node's agent ran its own timer and the trainer's ranks honour any rank's request, so

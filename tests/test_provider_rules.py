@@ -176,10 +176,28 @@ def test_the_node_role_allows_exactly_the_agents_aws_calls():
     for statement in policy["Statement"]:
         actions = statement["Action"]
         allowed.update([actions] if isinstance(actions, str) else actions)
-    service = {"DescribeInstances": "ec2", "SetDesiredCapacity": "autoscaling"}
+    service = {"DescribeInstances": "ec2", "SetDesiredCapacity": "autoscaling", "CompleteLifecycleAction": "autoscaling"}
+    assert {"SetDesiredCapacity", "CompleteLifecycleAction"} <= sent
     assert {f"{service[a]}:{a}" for a in sent if a in service} <= allowed
-    assert not any(a.startswith("autoscaling:") and a != "autoscaling:SetDesiredCapacity" for a in allowed)
+    autoscaling = {a for a in allowed if a.startswith("autoscaling:")}
+    assert autoscaling == {"autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction"}
     assert not any("*" in a for a in allowed)
+
+
+def test_the_group_holds_its_own_terminations_for_the_agent(runs):
+    """Issue 13 #10: a termination lifecycle hook the agent knows by name and timeout."""
+    from infra.aws.fleet import TERMINATION_HOOK, TERMINATION_HOOK_S
+    from tests.agent_support import load_agent_module
+
+    agent = load_agent_module()
+    (hook,) = runs["prod"].one("aws:autoscaling/group:Group").inputs["initialLifecycleHooks"]
+    assert hook == {
+        "name": TERMINATION_HOOK,
+        "lifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
+        "heartbeatTimeout": TERMINATION_HOOK_S,
+        "defaultResult": "CONTINUE",
+    }
+    assert (agent.ASG_HOOK_NAME, agent.ASG_HOOK_S) == (TERMINATION_HOOK, TERMINATION_HOOK_S)
 
 
 def test_budgets_activate_their_tag_and_say_so_when_they_cannot(runs):

@@ -27,6 +27,11 @@ from infra.node_env import AWS_GPU_AMI_NAME
 GPU_AMI_NAME = AWS_GPU_AMI_NAME
 AMI_OWNERS = ["amazon"]
 SPOT_ALLOCATION_STRATEGY = "price-capacity-optimized"
+# The group's own terminations (scale-in, rebalancing, health) come with no spot notice: this hook holds a node
+# in Terminating:Wait so its agent can checkpoint (it watches IMDS autoscaling/target-lifecycle-state and then
+# completes the action). The agent's ASG_HOOK_NAME / ASG_HOOK_S are the same (tests/test_provider_rules.py).
+TERMINATION_HOOK = "trainfleet-checkpoint"
+TERMINATION_HOOK_S = 600
 SSH_PORT = 22
 
 
@@ -275,6 +280,14 @@ class SpotFleet(pulumi.ComponentResource):
                 ),
             ),
             placement_group=placement.name if placement else None,
+            initial_lifecycle_hooks=[
+                aws.autoscaling.GroupInitialLifecycleHookArgs(
+                    name=TERMINATION_HOOK,
+                    lifecycle_transition="autoscaling:EC2_INSTANCE_TERMINATING",
+                    heartbeat_timeout=TERMINATION_HOOK_S,
+                    default_result="CONTINUE",  # a node that never answers is still terminated
+                )
+            ],
             health_check_type="EC2",
             # Spot capacity may take a while; `pulumi up` should not fail waiting for it.
             wait_for_capacity_timeout="0",

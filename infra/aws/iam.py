@@ -49,9 +49,10 @@ def node_policy(bucket_arn: str, prefix: str, group_arn: str) -> dict:
             {
                 "Sid": "ScaleOwnGroup",
                 "Effect": "Allow",
-                # The node agent scales to zero with SetDesiredCapacity (the group's MinSize is already 0).
+                # The node agent scales to zero with SetDesiredCapacity (the group's MinSize is already 0), and
+                # lets a termination proceed once its checkpoint is safe (CompleteLifecycleAction).
                 # Never UpdateAutoScalingGroup: that could raise MaxSize or swap the launch template.
-                "Action": "autoscaling:SetDesiredCapacity",
+                "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction"],
                 "Resource": group_arn,
             },
         ],

@@ -18,10 +18,11 @@ CAPACITY = {
 }
 
 
-def _declared(inputs: dict, path: str):
+def _declared(inputs: dict, path: str) -> object:
+    value: object = inputs
     for key in path.split("."):
-        inputs = inputs.get(key) if isinstance(inputs, dict) else None
-    return inputs
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
 
 
 @rule("capacity-ignores-drift", IGNORE_CHANGES)

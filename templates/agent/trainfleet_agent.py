@@ -67,6 +67,11 @@ import xml.etree.ElementTree as ET
 
 STEP_RE = re.compile(r"^step-(\d{8})$")
 NOTICE_WINDOW_S = {"aws": 120.0, "gcp": 30.0, "azure": 30.0}
+# An Auto Scaling group's own terminations (scale-in, rebalancing, health) come with no spot notice; the fleet's
+# termination lifecycle hook (infra/aws/fleet.py, same name and timeout) holds the instance in Terminating:Wait
+# this long, and IMDS says so at autoscaling/target-lifecycle-state. The agent completes the action when done.
+ASG_HOOK_NAME = "trainfleet-checkpoint"
+ASG_HOOK_S = float(os.environ.get("TRAINFLEET_ASG_HOOK_SECONDS", "600"))
 DEFAULT_METADATA = {
     "aws": "http://169.254.169.254",
     "gcp": "http://metadata.google.internal",
@@ -1229,6 +1234,10 @@ class NoticeSource:
             hard = doc.get("action") in ("terminate", "stop", "hibernate")
             out.append(Notice("aws-spot-" + str(doc.get("action")), hard, doc, self._deadline(hint)))
             return out
+        # https://docs.aws.amazon.com/autoscaling/ec2/userguide/retrieving-target-lifecycle-state-through-imds.html
+        target = (self.md.get("autoscaling/target-lifecycle-state") or "").strip()
+        if target == "Terminated":
+            return [Notice("aws-asg-terminate", True, target, time.time() + ASG_HOOK_S)]
         reb = self.md.get("events/recommendations/rebalance")
         if reb and reb not in self.seen_soft:
             self.seen_soft.add(reb)
@@ -1522,6 +1531,8 @@ class Watcher:
                 ok = self.sync(target, "notice")
         if ok and target is not None:
             log("notice_durable", step=target, notice_to_durable_s=round(time.time() - n.at, 3), kind=n.kind)
+        if n.kind == "aws-asg-terminate":
+            complete_lifecycle_action(self.args.metadata_url)
         if self.args.cloud == "azure" and n.event_ids:
             try:
                 self.source.md.ack(n.event_ids)
@@ -1529,6 +1540,29 @@ class Watcher:
             except Exception as e:  # noqa: BLE001
                 log("azure_ack_failed", error=str(e)[:200])
         return 0 if ok else 1
+
+
+def complete_lifecycle_action(metadata_url: str | None) -> None:
+    """Let the group finish terminating this instance now that its checkpoint is safe (otherwise it waits out the
+    hook's timeout, GPUs billing). Best effort: the hook's default result continues the termination anyway."""
+    group = os.environ.get("TRAINFLEET_GROUP", "")
+    try:
+        instance = (AwsMetadata(metadata_base("aws", metadata_url)).get("instance-id") or "").strip()
+        _aws_query(
+            "autoscaling",
+            {
+                "Action": "CompleteLifecycleAction",
+                "Version": "2011-01-01",
+                "AutoScalingGroupName": group,
+                "LifecycleHookName": ASG_HOOK_NAME,
+                "InstanceId": instance,
+                "LifecycleActionResult": "CONTINUE",
+            },
+            metadata_url,
+        )
+        log("lifecycle_action_completed", group=group, instance=instance)
+    except Exception as e:  # noqa: BLE001
+        log("lifecycle_action_failed", group=group, error=str(e)[:200])
 
 
 # ------------------------------------------------------------------------------------------------ peers
