@@ -30,8 +30,8 @@ MUTANTS = [
     {
         "file": "infra/aws/iam.py",
         "bug": "nodes may reconfigure their own group (raise MaxSize, swap the launch template)",
-        "original": '"Action": "autoscaling:SetDesiredCapacity",',
-        "replacement": '"Action": ["autoscaling:SetDesiredCapacity", "autoscaling:UpdateAutoScalingGroup"],',
+        "original": '"Action": ["autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction"],',
+        "replacement": '"Action": ["autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction", "autoscaling:UpdateAutoScalingGroup"],',
     },
     {
         "file": "infra/aws/fleet.py",
