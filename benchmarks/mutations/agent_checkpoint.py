@@ -89,8 +89,32 @@ MUTANTS = [
     {
         "file": F,
         "bug": "a torn (unparseable) manifest crashes restore instead of falling back",
-        "original": "    except ValueError:\n        return None\n    if listing is None:",
-        "replacement": "    except ValueError:\n        raise\n    if listing is None:",
+        "original": "    except ValueError:\n        return None\n    problem = manifest_problem(manifest)",
+        "replacement": "    except ValueError:\n        raise\n    problem = manifest_problem(manifest)",
+    },
+    {
+        "file": F,
+        "bug": "a manifest path with .. is written outside the destination (as root, at boot)",
+        "original": '    return all(part not in ("", ".", "..") for part in path.split("/"))',
+        "replacement": '    return all(part not in ("", ".") for part in path.split("/"))',
+    },
+    {
+        "file": F,
+        "bug": "a malformed manifest ([] or a null entry) crashes restore and boot retries forever",
+        "original": '    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):',
+        "replacement": "    if False:",
+    },
+    {
+        "file": F,
+        "bug": "a link in the temp folder carries a download outside the destination",
+        "original": "            if not os.path.realpath(out).startswith(os.path.realpath(tmp) + os.sep):",
+        "replacement": "            if not os.path.abspath(out).startswith(os.path.abspath(tmp) + os.sep):",
+    },
+    {
+        "file": F,
+        "bug": "S3 CompleteMultipartUpload answering 200 with <Error> is logged durable",
+        "original": '                if b"<Error>" in r.data[:512]:',
+        "replacement": "                if False:",
     },
     {
         "file": F,
