@@ -601,3 +601,60 @@ def test_an_unreachable_metadata_service_does_not_stop_checkpoint_sync(moto, env
         finally:
             ag.kill()
         assert latest(client(moto), bucket) == "step-00000004"
+
+
+def test_a_group_with_one_node_too_many_runs_on_exactly_nodes_and_the_extra_waits(moto, env, tmp_path):
+    """Issue 13 #4: capacity rebalancing gives N+1 members for a while; launching with all of them changes the
+    data-parallel size the ZeRO state was saved at and the job crash-loops. Every node picks the same NODES
+    members; the one left over is a standby (exit 4), which the boot script treats as waiting."""
+    group = "fleet-" + uuid.uuid4().hex[:6]
+    ips = _asg(moto, group, 4)
+    answers = {}
+    for ip in ips:
+        res = run_agent("peers", "--cloud", "aws", "--group", group, "--self-ip", ip, "--nodes", "3",
+                        "--slots", "8", env=env)  # fmt: skip
+        answers[ip] = res
+    members = [ip for ip, r in answers.items() if r.returncode == 0]
+    standby = [ip for ip, r in answers.items() if r.returncode == 4]
+    assert len(members) == 3 and len(standby) == 1, {ip: (r.returncode, r.stderr[-300:]) for ip, r in answers.items()}
+    assert "standby" in answers[standby[0]].stderr
+    hostfiles = {r.stdout.split("HOSTS=", 1)[1].split("\n")[0] for ip, r in answers.items() if ip in members}
+    assert hostfiles == {",".join(sorted(members, key=lambda s: tuple(map(int, s.split(".")))))}
+
+
+def test_the_on_demand_base_holds_rank_0_and_the_longest_running_come_first():
+    """Issue 13 #11: rank 0 was the lowest IP, usually a spot node. From DescribeInstances records (a Spot
+    Instance carries instanceLifecycle "spot", an on-demand one none: API_Instance reference), worked by hand:
+    the on-demand node first, then spot nodes by launch time, then IP."""
+    from tests.agent_support import load_agent_module
+
+    agent_module = load_agent_module()
+    members = [
+        ("10.0.0.5", True, "2026-11-24T10:00:00.000Z"),
+        ("10.0.0.200", False, "2026-11-24T12:00:00.000Z"),  # the on-demand base, launched last
+        ("10.0.0.9", True, "2026-11-24T09:00:00.000Z"),
+        ("10.0.0.7", True, "2026-11-24T10:00:00.000Z"),
+        ("10.0.0.5", True, "2026-11-24T10:00:00.000Z"),  # listed twice (paging overlap)
+    ]
+    assert [m[0] for m in agent_module.choose_members(members, 3)] == ["10.0.0.200", "10.0.0.9", "10.0.0.5"]
+    assert [m[0] for m in agent_module.choose_members(members, 0)] == ["10.0.0.200", "10.0.0.9", "10.0.0.5", "10.0.0.7"]
+
+
+def test_describe_instances_lifecycle_is_read_from_the_documented_response(monkeypatch):
+    """The EC2 Query API's DescribeInstances response shape (API_DescribeInstances example), with one Spot and
+    one on-demand instance."""
+    from tests.agent_support import load_agent_module
+
+    agent_module = load_agent_module()
+    doc = b"""<DescribeInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
+      <requestId>8f7724cf-496f-496e-8fe3-example</requestId>
+      <reservationSet><item><reservationId>r-1234567890abcdef0</reservationId><instancesSet>
+        <item><instanceId>i-1</instanceId><privateIpAddress>10.0.1.20</privateIpAddress>
+          <launchTime>2026-11-24T09:00:00.000Z</launchTime><instanceLifecycle>spot</instanceLifecycle></item>
+        <item><instanceId>i-2</instanceId><privateIpAddress>10.0.1.30</privateIpAddress>
+          <launchTime>2026-11-24T11:00:00.000Z</launchTime></item>
+      </instancesSet></item></reservationSet></DescribeInstancesResponse>"""
+    monkeypatch.setattr(agent_module, "_aws_query", lambda service, params, url: doc)
+    members = agent_module.aws_group_members("g", None)
+    assert members == [("10.0.1.20", True, "2026-11-24T09:00:00.000Z"), ("10.0.1.30", False, "2026-11-24T11:00:00.000Z")]
+    assert agent_module.choose_members(members, 1)[0][0] == "10.0.1.30"

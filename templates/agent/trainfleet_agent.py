@@ -1597,7 +1597,14 @@ def _aws_query(service: str, params: dict, metadata_url: str | None) -> bytes:
 
 
 def aws_group_ips(group: str, metadata_url: str | None) -> list[str]:
-    ips, token = [], None
+    return [m[0] for m in aws_group_members(group, metadata_url)]
+
+
+def aws_group_members(group: str, metadata_url: str | None) -> list[tuple[str, bool, str]]:
+    """(private IP, is spot, launch time) of every running or pending instance of the group. DescribeInstances
+    marks a Spot Instance with instanceLifecycle "spot" and an on-demand one with no instanceLifecycle
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_Instance.html)."""
+    members, token = [], None
     while True:
         p = {
             "Action": "DescribeInstances",
@@ -1614,15 +1621,16 @@ def aws_group_ips(group: str, metadata_url: str | None) -> list[str]:
         for el in root.iter():
             if el.tag.split("}")[-1] == "instancesSet":
                 for inst in el:
-                    for c in inst:
-                        if c.tag.split("}")[-1] == "privateIpAddress" and c.text:
-                            ips.append(c.text)
+                    fields = {c.tag.split("}")[-1]: (c.text or "") for c in inst}
+                    if fields.get("privateIpAddress"):
+                        spot = fields.get("instanceLifecycle") == "spot"
+                        members.append((fields["privateIpAddress"], spot, fields.get("launchTime", "")))
         token = None
         for el in root:
             if el.tag.split("}")[-1] == "nextToken" and el.text:
                 token = el.text
         if not token:
-            return ips
+            return members
 
 
 def _gcp_api(method: str, path: str, metadata_url: str | None, body: dict | None = None) -> dict:
@@ -1735,9 +1743,15 @@ def self_ip(cloud: str, metadata_url: str | None) -> str:
     return doc["interface"][0]["ipv4"]["ipAddress"][0]["privateIpAddress"]
 
 
-def hostfile_for(ips: list[str], slots: int) -> tuple[list[str], str]:
-    ordered = sorted(set(ips), key=lambda s: ipaddress.ip_address(s))
-    return ordered, "".join(f"{ip} slots={slots}\n" for ip in ordered)
+def choose_members(members: list[tuple[str, bool, str]], nodes: int) -> list[tuple[str, bool, str]]:
+    """The job's members, in rank order: on-demand before spot (the on-demand base holds rank 0 and the
+    checkpoint cadence), then the longest running, then by IP; exactly `nodes` of them when there are more
+    (0: all). Every node computes the same answer from the same listing, so a node the group added beyond the
+    job's size (capacity rebalancing launches the replacement first) waits as a standby instead of changing
+    the data-parallel size that the job's ZeRO state was saved at."""
+    unique = {m[0]: m for m in members}.values()
+    ordered = sorted(unique, key=lambda m: (m[1], m[2], ipaddress.ip_address(m[0])))
+    return ordered[:nodes] if nodes else ordered
 
 
 def default_slots() -> int:
@@ -1752,12 +1766,20 @@ def default_slots() -> int:
     return n or 1
 
 
+def _as_members(fn):
+    """GCP and Azure groups are all spot or all regular: members differ only by IP."""
+    return lambda group, url: [(ip, False, "") for ip in fn(group, url)]
+
+
 def cmd_peers(a) -> int:
-    fn = {"aws": aws_group_ips, "gcp": gcp_group_ips, "azure": azure_group_ips}[a.cloud]
+    fn = {"aws": aws_group_members, "gcp": _as_members(gcp_group_ips), "azure": _as_members(azure_group_ips)}[
+        a.cloud
+    ]
     me = a.self_ip or self_ip(a.cloud, a.metadata_url)
     deadline = time.time() + a.wait_s
     while True:
-        ips = fn(a.group, a.metadata_url)
+        members = fn(a.group, a.metadata_url)
+        ips = [m[0] for m in members]
         if len(set(ips)) >= a.min_nodes and me in ips or time.time() >= deadline:
             break
         log("peers_waiting", have=len(set(ips)), want=a.min_nodes, self_in_group=me in ips)
@@ -1766,7 +1788,13 @@ def cmd_peers(a) -> int:
         log("self_not_in_group", self_ip=me, group=a.group, members=ips)
         print(f"this node ({me}) is not a running member of group {a.group}", file=sys.stderr)
         return 3
-    ordered, text = hostfile_for(ips, a.slots or default_slots())
+    ordered = [m[0] for m in choose_members(members, a.nodes)]
+    if me not in ordered:
+        log("standby", self_ip=me, nodes=a.nodes, members=len(set(ips)))
+        print(f"this node ({me}) is a standby: the job runs on {a.nodes} of the group's nodes", file=sys.stderr)
+        return 4
+    slots = a.slots or default_slots()
+    text = "".join(f"{ip} slots={slots}\n" for ip in ordered)  # DeepSpeed numbers nodes in hostfile order
     if a.hostfile:
         tmp = a.hostfile + ".tmp"
         with open(tmp, "w") as f:
@@ -1872,6 +1900,7 @@ def build_parser() -> argparse.ArgumentParser:
     pe.add_argument("--slots", type=int, default=0)
     pe.add_argument("--self-ip", default=None, help="this node's private IP (default: from metadata)")
     pe.add_argument("--min-nodes", type=int, default=1)
+    pe.add_argument("--nodes", type=int, default=0, help="the job's exact node count (0: every member)")
     pe.add_argument("--wait-s", type=float, default=0.0)
 
     z = sub.add_parser("scale-to-zero", help="set the group's desired capacity to 0")
