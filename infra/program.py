@@ -20,6 +20,7 @@ from infra import naming, userdata
 from infra.catalog import default_catalog
 from infra.config import TAG_STACK, Fleet, StackConfig
 from infra.errors import ConfigError
+from infra.placement import shares_cluster_placement_group
 
 GCP_BILLING_EXPORT_NOTE = (
     "Cloud Billing export to BigQuery cannot be switched on by API: in the console open Billing > "
@@ -44,15 +45,10 @@ def fleet_zones(fleet: Fleet) -> list[str]:
         if o.zone
     ]
     zones = sorted({o.zone for o in offers})
-    if fleet.cloud == "aws" and needs_placement_group(fleet) and zones:
+    if shares_cluster_placement_group(fleet.cloud, fleet.nodes) and zones:
         priced = sorted((o.spot_usd_per_hour, o.zone) for o in offers if o.spot_usd_per_hour is not None)
         return [priced[0][1] if priced and fleet.purchase != "on-demand" else zones[0]]
     return zones
-
-
-def needs_placement_group(fleet: Fleet) -> bool:
-    """Nodes that talk to each other every step share a cluster placement group (AWS)."""
-    return fleet.nodes > 1
 
 
 def fleet_types(fleet: Fleet) -> list[str]:

@@ -29,6 +29,7 @@ from cli.planner.reliability import Reliability
 from cli.planner.throughput import Hardware, Step
 from cli.planner.workload import Workload
 from infra.catalog import Accelerator, Offer
+from infra.placement import shares_cluster_placement_group
 
 NODE_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64)
@@ -202,8 +203,8 @@ def candidate(req: Request, offer: Offer, purchase: str, zones: tuple[str, ...],
         "egress_usd": 0.0,
     }
     cost = rate * rel.wall_hours + storage if rel.feasible else math.inf
-    if offer.cloud == "aws" and nodes > 1:
-        zones = zones[:1]  # several nodes share a cluster placement group, which lives in one zone
+    if shares_cluster_placement_group(offer.cloud, nodes):
+        zones = zones[:1]  # the placement group lives in one zone
     return Candidate(offer, zones, purchase, nodes, hw, setup, rel, price, cost, breakdown)
 
 

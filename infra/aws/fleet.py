@@ -21,6 +21,7 @@ import pulumi_aws as aws
 
 from infra.catalog.network_cards import network_cards
 from infra.node_env import AWS_GPU_AMI_NAME
+from infra.placement import shares_cluster_placement_group
 
 # AWS Deep Learning AMI with PyTorch, the NVIDIA driver, CUDA, EFA and NCCL (Ubuntu), by Amazon: the newest one
 # for the torch minor infra/node_env.py pins, whose PyTorch the nodes' venv is built on.
@@ -189,7 +190,7 @@ class SpotFleet(pulumi.ComponentResource):
             )
 
         placement = None
-        if args.nodes > 1:
+        if shares_cluster_placement_group("aws", args.nodes):
             placement = aws.ec2.PlacementGroup(
                 f"{name}-placement", strategy="cluster", region=region, tags=tags, opts=child
             )
@@ -201,9 +202,13 @@ class SpotFleet(pulumi.ComponentResource):
             for kind in ("instance", "volume", "network-interface")
         ]
         types = [args.instance_type, *args.fallback_instance_types]
+
+        def cards_of(instance_type: str) -> int:
+            return network_cards(instance_type) if args.efa else 1
+
         # One EFA interface per network card (a launch template cannot differ per override, so each distinct
         # card count gets its own template and each override names the template for its type).
-        layouts = sorted({network_cards(t) if args.efa else 1 for t in types})
+        layouts = sorted({cards_of(t) for t in types})
         templates: dict[int, aws.ec2.LaunchTemplate] = {}
         for cards in layouts:
             suffix = "" if cards == layouts[0] else f"-{cards}cards"
@@ -239,7 +244,7 @@ class SpotFleet(pulumi.ComponentResource):
                 tags=tags,
                 opts=child,
             )
-        primary = templates[network_cards(args.instance_type) if args.efa else 1]
+        primary = templates[cards_of(args.instance_type)]
 
         def spec(template: aws.ec2.LaunchTemplate):
             return aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgs(
@@ -257,7 +262,7 @@ class SpotFleet(pulumi.ComponentResource):
             aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(
                 instance_type=t,
                 launch_template_specification=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideLaunchTemplateSpecificationArgs(
-                    launch_template_id=templates[network_cards(t) if args.efa else 1].id, version="$Latest"
+                    launch_template_id=templates[cards_of(t)].id, version="$Latest"
                 )
                 if len(templates) > 1
                 else None,
