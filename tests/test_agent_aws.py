@@ -334,14 +334,12 @@ def test_a_termination_by_the_group_itself_is_a_notice_and_the_hook_is_completed
     assert done["LifecycleActionResult"] == "CONTINUE"
 
 
-@pytest.mark.parametrize("node_rank, periodic", [("0", True), ("1", False)])
-def test_only_node_rank_0_keeps_the_checkpoint_cadence(moto, env, bucket, imds, tmp_path, node_rank, periodic):
-    """Issue 13 #5: every node's agent ran its own timer and the trainer's ranks honour any rank's request, so
-    2 nodes wrote 14 checkpoints where 7 were planned. The boot script writes the node's rank to the run dir;
-    only rank 0's agent asks for periodic checkpoints (the final one on DONE is every node's)."""
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "node-rank").write_text(f"{node_rank}\n")
-    tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--steps", "80", "--step-s", "0.03", "--blob-mb", "0.2")
+def periodic_run(env, bucket, imds, tmp_path, *trainer_args):
+    """An 80-step fake training run under an agent asking for a checkpoint every 0.36 s; the agent and the
+    steps it made durable."""
+    tr = trainer(
+        tmp_path / "ckpt", tmp_path / "run", "--steps", "80", "--step-s", "0.03", "--blob-mb", "0.2", *trainer_args
+    )
     ag = agent(*watch_args(bucket, tmp_path, imds, "--interval-minutes", "0.006", "--keep-last", "2"), env=env)
     try:
         assert tr.wait(30) == 0
@@ -349,7 +347,17 @@ def test_only_node_rank_0_keeps_the_checkpoint_cadence(moto, env, bucket, imds, 
     finally:
         ag.kill()
         tr.kill()
-    durable = [e["step"] for e in ag.named("durable")]
+    return ag, [e["step"] for e in ag.named("durable")]
+
+
+@pytest.mark.parametrize("node_rank, periodic", [("0", True), ("1", False)])
+def test_only_node_rank_0_keeps_the_checkpoint_cadence(moto, env, bucket, imds, tmp_path, node_rank, periodic):
+    """Issue 13 #5: every node's agent ran its own timer and the trainer's ranks honour any rank's request, so
+    2 nodes wrote 14 checkpoints where 7 were planned. The boot script writes the node's rank to the run dir;
+    only rank 0's agent asks for periodic checkpoints (the final one on DONE is every node's)."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "node-rank").write_text(f"{node_rank}\n")
+    ag, durable = periodic_run(env, bucket, imds, tmp_path)
     assert ag.named("periodic_cadence")[0]["keeps_cadence"] is periodic
     assert (len(ag.named("periodic_checkpoint_request")) > 0) is periodic
     assert (len(durable) >= 3) if periodic else durable == [80], durable
@@ -365,20 +373,7 @@ def test_restore_with_nothing_in_the_bucket_is_fine(env, bucket, tmp_path):
 @pytest.mark.parametrize("mode", ["signals", "file"])
 def test_periodic_checkpoints_keep_last_and_done(moto, env, bucket, imds, tmp_path, mode):
     s3 = client(moto)
-    extra = ["--no-signals"] if mode == "file" else []
-    tr = trainer(
-        tmp_path / "ckpt", tmp_path / "run", "--steps", "80", "--step-s", "0.03", "--blob-mb", "0.2", *extra
-    )
-    ag = agent(
-        *watch_args(bucket, tmp_path, imds, "--interval-minutes", "0.006", "--keep-last", "2"), env=env
-    )
-    try:
-        assert tr.wait(30) == 0
-        assert ag.wait(30) == 0, "\n".join(ag.stderr_lines)
-    finally:
-        ag.kill()
-        tr.kill()
-    durable = [e["step"] for e in ag.named("durable")]
+    ag, durable = periodic_run(env, bucket, imds, tmp_path, *(["--no-signals"] if mode == "file" else []))
     assert len(durable) >= 3, durable  # periodic requests were honoured (the trainer never saves on its own)
     assert durable[-1] == 80
     assert ag.named("training_done")[0]["final_step"] == 80
