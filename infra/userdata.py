@@ -5,7 +5,7 @@ units (see "On the node" in README.md for the full picture):
 
     /etc/trainfleet/trainfleet.env      what the scripts need: cloud, bucket, prefix, group, dirs, ...
     /etc/trainfleet/ds_config.json      DeepSpeed config derived from the stack's `deepspeed:` section
-    /opt/trainfleet/trainfleet_agent.py the on-node agent (restore, watch, peers, scale-to-zero)
+    /opt/trainfleet/trainfleet_agent.pyz the on-node agent (one zipapp) (restore, watch, peers, scale-to-zero)
     /opt/trainfleet/trainfleet-boot.sh  venv -> restore -> peers -> ds_config -> launch; relaunch on membership change
     /opt/trainfleet/venv                built at boot: the pinned PyTorch and DeepSpeed (infra/node_env.py)
     /opt/trainfleet/trainfleet-launch.sh  `deepspeed --hostfile H --no_ssh --node_rank R --master_addr A ...`
@@ -37,6 +37,7 @@ from pathlib import Path
 import jinja2
 import yaml
 
+from infra.agent_artifact import ZIPAPP_NAME, zipapp_base64
 from infra.config import LAUNCH_ARG_FORBIDDEN, Fleet, StackConfig
 from infra.errors import TrainfleetError, shown
 from infra.naming import check_stack_name
@@ -51,6 +52,7 @@ GAUDI_ACCELERATORS = frozenset({"Gaudi-HL205"})
 
 # Where things live on a node. The scripts read them from trainfleet.env, so tests can point them elsewhere.
 NODE_HOME = "/opt/trainfleet"
+AGENT_PART = ZIPAPP_NAME
 NODE_ETC = "/etc/trainfleet"
 NODE_STATE = "/var/lib/trainfleet"
 ENV_FILE = f"{NODE_ETC}/trainfleet.env"
@@ -296,16 +298,6 @@ def _node_context(stack: str, config: StackConfig, fleet: Fleet, bucket: str, gr
     }
 
 
-def _agent_source() -> str:
-    path = templates_root() / "agent" / "trainfleet_agent.py"
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        raise TrainfleetError(
-            f"the on-node agent {path} is missing; reinstall trainfleet (templates/agent ships with it)"
-        ) from None
-
-
 def render_parts(stack: str, config: StackConfig, fleet: Fleet, *, bucket: str, group: str) -> dict[str, str]:
     """Every file a node gets, rendered and readable, keyed by file name."""
     env = _environment()
@@ -317,7 +309,8 @@ def render_parts(stack: str, config: StackConfig, fleet: Fleet, *, bucket: str, 
         "trainfleet-launch.sh": env.get_template("node/trainfleet-launch.sh.j2").render(ctx),
         "trainfleet-agent.service": env.get_template("node/trainfleet-agent.service.j2").render(ctx),
         "trainfleet-trainer.service": env.get_template("node/trainfleet-trainer.service.j2").render(ctx),
-        "trainfleet_agent.py": _agent_source(),
+        # the agent, one pinned zipapp (infra/agent_artifact.py), as base64 text: cloud-init decodes it
+        AGENT_PART: zipapp_base64(),
     }
     if ctx["example"]:
         parts["train.py"] = (templates_root() / "train.py").read_text()
@@ -330,7 +323,7 @@ def node_files(parts: dict[str, str]) -> list[NodeFile]:
         "ds_config.json": (f"{NODE_ETC}/ds_config.json", "0644"),
         "trainfleet-boot.sh": (f"{NODE_HOME}/trainfleet-boot.sh", "0755"),
         "trainfleet-launch.sh": (f"{NODE_HOME}/trainfleet-launch.sh", "0755"),
-        "trainfleet_agent.py": (f"{NODE_HOME}/trainfleet_agent.py", "0755"),
+        AGENT_PART: (f"{NODE_HOME}/{ZIPAPP_NAME}", "0755"),
         "train.py": (f"{NODE_HOME}/train.py", "0644"),
         "trainfleet-agent.service": ("/etc/systemd/system/trainfleet-agent.service", "0644"),
         "trainfleet-trainer.service": ("/etc/systemd/system/trainfleet-trainer.service", "0644"),
@@ -346,7 +339,10 @@ def _check_literal_block(name: str, text: str) -> None:
 
 
 # Parts fetched from the bucket on AWS rather than embedded (they alone exceed 16 KB gzipped).
-FETCHED_ON_AWS = ("trainfleet_agent.py", "train.py")
+FETCHED_ON_AWS = (AGENT_PART, "train.py")
+# Parts that are base64 text of a binary file: cloud-init writes them decoded (`encoding: b64`), and so does
+# trainfleet-fetch.py on AWS, after checking both the text's and the decoded file's sha256.
+BASE64_PARTS = (AGENT_PART,)
 
 
 def assets_prefix(stack: str, config: StackConfig, fleet: Fleet) -> str:
@@ -377,7 +373,10 @@ def render_user_data(
             key = asset_key(prefix, f.part, parts[f.part])
             assets[key] = parts[f.part]
             sha = hashlib.sha256(parts[f.part].encode()).hexdigest()
-            pins.append({"path": f.path, "key": key, "sha256": sha, "mode": f.permissions})
+            pin = {"path": f.path, "key": key, "sha256": sha, "mode": f.permissions}
+            if f.part in BASE64_PARTS:
+                pin["decoded_sha256"] = hashlib.sha256(base64.b64decode(parts[f.part])).hexdigest()
+            pins.append(pin)
         fetch = (
             _environment()
             .get_template("node/trainfleet-fetch.py.j2")
@@ -484,6 +483,7 @@ def cloud_config(ctx: dict, files: list[tuple[NodeFile, str]]) -> str:
     data = {
         "write_files": [
             {"path": f.path, "owner": "root:root", "permissions": f.permissions, "content": text}
+            | ({"encoding": "b64"} if f.part in BASE64_PARTS else {})
             for f, text in files
         ],
         "bootcmd": bootcmd,

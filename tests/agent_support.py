@@ -18,10 +18,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-AGENT = REPO / "templates" / "agent" / "trainfleet_agent.py"
+AGENT_SRC = REPO / "templates" / "agent"  # holds the package trainfleet_agent/
 FAKE_TRAINER = Path(__file__).resolve().parent / "agent_fake_trainer.py"
 
 from tests.moto_server import ServerProcess  # noqa: E402
+
+
+def _build_agent() -> Path:
+    """The agent exactly as nodes get it: the zipapp infra/agent_artifact.py builds, written once per process."""
+    import tempfile
+
+    from infra.agent_artifact import ZIPAPP_NAME, build_zipapp
+
+    folder = Path(tempfile.mkdtemp(prefix="trainfleet-agent-"))
+    path = folder / ZIPAPP_NAME
+    path.write_bytes(build_zipapp())
+    return path
+
+
+AGENT = _build_agent()
 
 
 def child_env(env: dict | None, unset: tuple[str, ...] = ()) -> dict:
@@ -276,11 +291,22 @@ def azurite_shared_key_client(endpoint: str, bucket: str):
         return load_agent_module().AzureBlobStore(bucket)
 
 
-def load_agent_module():
-    """The agent file as a module (for test setup such as creating an Azure container)."""
-    import importlib.util
+def load_agent_module(submodule: str | None = None):
+    """The agent's package imported from templates/agent: one submodule (to monkeypatch what it uses), or by
+    default every submodule's names in one namespace (for test setup such as creating an Azure container)."""
+    import importlib
+    import pkgutil
+    import types
 
-    spec = importlib.util.spec_from_file_location("trainfleet_agent_under_test", AGENT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    if str(AGENT_SRC) not in sys.path:
+        sys.path.insert(0, str(AGENT_SRC))
+    package = importlib.import_module("trainfleet_agent")
+    if submodule:
+        return importlib.import_module(f"trainfleet_agent.{submodule}")
+    facade = types.ModuleType("trainfleet_agent_all")
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name == "__main__":
+            continue
+        mod = importlib.import_module(f"trainfleet_agent.{info.name}")
+        facade.__dict__.update({k: v for k, v in vars(mod).items() if not k.startswith("__")})
+    return facade

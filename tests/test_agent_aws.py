@@ -294,7 +294,7 @@ def test_torn_or_corrupt_latest_is_never_restored(moto, env, bucket, tmp_path):
     s3.put_object(Bucket=bucket, Key="run1/step-00000001/model.bin", Body=b"x" * 4096)
     res = restore(bucket, tmp_path / "r2", env)
     assert res.returncode == 0 and res.stdout.strip() == "", (res.stdout, res.stderr)
-    assert "sha256 mismatch" in res.stderr
+    assert "checksum mismatch" in res.stderr
 
 
 def test_a_termination_by_the_group_itself_is_a_notice_and_the_hook_is_completed(moto, env, bucket, imds, tmp_path):
@@ -513,19 +513,20 @@ def test_a_stuck_trainer_does_not_eat_the_window(moto, env, bucket, imds, tmp_pa
     assert ag.named("notice_durable")
 
 
-def test_the_agent_runs_as_a_zipapp(env, bucket, tmp_path):
+def test_the_agent_zipapp_is_reproducible_and_runs_from_a_copy(env, bucket, tmp_path):
+    """The artifact nodes get: the same bytes at every build (so its pinned sha256 means something), and it
+    runs from wherever it is copied."""
     import shutil
     import subprocess
     import sys
-    import zipapp
 
+    from infra.agent_artifact import build_zipapp
     from tests.agent_support import AGENT
 
-    src = tmp_path / "app"
-    src.mkdir()
-    shutil.copy(AGENT, src / "__main__.py")
-    pyz = tmp_path / "trainfleet_agent.pyz"
-    zipapp.create_archive(src, pyz, interpreter="/usr/bin/env python3")
+    assert build_zipapp() == build_zipapp() == AGENT.read_bytes()
+    pyz = tmp_path / "elsewhere" / "trainfleet_agent.pyz"
+    pyz.parent.mkdir()
+    shutil.copy(AGENT, pyz)
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     make_step(ckpt, 3, {"m.bin": 100})
@@ -649,7 +650,7 @@ def test_describe_instances_lifecycle_is_read_from_the_documented_response(monke
         <item><instanceId>i-2</instanceId><privateIpAddress>10.0.1.30</privateIpAddress>
           <launchTime>2026-11-24T11:00:00.000Z</launchTime></item>
       </instancesSet></item></reservationSet></DescribeInstancesResponse>"""
-    monkeypatch.setattr(agent_module, "_aws_query", lambda service, params, url: doc)
+    monkeypatch.setattr(load_agent_module("membership"), "_aws_query", lambda service, params, url: doc)
     members = agent_module.aws_group_members("g", None)
     assert members == [("10.0.1.20", True, "2026-11-24T09:00:00.000Z"), ("10.0.1.30", False, "2026-11-24T11:00:00.000Z")]
     assert agent_module.choose_members(members, 1)[0][0] == "10.0.1.30"

@@ -35,16 +35,18 @@ class BucketStandIn(agent.ObjectStore):
         self.objects[key] = bytes(data)
         self.ops.append(("put", key))
 
-    def put_file(self, key, path, size, sha256, part_hashes=None):
-        self.put_bytes(key, Path(path).read_bytes())
+    def put_file(self, key, path):
+        data = Path(path).read_bytes()
+        self.put_bytes(key, data)
+        return "sha256:" + hashlib.sha256(data).hexdigest()
 
     def get_bytes(self, key):
         return self.objects.get(key)
 
-    def download(self, key, path):
+    def download(self, key, path, checksum):
         data = self.objects[key]
         Path(path).write_bytes(data)
-        return hashlib.sha256(data).hexdigest()
+        return checksum == "sha256:" + hashlib.sha256(data).hexdigest()
 
     def list(self, prefix):
         return {k: len(v) for k, v in self.objects.items() if k.startswith(prefix)}
@@ -108,7 +110,7 @@ def test_commit_order_is_files_then_manifest_then_latest(bucket, tmp_path):
     manifest = json.loads(bucket.objects[key(7, "MANIFEST.json")])
     shard = (tmp_path / "ckpt" / "step-00000007" / "global_step" / "optim_states.pt").read_bytes()
     assert {"path": "global_step/optim_states.pt", "size": len(shard),
-            "sha256": hashlib.sha256(shard).hexdigest()} in manifest["files"]  # fmt: skip
+            "checksum": "sha256:" + hashlib.sha256(shard).hexdigest()} in manifest["files"]  # fmt: skip
 
 
 def test_latest_only_moves_forward(bucket, tmp_path):

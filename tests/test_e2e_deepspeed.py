@@ -104,7 +104,7 @@ class Node:
         for f in rendered.files:
             if f.part not in rendered.parts or f.path.startswith("/etc/systemd"):
                 continue
-            if f.part in ("trainfleet_agent.py", "train.py"):
+            if f.part in ("trainfleet_agent.pyz", "train.py"):
                 continue  # fetched from the bucket by trainfleet-fetch.py, as on a real node
             dest = self.move(f.path)
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -142,7 +142,7 @@ class Node:
     def fetch(self) -> None:
         r = self.run([sys.executable, str(self.home / "trainfleet-fetch.py")])
         assert r.returncode == 0, r.stderr
-        assert (self.home / "trainfleet_agent.py").is_file() and (self.home / "train.py").is_file()
+        assert (self.home / "trainfleet_agent.pyz").is_file() and (self.home / "train.py").is_file()
 
     def launch(self, log: Path) -> subprocess.Popen:
         fh = open(log, "w")  # noqa: SIM115 - closed with the process

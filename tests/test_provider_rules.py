@@ -168,7 +168,8 @@ def test_the_node_role_allows_exactly_the_agents_aws_calls():
     that could reconfigure the group (UpdateAutoScalingGroup) is."""
     from infra.aws.iam import node_policy
 
-    agent = (Path(__file__).parents[1] / "templates" / "agent" / "trainfleet_agent.py").read_text()
+    package = Path(__file__).parents[1] / "templates" / "agent" / "trainfleet_agent"
+    agent = "".join(p.read_text() for p in sorted(package.glob("*.py")))
     sent = set(re.findall(r'"Action": "(\w+)"', agent))
     assert "SetDesiredCapacity" in sent and "UpdateAutoScalingGroup" not in sent
     policy = node_policy("arn:aws:s3:::b", "p/", "arn:aws:autoscaling:us-east-1:1:autoScalingGroup:*:autoScalingGroupName/g")

@@ -36,7 +36,6 @@ GOLDEN_PARTS = (
 # Parts that are template files shipped as they are.
 COPIED_VERBATIM = {
     "train.py": "templates/train.py",
-    "trainfleet_agent.py": "templates/agent/trainfleet_agent.py",
 }
 
 # stack -> (fleet, cloud), from stacks/Pulumi.<stack>.yaml.
@@ -59,7 +58,7 @@ COMMON_FILES = [
     "parts/trainfleet-launch.sh",
     "parts/trainfleet-trainer.service",
     "parts/trainfleet.env",
-    "parts/trainfleet_agent.py",
+    "parts/trainfleet_agent.pyz",
     "user-data",
     "user-data.encoded",
 ]
@@ -109,7 +108,7 @@ WRITE_FILES = {
 }
 FETCHED = {"/opt/trainfleet/trainfleet-fetch.py": ("trainfleet-fetch.py", "0755")}
 INLINE = {
-    "/opt/trainfleet/trainfleet_agent.py": ("trainfleet_agent.py", "0755"),
+    "/opt/trainfleet/trainfleet_agent.pyz": ("trainfleet_agent.pyz", "0755"),
     "/opt/trainfleet/train.py": ("train.py", "0644"),
 }
 ENABLE_UNITS = [
@@ -263,7 +262,7 @@ def test_aws_assets_are_the_parts_fetched_at_boot_pinned_by_sha256(rendered, sta
     assets = json.loads((folder / "assets.json").read_text())
     fetch = (folder / "parts" / "trainfleet-fetch.py").read_text()
     prefix = ENV_VALUES[stack]["PREFIX"] + "/_node/"
-    assert sorted(a["key"].rsplit("/", 1)[-1] for a in assets) == ["train.py", "trainfleet_agent.py"]
+    assert sorted(a["key"].rsplit("/", 1)[-1] for a in assets) == ["train.py", "trainfleet_agent.pyz"]
     for a in assets:
         text = (folder / "parts" / a["key"].rsplit("/", 1)[-1]).read_bytes()
         digest = hashlib.sha256(text).hexdigest()

@@ -5,6 +5,7 @@ and the boot script's restore step keeping every node on the bucket's latest che
 from __future__ import annotations
 
 import json
+import base64
 import os
 import subprocess
 import sys
@@ -181,9 +182,9 @@ def test_fetch_installs_the_pinned_files_with_environment_credentials(moto, tmp_
     }
     result = run_fetch(script, env)
     assert result.returncode == 0, result.stderr
-    assert (home / "trainfleet_agent.py").read_text() == r.parts["trainfleet_agent.py"]
+    assert (home / "trainfleet_agent.pyz").read_bytes() == base64.b64decode(r.parts["trainfleet_agent.pyz"])
     assert (home / "train.py").read_text() == r.parts["train.py"]
-    assert os.access(home / "trainfleet_agent.py", os.X_OK)
+    assert os.access(home / "trainfleet_agent.pyz", os.X_OK)
 
 
 def test_fetch_signs_with_the_instance_role_from_imdsv2(moto, tmp_path):
@@ -192,7 +193,7 @@ def test_fetch_signs_with_the_instance_role_from_imdsv2(moto, tmp_path):
         result = run_fetch(script, {"AWS_ENDPOINT_URL": moto.url, "TRAINFLEET_METADATA_URL": imds.url})
         assert imds.count("/latest/meta-data/iam/security-credentials/", 200) >= 2
     assert result.returncode == 0, result.stderr
-    assert (home / "trainfleet_agent.py").read_text() == r.parts["trainfleet_agent.py"]
+    assert (home / "trainfleet_agent.pyz").read_bytes() == base64.b64decode(r.parts["trainfleet_agent.pyz"])
 
 
 def test_fetch_refuses_a_file_that_does_not_match_its_pin(moto, tmp_path):
@@ -201,7 +202,7 @@ def test_fetch_refuses_a_file_that_does_not_match_its_pin(moto, tmp_path):
     result = run_fetch(script, env | {"TRAINFLEET_FETCH_ATTEMPTS": "2"})
     assert result.returncode == 1
     assert "does not match its pinned sha256" in result.stderr
-    assert not (home / "trainfleet_agent.py").exists()
+    assert not (home / "trainfleet_agent.pyz").exists()
 
 
 def boot_node(tmp_path: Path, nodes: int, bucket: str, moto_url: str) -> tuple[Path, dict]:
@@ -215,7 +216,7 @@ def boot_node(tmp_path: Path, nodes: int, bucket: str, moto_url: str) -> tuple[P
         (home / name).write_text(
             r.parts[name].replace("/var/lib/trainfleet", str(state)).replace("/opt/trainfleet", str(home))
         )
-    (home / "trainfleet_agent.py").write_text(AGENT.read_text())
+    (home / "trainfleet_agent.pyz").write_bytes(AGENT.read_bytes())
     env = {
         "TRAINFLEET_ENV_FILE": str(home / "trainfleet.env"),
         "TRAINFLEET_PYTHON": sys.executable,
@@ -318,7 +319,7 @@ def test_a_node_booting_after_training_finished_syncs_and_scales_the_group_to_ze
         text = r.parts[name].replace("/var/lib/trainfleet", str(state)).replace("/opt/trainfleet", str(home))
         (home / name).write_text(text)
     (home / "trainfleet-boot.sh").chmod(0o755)
-    (home / "trainfleet_agent.py").write_text(AGENT.read_text())
+    (home / "trainfleet_agent.pyz").write_bytes(AGENT.read_bytes())
     make_step(state / "checkpoints", 500, {"model.pt": b"final weights"})
     (state / "run").mkdir(parents=True)
     (state / "run" / "DONE").write_text("500\n")

@@ -86,12 +86,14 @@ def test_every_part_lands_on_the_node_unchanged(stack, fleet):
     doc = yaml.safe_load(r.document)
     written = {e["path"]: e for e in doc["write_files"]}
     for f in r.files:
-        if f.part in ("trainfleet_agent.py", "train.py") and r.cloud == "aws":
+        if f.part in ("trainfleet_agent.pyz", "train.py") and r.cloud == "aws":
             assert f.path not in written  # fetched from the bucket, pinned by sha256 in the fetch script
             assert any(k.endswith("/" + f.part) and t == r.parts[f.part] for k, t in r.assets.items())
             continue
         assert written[f.path]["content"] == r.parts[f.part]
         assert written[f.path]["permissions"] == f.permissions
+        # the agent zipapp is base64 text that cloud-init writes decoded
+        assert written[f.path].get("encoding") == ("b64" if f.part == "trainfleet_agent.pyz" else None)
     commands = [" ".join(c) for c in doc["runcmd"]]
     assert any("enable --now trainfleet-agent.service" in c for c in commands)
     assert any("enable --now trainfleet-trainer.service" in c for c in commands)
@@ -146,7 +148,7 @@ def test_shellcheck_does_flag_a_bad_script(tmp_path):
 @pytest.mark.parametrize("stack,fleet", STACK_FLEETS)
 def test_python_parts_compile_and_units_are_well_formed(stack, fleet, tmp_path):
     r = rendered(stack, fleet)
-    for name in ("trainfleet_agent.py", "train.py", "trainfleet-fetch.py"):
+    for name in ("train.py", "trainfleet-fetch.py"):
         if name in r.parts:
             f = tmp_path / name
             f.write_text(r.parts[name])

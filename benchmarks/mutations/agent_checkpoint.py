@@ -10,7 +10,8 @@ MODULE = "agent-checkpoint"
 # The protocol's rules one by one first, over real S3 then the stand-in (fast; -x stops at the first
 # failure, so the slow end-to-end file only runs for a mutant both let through), then the agent as a process.
 TESTS = ["tests/test_agent_checkpoint.py", "tests/test_agent_commit_restore.py", "tests/test_agent_aws.py"]
-F = "templates/agent/trainfleet_agent.py"
+F = "templates/agent/trainfleet_agent/checkpoints.py"
+STORES = "templates/agent/trainfleet_agent/stores.py"
 
 MUTANTS = [
     {
@@ -111,7 +112,7 @@ MUTANTS = [
         "replacement": "            if not os.path.abspath(out).startswith(os.path.abspath(tmp) + os.sep):",
     },
     {
-        "file": F,
+        "file": STORES,
         "bug": "S3 CompleteMultipartUpload answering 200 with <Error> is logged durable",
         "original": '                if b"<Error>" in r.data[:512]:',
         "replacement": "                if False:",
@@ -124,9 +125,9 @@ MUTANTS = [
     },
     {
         "file": F,
-        "bug": "a download whose sha256 differs from the manifest is restored",
-        "original": 'out) != e["sha256"]:',
-        "replacement": "out) is None:",
+        "bug": "a download whose checksum differs from the manifest is restored",
+        "original": 'if not store.download(_key(prefix, step_name(step), e["path"]), out, entry_checksum(e)):',
+        "replacement": 'if store.download(_key(prefix, step_name(step), e["path"]), out, entry_checksum(e)) is None:',
     },
     {
         "file": F,

@@ -1,0 +1,108 @@
+"""Command line: restore, watch, sync, peers, scale-to-zero."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+from .checkpoints import complete_steps, restore, upload_step
+from .common import log
+from .membership import cmd_peers, cmd_scale_to_zero
+from .stores import make_store
+from .watch import Watcher
+
+
+def cmd_restore(a) -> int:
+    os.makedirs(a.dest, exist_ok=True)
+    store = make_store(a.cloud, a.bucket, a.metadata_url)
+    step = restore(store, a.prefix, a.dest)
+    if step is None:
+        log("restore_nothing", bucket=a.bucket, prefix=a.prefix)
+        return 0
+    print(step)
+    return 0
+
+
+def cmd_sync(a) -> int:
+    store = make_store(a.cloud, a.bucket, a.metadata_url)
+    steps = complete_steps(a.ckpt_dir)
+    if not steps:
+        log("sync_nothing", ckpt_dir=a.ckpt_dir)
+        return 0
+    upload_step(store, a.prefix, a.ckpt_dir, steps[-1], a.keep_last)
+    print(steps[-1])
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="trainfleet_agent", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def common(sp, bucket=True):
+        sp.add_argument("--cloud", choices=["aws", "gcp", "azure"], required=True)
+        sp.add_argument("--metadata-url", default=None, help="metadata service base URL (tests)")
+        if bucket:
+            sp.add_argument("--bucket", required=True)
+            sp.add_argument("--prefix", default="")
+
+    r = sub.add_parser("restore", help="restore the newest complete checkpoint from the bucket")
+    common(r)
+    r.add_argument("--dest", required=True)
+
+    w = sub.add_parser("watch", help="watch for spot notices; sync checkpoints")
+    common(w)
+    w.add_argument("--ckpt-dir", required=True)
+    w.add_argument("--run-dir", required=True)
+    w.add_argument("--interval-minutes", type=float, default=0.0)
+    w.add_argument("--keep-last", type=int, default=0)
+    w.add_argument("--notice-window-s", type=float, default=None)
+    w.add_argument("--poll-s", type=float, default=1.0, help="metadata poll period (GCP: hanging-get base)")
+    w.add_argument("--scan-s", type=float, default=0.5, help="checkpoint directory scan period")
+    w.add_argument("--http-timeout-s", type=float, default=2.0, help="per-request metadata timeout")
+
+    s = sub.add_parser("sync", help="upload the newest complete checkpoint once")
+    common(s)
+    s.add_argument("--ckpt-dir", required=True)
+    s.add_argument("--keep-last", type=int, default=0)
+
+    pe = sub.add_parser("peers", help="discover group members; write a DeepSpeed hostfile")
+    common(pe, bucket=False)
+    pe.add_argument("--group", required=True)
+    pe.add_argument("--hostfile", default=None)
+    pe.add_argument("--slots", type=int, default=0)
+    pe.add_argument("--self-ip", default=None, help="this node's private IP (default: from metadata)")
+    pe.add_argument("--min-nodes", type=int, default=1)
+    pe.add_argument("--nodes", type=int, default=0, help="the job's exact node count (0: every member)")
+    pe.add_argument("--wait-s", type=float, default=0.0)
+
+    z = sub.add_parser("scale-to-zero", help="set the group's desired capacity to 0")
+    common(z, bucket=False)
+    z.add_argument("--group", required=True)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    try:
+        if a.cmd == "watch":
+            w = Watcher(a)
+            signal.signal(signal.SIGTERM, w.on_sigterm)
+            return w.run()
+        return {
+            "restore": cmd_restore,
+            "sync": cmd_sync,
+            "peers": cmd_peers,
+            "scale-to-zero": cmd_scale_to_zero,
+        }[a.cmd](a)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # noqa: BLE001 - one clear line, never a traceback
+        log("fatal", command=a.cmd, error=f"{type(e).__name__}: {e}"[:500])
+        print(f"trainfleet_agent {a.cmd}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
