@@ -4,8 +4,8 @@ and the boot script's restore step keeping every node on the bucket's latest che
 
 from __future__ import annotations
 
-import json
 import base64
+import json
 import os
 import subprocess
 import sys
