@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -221,6 +222,16 @@ def _gcp_outputs(token: str, name: str, inputs: dict) -> tuple[str, dict]:
             "project": project,
             "selfLink": f"https://bigquery.googleapis.com/bigquery/v2/projects/{project}/datasets/{dsid}",
         }
+    if token == "gcp:storage/bucketObject:BucketObject":
+        # pulumi-gcp's id for an object is `<bucket>-<name>`; the JSON API's links quote the name.
+        bucket, quoted = inputs["bucket"], urllib.parse.quote(inputs["name"], safe="")
+        link = f"https://www.googleapis.com/storage/v1/b/{bucket}/o/{quoted}"
+        return f"{bucket}-{inputs['name']}", {
+            "outputName": inputs["name"],
+            "selfLink": link,
+            "mediaLink": f"https://storage.googleapis.com/download/storage/v1/b/{bucket}/o/{quoted}?alt=media",
+            "generation": 1,
+        }
     if token == "gcp:storage/bucket:Bucket":
         return rname, {
             "name": rname,
@@ -293,6 +304,7 @@ _AZ_NAME_KEY = {
     "storage:BlobServiceProperties": "blobServicesName",
     "storage:BlobContainer": "containerName",
     "storage:ManagementPolicy": "managementPolicyName",
+    "storage:Blob": "blobName",
     "managedidentity:UserAssignedIdentity": "resourceName",
     "compute:VirtualMachineScaleSet": "vmScaleSetName",
     "consumption:Budget": "budgetName",
@@ -306,6 +318,7 @@ _AZ_CHILD_KINDS = {
     "storage:BlobContainer",
     "storage:BlobServiceProperties",
     "storage:ManagementPolicy",
+    "storage:Blob",
 }
 
 
@@ -334,6 +347,11 @@ def _azure_outputs(token: str, name: str, inputs: dict) -> tuple[str, dict]:
         return f"{inputs.get('scope', sub)}/providers/Microsoft.CostManagement/exports/{rname}", {
             "name": rname
         }
+    if kind == "storage:Blob":
+        # A blob is no ARM resource: azure-native's id for it is its URL (custom_storage_azidentity.go readBlob).
+        account, container = inputs.get("accountName"), inputs.get("containerName")
+        url = f"https://{account}.blob.core.windows.net/{container}/{rname}"
+        return url, {"name": rname, "url": url, "metadata": {}}
     path = _AZ_PROVIDER.get(kind, kind.replace(":", "/"))
     if kind == "network:Subnet":
         rid = f"{sub}/resourceGroups/{rg}/providers/Microsoft.Network/virtualNetworks/{inputs.get('virtualNetworkName')}/subnets/{rname}"
@@ -668,8 +686,21 @@ class _CapturingMonitor(pulumi_mocks.MockMonitor):
         return response
 
 
+# How the engine writes an asset in a property map (pulumi/runtime/rpc.py `_special_sig_key`,
+# `_special_asset_sig`), which is also how `pulumi preview --json` shows one.
+ASSET_SIG_KEY = "4dabf18193072939515e22adb298388d"
+ASSET_SIG = "c44067f5952c0a294b673a41bacd8c17"
+
+
 def _plain(value: Any) -> Any:
-    """Deserialised property values as plain Python (secrets unwrapped, resource refs as URNs)."""
+    """Deserialised property values as plain Python (secrets unwrapped, resource refs as URNs, assets in the
+    engine's own map form: {sig: asset sig, "text" | "path" | "uri": ...})."""
+    if isinstance(value, pulumi.StringAsset):
+        return {ASSET_SIG_KEY: ASSET_SIG, "text": value.text}
+    if isinstance(value, pulumi.FileAsset):
+        return {ASSET_SIG_KEY: ASSET_SIG, "path": value.path}
+    if isinstance(value, pulumi.RemoteAsset):
+        return {ASSET_SIG_KEY: ASSET_SIG, "uri": value.uri}
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -16,6 +16,9 @@ from infra.errors import ConfigError, shown
 GROUP_NAME_MAX = 63
 GCP_ACCOUNT_ID_MAX = 30
 BILLING_DATASET_MAX = 1024
+# Azure: the container of a fleet's node files (the agent, the example trainer), in a storage account of their
+# own (infra/azure/node_files.py); the node fetches them from `<account>/node-files`.
+AZURE_NODE_FILES_CONTAINER = "node-files"
 
 # Pulumi's stack-name rule (https://www.pulumi.com/docs/iac/concepts/stacks/): "Stack names may only
 # contain alphanumeric characters, hyphens, underscores, or periods"; the CLI also caps them at 100

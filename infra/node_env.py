@@ -76,6 +76,46 @@ AZURE_HPC_IMAGE = ("microsoft-dsvm", "ubuntu-hpc", "2204", "latest")
 
 # Where the venv goes on a node.
 VENV = "/opt/trainfleet/venv"
+# The agent's own venv (the SDKs of AGENT_REQUIREMENTS), apart from the training one: the agent must run within
+# seconds of boot, before PyTorch and DeepSpeed are installed (templates/node/trainfleet-boot.sh.j2, build_agent_env).
+AGENT_VENV = "/opt/trainfleet/agent-venv"
+# The agent's SDKs, pinned to the versions its tests run (pyproject's `test` extra). A node installs only its own
+# cloud's: all three together are a 37 MB download and 208 MB installed (google-cloud-compute alone 69 MB).
+AGENT_REQUIREMENTS: dict[str, tuple[str, ...]] = {
+    "aws": (
+        # membership.py (peers, scale-to-zero) and watch.py (CompleteLifecycleAction)
+        "boto3==1.44.8",
+        "botocore==1.44.8",
+        # stores.py: s3transfer's TransferManager (multipart, parts in parallel); awscrt is botocore's CRC64NVME
+        # (the S3 checksum of every upload, and of every download checked against the manifest)
+        "s3transfer==0.19.3",
+        "awscrt==0.38.1",
+    ),
+    "gcp": (
+        # membership.py: managed instance groups over REST with the metadata server's token. 1.48.0 is the newest
+        # whose protobuf range admits 5.29 (1.49+ need protobuf>=6.33.5, which pulumi-policy refuses in the test
+        # environment); the libraries under it are pinned to the tested ones too
+        "google-cloud-compute==1.48.0",
+        "google-api-core==2.33.0",
+        "google-auth==2.63.0",
+        "proto-plus==1.28.2",
+        "protobuf==5.29.6",
+        # stores.py: uploads and downloads with their CRC32C checked (google-crc32c's C implementation)
+        "google-cloud-storage==3.17.1",
+        "google-cloud-core==2.8.0",
+        "google-resumable-media==2.11.0",
+        "google-crc32c==1.9.0",
+    ),
+    "azure": (
+        # membership.py: the scale set's network interfaces and capacity, with a managed identity
+        "azure-identity==1.27.0",
+        "azure-mgmt-compute==39.0.0",
+        "azure-mgmt-network==33.1.0",
+        "azure-core==1.41.0",
+        # stores.py: block blobs with each request's Content-MD5 checked by the service
+        "azure-storage-blob==12.31.1",
+    ),
+}
 
 
 @dataclass(frozen=True)

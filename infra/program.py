@@ -109,7 +109,8 @@ def fleet_price(fleet: Fleet) -> dict[str, Any]:
 
 
 def node_assets(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, str]:
-    """Node files fetched from the bucket at boot (AWS only: they do not fit in 16 KB of user-data).
+    """Node files fetched from the bucket at boot, on every cloud (they do not fit in AWS's 16 KB of user-data
+    nor Azure's 64 KB of custom data; GCP gets them the same way).
 
     Their keys are content-addressed and their text does not depend on the bucket's name, so they are
     known before the bucket exists and can be uploaded as ordinary resources."""
@@ -125,18 +126,23 @@ def user_data(
     bucket: pulumi.Input[str],
     group: pulumi.Input[str],
     assets: dict[str, str] | None = None,
+    assets_bucket: pulumi.Input[str] | None = None,
 ) -> pulumi.Output[str]:
-    """The fleet's cloud-init, encoded as its cloud's provider input wants it (rendered once names are known)."""
+    """The fleet's cloud-init, encoded as its cloud's provider input wants it (rendered once names are known).
+    `assets_bucket`: where the node fetches `assets` from, when not the checkpoint bucket (Azure)."""
 
     def render(values: list[str]) -> str:
-        rendered = userdata.render_user_data(stack, config, fleet, bucket=values[0], group=values[1])
+        rendered = userdata.render_user_data(
+            stack, config, fleet, bucket=values[0], group=values[1], assets_bucket=values[2]
+        )
         if assets is not None and rendered.assets != assets:
             raise ConfigError(
                 f"fleet {fleet.name!r}: node files depend on the bucket name; cannot upload them first"
             )
         return rendered.encoded(fleet.cloud)
 
-    return pulumi.Output.all(bucket, group).apply(render)
+    fetch_from = assets_bucket if assets_bucket is not None else bucket
+    return pulumi.Output.all(bucket, group, fetch_from).apply(render)
 
 
 # ---------------------------------------------------------------- starting a run
@@ -343,6 +349,7 @@ def _gcp_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
     group_path = account.project.apply(
         lambda project: f"projects/{project}/regions/{fleet.region}/instanceGroupManagers/{group}"
     )
+    assets = node_assets(stack, config, fleet)
     component = SpotFleet(
         fleet.name,
         SpotFleetArgs(
@@ -354,7 +361,11 @@ def _gcp_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
             machine_type=fleet.instance_type,
             nodes=fleet.nodes,
             service_account_email=account.email,
-            user_data=user_data(stack, config, fleet, bucket=bucket.bucket_name, group=group_path),
+            user_data=user_data(
+                stack, config, fleet, bucket=bucket.bucket_name, group=group_path, assets=assets
+            ),
+            node_assets=assets,
+            assets_bucket=bucket.bucket_name,
             labels=labels,
             spot=fleet.purchase == "spot",
             termination_action=fleet.spot_termination_action,
@@ -408,6 +419,7 @@ def _azure_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any
     from infra.azure.fleet import SpotFleet, SpotFleetArgs
     from infra.azure.identity import NodeIdentity, NodeIdentityArgs
     from infra.azure.network import Network, NetworkArgs
+    from infra.azure.node_files import NodeFiles, NodeFilesArgs
     from infra.azure.storage import CheckpointStorage, CheckpointStorageArgs
 
     if fleet.purchase == "mixed":
@@ -448,6 +460,12 @@ def _azure_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any
             tags=tags,
         ),
     )
+    # The node files go to an account of their own: azure-native uploads blobs with the account key, which the
+    # checkpoint account refuses (infra/azure/node_files.py).
+    files = NodeFiles(
+        f"{fleet.name}-files",
+        NodeFilesArgs(resource_group_name=network.resource_group_name, location=fleet.region, tags=tags),
+    )
     identity = NodeIdentity(
         f"{fleet.name}-node",
         NodeIdentityArgs(
@@ -459,8 +477,10 @@ def _azure_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any
             group_name=group,
             role_seed=f"{naming.stack_slug(stack)}/{fleet.name}",
             tags=tags,
+            files_container_id=files.container_id,
         ),
     )
+    assets = node_assets(stack, config, fleet)
     component = SpotFleet(
         fleet.name,
         SpotFleetArgs(
@@ -474,7 +494,13 @@ def _azure_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any
             identity_id=identity.identity_id,
             principal_id=identity.principal_id,
             group_role_id=identity.group_role_id,
-            custom_data=user_data(stack, config, fleet, bucket=storage.bucket, group=group),
+            custom_data=user_data(
+                stack, config, fleet, bucket=storage.bucket, group=group, assets=assets,
+                assets_bucket=files.bucket,
+            ),  # fmt: skip
+            node_assets=assets,
+            assets_account_name=files.account_name,
+            assets_container_name=files.container_name,
             tags=tags,
             zones=list(fleet.zones),
             spot=fleet.purchase == "spot",
@@ -489,6 +515,7 @@ def _azure_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any
         "resource_group": network.resource_group_name,
         "bucket": storage.bucket,
         "checkpoint_url": storage.url.apply(lambda u: f"{u}/{prefix}"),
+        "node_files": files.bucket,
         "identity_client_id": identity.client_id,
         "kind": "gpu",
         "start_run": network.resource_group_name.apply(lambda rg: start_run_command(fleet, group, rg)),

@@ -41,7 +41,7 @@ from infra.agent_artifact import ZIPAPP_NAME, zipapp_base64
 from infra.config import LAUNCH_ARG_FORBIDDEN, Fleet, StackConfig
 from infra.errors import TrainfleetError, shown
 from infra.naming import check_stack_name
-from infra.node_env import VENV, node_image
+from infra.node_env import AGENT_REQUIREMENTS, AGENT_VENV, VENV, node_image
 
 # Provider limits on the value each input accepts.
 AWS_USER_DATA_LIMIT = 16 * 1024  # launch template user_data: 16 KB before base64
@@ -75,10 +75,11 @@ class NodeFile:
 class RenderedUserData:
     """A fleet's user-data: every part readable, the whole document, and per-provider encodings.
 
-    `assets` (AWS only): bucket key -> text of node files too big for 16 KB of user-data (the agent and
-    the example trainer). The fleet's bucket must hold them before a node boots (the Pulumi component
-    uploads them as objects); the node fetches them with its instance role and checks the sha256 that the
-    user-data pins, so a changed file means a changed launch template.
+    `assets`: bucket key -> text of the node files too big for user-data (the agent and the example trainer;
+    on every cloud, see FETCHED_PARTS). The fleet's bucket must hold them before a node boots (the Pulumi
+    component uploads them as objects); the node fetches them with its instance identity and checks the
+    sha256 that the user-data pins, so a changed file means a changed launch template / instance template /
+    scale set model.
     """
 
     stack: str
@@ -87,7 +88,7 @@ class RenderedUserData:
     parts: dict[str, str]  # filename -> text, each as it lands on the node
     document: str  # the full #cloud-config document
     files: list[NodeFile] = field(default_factory=list)  # written by cloud-init from the document
-    assets: dict[str, str] = field(default_factory=dict)  # bucket key -> text, fetched at boot (AWS)
+    assets: dict[str, str] = field(default_factory=dict)  # bucket key -> text, fetched at boot
 
     @property
     def raw(self) -> bytes:
@@ -210,7 +211,12 @@ def ds_config(config: StackConfig, fleet: Fleet) -> dict:
     """The DeepSpeed config every node of the fleet launches with, derived from the stack."""
     ds = config.deepspeed
     precision = config.job.precision
+    _, per_node = accelerator_of(fleet)
     out: dict = {
+        # The global batch the plan is for, fixed: DeepSpeed refuses to start when micro batch x accumulation x
+        # world size differs from it (runtime/config.py `_batch_assertion`), so a job on another number of
+        # devices fails at launch instead of training with a batch the learning-rate schedule was not set for.
+        "train_batch_size": ds.micro_batch * ds.grad_accum * (per_node or 1) * fleet.nodes,
         "train_micro_batch_size_per_gpu": ds.micro_batch,
         "gradient_accumulation_steps": ds.grad_accum,
         "gradient_clipping": 1.0,
@@ -284,6 +290,9 @@ def _node_context(stack: str, config: StackConfig, fleet: Fleet, bucket: str, gr
         "script_args": config.launch.args,
         "example": example,
         "venv": VENV,
+        "agent_venv": AGENT_VENV,
+        # the agent's SDK pins, one word each (checked by the schema's characters: plain `name==version`)
+        "agent_requirements": " ".join(AGENT_REQUIREMENTS[fleet.cloud]),
         "image_pythons": " ".join(image.pythons),
         "torch_version": image.torch_version,
         "torch_spec": image.torch_spec,
@@ -293,8 +302,8 @@ def _node_context(stack: str, config: StackConfig, fleet: Fleet, bucket: str, gr
         "etc": NODE_ETC,
         "state": NODE_STATE,
         "env_file": ENV_FILE,
-        # AWS: the agent and example trainer come from the bucket (trainfleet-fetch.py, sha256-pinned).
-        "fetch": fleet.cloud == "aws",
+        # Every cloud: the agent and example trainer come from the bucket (trainfleet-fetch.py, sha256-pinned).
+        "fetch": True,
     }
 
 
@@ -338,10 +347,11 @@ def _check_literal_block(name: str, text: str) -> None:
         raise TrainfleetError(f"template part {name} must end with a newline")
 
 
-# Parts fetched from the bucket on AWS rather than embedded (they alone exceed 16 KB gzipped).
-FETCHED_ON_AWS = (AGENT_PART, "train.py")
-# Parts that are base64 text of a binary file: cloud-init writes them decoded (`encoding: b64`), and so does
-# trainfleet-fetch.py on AWS, after checking both the text's and the decoded file's sha256.
+# Parts fetched from the bucket at boot rather than embedded, on every cloud: they alone exceed AWS's 16 KB
+# gzipped, Azure's 64 KB of base64(gzip) custom data, and grow with the agent (GCP's 256 KB would follow).
+FETCHED_PARTS = (AGENT_PART, "train.py")
+# Parts that are base64 text of a binary file: cloud-init would write them decoded (`encoding: b64`), and so
+# does trainfleet-fetch.py, after checking both the text's and the decoded file's sha256.
 BASE64_PARTS = (AGENT_PART,)
 
 
@@ -355,19 +365,22 @@ def asset_key(prefix: str, name: str, text: str) -> str:
 
 
 def render_user_data(
-    stack: str, config: StackConfig, fleet: Fleet, *, bucket: str, group: str
+    stack: str, config: StackConfig, fleet: Fleet, *, bucket: str, group: str, assets_bucket: str | None = None
 ) -> RenderedUserData:
-    """Render `fleet`'s cloud-init user-data; raises TrainfleetError naming the fleet if it cannot fit."""
+    """Render `fleet`'s cloud-init user-data; raises TrainfleetError naming the fleet if it cannot fit.
+
+    `assets_bucket`: where the node files are fetched from when not the checkpoint bucket (Azure: a storage
+    account of its own, see infra/azure/node_files.py); None: `bucket`."""
     parts = render_parts(stack, config, fleet, bucket=bucket, group=group)
     for name, text in parts.items():
         _check_literal_block(name, text)
     all_files = node_files(parts)
     ctx = _node_context(stack, config, fleet, bucket, group)
     embedded, fetched, assets = all_files, [], {}
-    if fleet.cloud == "aws":
+    if ctx["fetch"]:
         prefix = assets_prefix(stack, config, fleet)
-        fetched = [f for f in all_files if f.part in FETCHED_ON_AWS]
-        embedded = [f for f in all_files if f.part not in FETCHED_ON_AWS]
+        fetched = [f for f in all_files if f.part in FETCHED_PARTS]
+        embedded = [f for f in all_files if f.part not in FETCHED_PARTS]
         pins = []
         for f in fetched:
             key = asset_key(prefix, f.part, parts[f.part])
@@ -380,7 +393,7 @@ def render_user_data(
         fetch = (
             _environment()
             .get_template("node/trainfleet-fetch.py.j2")
-            .render(**ctx, assets=pins, assets_prefix=prefix)
+            .render(**ctx, assets=pins, assets_prefix=prefix, assets_bucket=assets_bucket or bucket)
         )
         parts["trainfleet-fetch.py"] = fetch
         embedded.append(NodeFile("trainfleet-fetch.py", f"{NODE_HOME}/trainfleet-fetch.py", "0755"))
@@ -400,7 +413,7 @@ _CLOUD_NOTES = {
     "aws": [
         "AWS: launch template user_data (base64; gzip when over 16 KB). Spot notices come from IMDSv2",
         "(spot/instance-action and events/recommendations/rebalance); peers from the auto scaling group.",
-        "bootcmd: NVMe instance store (p4d/p5/dl1) is the fast place for checkpoints when the DLAMI mounted it.",
+        "runcmd: NVMe instance store (p4d/p5/dl1) is the fast place for checkpoints when the DLAMI mounted it.",
     ],
     "gcp": [
         "GCP: the `user-data` metadata value (plain text; needs an image that runs cloud-init, e.g. Ubuntu).",
@@ -409,7 +422,7 @@ _CLOUD_NOTES = {
     "azure": [
         "Azure: scale set custom_data (base64, at most 64 KB; gzipped first when it would not fit). Notices:",
         "Scheduled Events (Preempt), which the agent acknowledges; peers: the scale set's instances.",
-        "bootcmd: the temporary resource disk (/mnt) is local and fast; checkpoints are synced to the bucket anyway.",
+        "runcmd: the temporary resource disk (/mnt) is local and fast; checkpoints are synced to the bucket anyway.",
     ],
 }
 # Per cloud: (test that fast local disk is there, folder on it) for NODE_STATE to link to.
@@ -466,15 +479,18 @@ def cloud_config(ctx: dict, files: list[tuple[NodeFile, str]]) -> str:
         "No secrets here: the node uses its instance identity for the bucket and the group API.",
         *_CLOUD_NOTES[cloud],
     ]
-    bootcmd = []
-    if cloud in _LOCAL_DISK:
-        test, folder = _LOCAL_DISK[cloud]
-        script = _LINK_LOCAL_DISK.format(test=test)
-        bootcmd.append(_Command(["sh", "-c", script, "trainfleet-local-disk", state, folder]))
-    bootcmd.append(_Command(["mkdir", "-p", f"{state}/checkpoints", f"{state}/run"]))
     runcmd = []
     if ctx["fetch"]:  # the agent and example trainer: fetched from the bucket, sha256-pinned, before the units
         runcmd.append(_Command(["python3", f"{ctx['home']}/trainfleet-fetch.py"]))
+    # The state folder, on the fast local disk where there is one, before the units start. Not in bootcmd:
+    # cloud-init runs bootcmd at the start of its init stage, before disk_setup and mounts (cloud.cfg's
+    # cloud_init_modules), so Azure's resource disk is not mounted at /mnt yet; runcmd's script runs in the
+    # final stage (scripts_user), after every mount.
+    if cloud in _LOCAL_DISK:
+        test, folder = _LOCAL_DISK[cloud]
+        script = _LINK_LOCAL_DISK.format(test=test)
+        runcmd.append(_Command(["sh", "-c", script, "trainfleet-local-disk", state, folder]))
+    runcmd.append(_Command(["mkdir", "-p", f"{state}/checkpoints", f"{state}/run"]))
     runcmd += [
         _Command(["systemctl", "daemon-reload"]),
         _Command(["systemctl", "enable", "--now", "trainfleet-agent.service"]),
@@ -486,7 +502,6 @@ def cloud_config(ctx: dict, files: list[tuple[NodeFile, str]]) -> str:
             | ({"encoding": "b64"} if f.part in BASE64_PARTS else {})
             for f, text in files
         ],
-        "bootcmd": bootcmd,
         "runcmd": runcmd,
     }
     body = yaml.dump(
@@ -534,14 +549,17 @@ def render_fleets(
     out = {}
     for fleet in config.fleets:
         bucket, group = (names or {}).get(fleet.name) or placeholder_names(stack, config, fleet)
-        out[fleet.name] = render_user_data(stack, config, fleet, bucket=bucket, group=group)
+        assets_bucket = None if names else placeholder_assets_bucket(fleet)
+        out[fleet.name] = render_user_data(
+            stack, config, fleet, bucket=bucket, group=group, assets_bucket=assets_bucket
+        )
     return out
 
 
 def placeholder_names(stack: str, config: StackConfig, fleet: Fleet) -> tuple[str, str]:
     """Names for review, in the form each cloud's agent takes them. The group name is deterministic
     (infra/naming.py); names that exist only after `pulumi up` (bucket, storage account, GCP project) show
-    as obvious REPLACE-ME placeholders. The AWS assets do not depend on either name."""
+    as obvious REPLACE-ME placeholders. The assets (fetched files) do not depend on either name."""
     from infra.naming import group_name
 
     group = group_name(stack, fleet)
@@ -551,3 +569,13 @@ def placeholder_names(stack: str, config: StackConfig, fleet: Fleet) -> tuple[st
     elif fleet.cloud == "azure":  # the agent takes `account/container` (infra/azure/storage.py)
         bucket = "REPLACE-ME-storage-account/checkpoints"
     return bucket, group
+
+
+def placeholder_assets_bucket(fleet: Fleet) -> str | None:
+    """Where a fleet's node files are fetched from when not its checkpoint bucket, for review: on Azure a storage
+    account of their own (named by Pulumi, so a placeholder here) and its container; None elsewhere."""
+    from infra.naming import AZURE_NODE_FILES_CONTAINER
+
+    if fleet.cloud == "azure":
+        return f"REPLACE-ME-node-files-account/{AZURE_NODE_FILES_CONTAINER}"
+    return None

@@ -127,54 +127,39 @@ def weights_digest(engine) -> str:
     return h.hexdigest()
 
 
-def _node_files(folder: Path) -> dict[str, bytes]:
-    return {str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*")) if f.is_file()}
-
-
 def save(engine, ckpt_dir: Path, run_dir: Path, step: int, loss: float, local_rank: int) -> None:
-    """Write step-<N> atomically: temp folder, rename, then COMPLETE last.
+    """Write step-<N> atomically on every node: temp folder, rename, then COMPLETE last.
 
-    One node: every rank writes its shard files there. Several nodes (no shared disk): each node's shards
-    are gathered to the node of global rank 0, which alone holds the complete checkpoint (and so alone
-    uploads it); at every (re)launch every node restores it from the bucket (trainfleet-boot.sh)."""
+    Every rank writes its own DeepSpeed files to its own node's disk (nothing is gathered anywhere: at 13B a
+    checkpoint is ~180 GB). Each node's COMPLETE names its node rank and the node count, so the node's agent
+    uploads exactly this node's part and node 0's agent commits the step once every part is in the bucket
+    (templates/agent/PROTOCOL.md). At every (re)launch each node restores its part (trainfleet-boot.sh)."""
     tag = f"step-{step:08d}"
     final = ckpt_dir / tag
     tmp_root = ckpt_dir / ".tmp"
-    rank = dist.get_rank()
-    nodes = dist.get_world_size() // int(os.environ.get("LOCAL_SIZE", dist.get_world_size()))
+    local_size = int(os.environ.get("LOCAL_SIZE", dist.get_world_size()))
+    nodes, node_rank = dist.get_world_size() // local_size, dist.get_rank() // local_size
     if local_rank == 0:
         shutil.rmtree(tmp_root / tag, ignore_errors=True)
         tmp_root.mkdir(parents=True, exist_ok=True)
     dist.barrier()
-    already = torch.tensor([float((final / "COMPLETE").exists() and rank == 0)], device=engine.device)
-    dist.all_reduce(already, op=dist.ReduceOp.MAX)
+    already = torch.tensor([float((final / "COMPLETE").exists())], device=engine.device)
+    dist.all_reduce(already, op=dist.ReduceOp.MIN)
     if already.item():
-        return  # already saved at this step (e.g. a request landed on the final step)
+        return  # every node already saved this step (e.g. a request landed on the final step)
     engine.save_checkpoint(str(tmp_root), tag=tag, client_state={"step": step}, save_latest=False)
     dist.barrier()
-    if nodes > 1:
-        mine = _node_files(tmp_root / tag) if local_rank == 0 and rank != 0 else {}
-        gathered: list = [None] * dist.get_world_size() if rank == 0 else None
-        dist.gather_object(mine, gathered, dst=0)
-        if rank == 0:
-            for files in gathered:
-                for rel, data in (files or {}).items():
-                    out = tmp_root / tag / rel
-                    out.parent.mkdir(parents=True, exist_ok=True)
-                    out.write_bytes(data)
-    if local_rank == 0 and rank != 0 and nodes > 1:
-        shutil.rmtree(tmp_root / tag, ignore_errors=True)  # node 0 holds the whole checkpoint
-        (run_dir / "checkpoint-requested").unlink(missing_ok=True)
-    elif local_rank == 0:
+    if local_rank == 0:
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp_root / tag, final)
         marker = final / "COMPLETE.tmp"
-        marker.write_text(json.dumps({"step": step, "loss": loss, "time": time.time()}) + "\n")
+        done = {"step": step, "loss": loss, "time": time.time(), "node_rank": node_rank, "nodes": nodes}
+        marker.write_text(json.dumps(done) + "\n")
         with open(marker, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(marker, final / "COMPLETE")
         (run_dir / "checkpoint-requested").unlink(missing_ok=True)
-        print(f"trainfleet-train: checkpoint {tag} complete", flush=True)
+        print(f"trainfleet-train: checkpoint {tag} complete (node {node_rank} of {nodes})", flush=True)
     dist.barrier()
 
 

@@ -154,8 +154,11 @@ def trainer(ckpt_dir, run_dir, *extra: str) -> Proc:
     )
 
 
-def make_step(ckpt_dir: Path, step: int, files: dict[str, int | bytes]) -> Path:
-    """Write a complete checkpoint the way the contract says: temp dir, rename, COMPLETE last."""
+def make_step(
+    ckpt_dir: Path, step: int, files: dict[str, int | bytes], node_rank: int | None = None, nodes: int = 1
+) -> Path:
+    """Write a complete checkpoint the way the contract says: temp dir, rename, COMPLETE last (naming the node
+    rank and node count that saved it when `node_rank` is given, as templates/train.py does)."""
     tmp = ckpt_dir / f".tmp-{step}"
     for rel, content in files.items():
         f = tmp / rel
@@ -163,7 +166,8 @@ def make_step(ckpt_dir: Path, step: int, files: dict[str, int | bytes]) -> Path:
         f.write_bytes(content if isinstance(content, bytes) else os.urandom(content))
     final = ckpt_dir / f"step-{step:08d}"
     tmp.rename(final)
-    (final / "COMPLETE").touch()
+    marker = {"step": step, "node_rank": node_rank, "nodes": nodes} if node_rank is not None else None
+    (final / "COMPLETE").write_text(json.dumps(marker) if marker else "")
     return final
 
 

@@ -7,11 +7,13 @@
   instance-id, local-ipv4, placement/region|availability-zone, iam/security-credentials/<role>.
 - GceMetadata: ``Metadata-Flavor: Google`` required (403 otherwise). ``instance/preempted`` is ``FALSE`` then
   ``TRUE``; ``?wait_for_change=true`` is a hanging GET (returns when the value's ETag differs from
-  ``last_etag``, or after ``timeout_sec``). ``instance/maintenance-event``, ``service-accounts/default/token``.
+  ``last_etag``, or after ``timeout_sec``). ``instance/maintenance-event``, ``instance/upcoming-maintenance``,
+  ``service-accounts/default/token``.
 - AzureImds: ``Metadata: true`` required (400 otherwise) and ``api-version``. ``/metadata/scheduledevents``
   returns ``{"DocumentIncarnation", "Events": [...]}``; a POST of ``{"StartRequests": [{"EventId"}]}``
-  acknowledges (the event is started and leaves the document). ``/metadata/instance``,
-  ``/metadata/identity/oauth2/token``.
+  acknowledges (the event is started, for every VM it names, and leaves the document). Several VMs' IMDS
+  share one ScheduledEvents (a placement group); the first request for events may be answered late
+  (``first_delay_s``: the service being enabled). ``/metadata/instance``, ``/metadata/identity/oauth2/token``.
 
 Faults (``server.inject([...])``) apply, in order, one per request to the notice endpoints: ``"500"``,
 ``"503"``, ``"timeout"`` (answers after ``slow_s``, longer than the agent's per-request timeout), ``"hang"``
@@ -310,6 +312,8 @@ NODE_SCOPES = [
     GOOGLE_SCOPE + "logging.write",
     GOOGLE_SCOPE + "monitoring.write",
 ]
+# The node's service account, as the metadata server names it (instance/service-accounts/default/email).
+SERVICE_ACCOUNT_EMAIL = "trainfleet-node@trainfleet-test.iam.gserviceaccount.com"
 
 
 class AwsImds(MetadataServer):
@@ -411,6 +415,9 @@ class GceMetadata(MetadataServer):
         self.values = {
             "instance/preempted": "FALSE",
             "instance/maintenance-event": "NONE",
+            # https://cloud.google.com/compute/docs/instances/monitor-plan-host-maintenance-event: "{ }" when no
+            # maintenance is scheduled, else the window (`schedule_maintenance`)
+            "instance/upcoming-maintenance": "{ }",
             "project/project-id": "trainfleet-test",
             "instance/zone": "projects/123456789/zones/us-central1-a",
             "instance/name": "node-0",
@@ -420,6 +427,21 @@ class GceMetadata(MetadataServer):
 
     def preempt(self):
         self.set("instance/preempted", "TRUE")
+
+    def schedule_maintenance(self, window_start_s: float, window_s: float = 3600.0, status: str = "PENDING"):
+        """instance/upcoming-maintenance as the metadata server answers it when maintenance is scheduled (the doc's
+        example: snake_case fields, RFC 3339 UTC times)."""
+        start = time.time() + window_start_s
+        doc = {
+            "can_reschedule": "true",
+            "latest_window_start_time": _iso(start),
+            "maintenance_reasons": ["PLANNED_UPDATE"],
+            "maintenance_status": status,
+            "type": "SCHEDULED",
+            "window_end_time": _iso(start + window_s),
+            "window_start_time": _iso(start),
+        }
+        self.set("instance/upcoming-maintenance", json.dumps(doc, indent=1))
 
     def expire_tokens(self):
         """Every token this server issued stops working (Google rejects it as expired)."""
@@ -463,6 +485,13 @@ class GceMetadata(MetadataServer):
             return 200, {**hdr, "Content-Type": "application/json"}, json.dumps(self._token())
         if key == "instance/service-accounts/default/scopes":
             return 200, hdr, "".join(sc + "\n" for sc in self.scopes)
+        # the account answers by its email too (its alias "default" is what the docs' examples use)
+        key = key.replace(f"instance/service-accounts/{SERVICE_ACCOUNT_EMAIL}/", "instance/service-accounts/default/")
+        if key == "instance/service-accounts/default/" and q.get("recursive") == "true":
+            # the account's directory as JSON (what google-auth's compute_engine credentials read first):
+            # https://cloud.google.com/compute/docs/metadata/querying-metadata#aggcontents
+            account = {"aliases": ["default"], "email": SERVICE_ACCOUNT_EMAIL, "scopes": self.scopes}
+            return 200, {**hdr, "Content-Type": "application/json"}, json.dumps(account)
         with self.lock:
             if key not in self.values:
                 return 404, hdr, ""
@@ -481,26 +510,29 @@ class GceMetadata(MetadataServer):
         return 200, {**hdr, "ETag": self.etag(value)}, value
 
 
-class AzureImds(MetadataServer):
-    notice_paths = ("/metadata/scheduledevents",)
+class ScheduledEvents:
+    """Azure's Scheduled Events for one placement group, as every VM in it sees them
+    (https://learn.microsoft.com/en-us/azure/virtual-machines/linux/scheduled-events): each VM's IMDS serves
+    the same document ("Scheduled Events for all virtual machines ... in a Placement Group ... are delivered to
+    all other VMs in the same group", hence `Resources`), and approving an event from any VM ("Acknowledging an
+    event allows the event to proceed for all Resources in the event") starts it for all of them; here the
+    started event leaves the document at once. A canceled event leaves the document before it starts."""
 
-    def __init__(self, vm_name: str = "node_0", **kw):
-        super().__init__(**kw)
-        self.vm_name = vm_name
+    def __init__(self):
+        self.lock = threading.Lock()
         self.incarnation = 1
         self.events: list[dict] = []
         self.acked: list[str] = []
+        self.approvals: list[tuple[str, str, float]] = []  # (vm that approved, event id, when), in order
 
-    def preempt(self, not_before_s: float = 30.0, resources: list[str] | None = None) -> str:
+    def schedule(self, event_type: str, not_before_s: float, resources: list[str]) -> str:
         eid = str(uuid.uuid4()).upper()
-        nb = dt.datetime.fromtimestamp(time.time() + not_before_s, dt.UTC).strftime(
-            "%a, %d %b %Y %H:%M:%S GMT"
-        )
+        nb = dt.datetime.fromtimestamp(time.time() + not_before_s, dt.UTC).strftime("%a, %d %b %Y %H:%M:%S GMT")
         ev = {
             "EventId": eid,
-            "EventType": "Preempt",
+            "EventType": event_type,
             "ResourceType": "VirtualMachine",
-            "Resources": resources if resources is not None else [self.vm_name],
+            "Resources": list(resources),
             "EventStatus": "Scheduled",
             "NotBefore": nb,
             "Description": "",
@@ -511,6 +543,63 @@ class AzureImds(MetadataServer):
             self.events.append(ev)
             self.incarnation += 1
         return eid
+
+    def cancel(self, event_id: str) -> None:
+        with self.lock:
+            self.events = [e for e in self.events if e["EventId"] != event_id]
+            self.incarnation += 1
+
+    def approve(self, vm: str, ids: list[str]) -> None:
+        with self.lock:
+            self.approvals.extend((vm, i, time.time()) for i in ids)
+            self.acked.extend(i for i in ids if i not in self.acked)
+            self.events = [e for e in self.events if e["EventId"] not in ids]
+            self.incarnation += 1
+
+    def document(self) -> dict:
+        with self.lock:
+            return {"DocumentIncarnation": self.incarnation, "Events": [dict(e) for e in self.events]}
+
+
+class AzureImds(MetadataServer):
+    """One VM's IMDS. `events` may be shared with other VMs' (one placement group). With `first_delay_s`, Scheduled
+    Events is not enabled yet: "Scheduled Events is enabled for your service the first time you make a request
+    for events. You should expect a delayed response in your first call of up to two minutes" (the doc above).
+    The service is enabled `first_delay_s` after the first request for events; until then every request for
+    events is answered only then (or not at all, for a client that gave up)."""
+
+    notice_paths = ("/metadata/scheduledevents",)
+
+    def __init__(
+        self, vm_name: str = "node_0", events: ScheduledEvents | None = None, first_delay_s: float = 0.0, **kw
+    ):
+        super().__init__(**kw)
+        self.vm_name = vm_name
+        self.hub = events or ScheduledEvents()
+        self.first_delay_s = first_delay_s
+        self.enabled_at: float | None = None
+
+    @property
+    def events(self) -> list[dict]:
+        return self.hub.events
+
+    @property
+    def acked(self) -> list[str]:
+        return self.hub.acked
+
+    def schedule(self, event_type: str, not_before_s: float, resources: list[str] | None = None) -> str:
+        return self.hub.schedule(event_type, not_before_s, [self.vm_name] if resources is None else resources)
+
+    def preempt(self, not_before_s: float = 30.0, resources: list[str] | None = None) -> str:
+        return self.schedule("Preempt", not_before_s, resources)
+
+    def _wait_until_enabled(self) -> None:
+        with self.lock:
+            if self.enabled_at is None:
+                self.enabled_at = time.time() + self.first_delay_s
+            left = self.enabled_at - time.time()
+        if left > 0:
+            self.stopping.wait(left)
 
     def dispatch(self, h, method):
         parts = urllib.parse.urlsplit(h.path)
@@ -523,6 +612,8 @@ class AzureImds(MetadataServer):
             )
         if "api-version" not in q:
             return 400, {}, json.dumps({"error": "Bad request. api-version was not specified in the request"})
+        if parts.path == "/metadata/scheduledevents":
+            self._wait_until_enabled()
         fault = self._fault(parts.path)
         if fault:
             return fault
@@ -534,13 +625,9 @@ class AzureImds(MetadataServer):
                     ids = [s["EventId"] for s in req["StartRequests"]]
                 except (ValueError, KeyError, TypeError):
                     return 400, js, json.dumps({"error": "bad StartRequests"})
-                with self.lock:
-                    self.acked.extend(ids)
-                    self.events = [e for e in self.events if e["EventId"] not in ids]
-                    self.incarnation += 1
+                self.hub.approve(self.vm_name, ids)
                 return 200, js, ""
-            with self.lock:
-                return 200, js, json.dumps({"DocumentIncarnation": self.incarnation, "Events": self.events})
+            return 200, js, json.dumps(self.hub.document())
         if parts.path == "/metadata/instance":
             doc = {
                 "compute": {
@@ -664,105 +751,71 @@ def arm_refusal(authorization: str | None, now: float | None = None):
 
 
 class GceComputeApi(GoogleApiServer):
-    """Compute Engine API v1: instanceGroupManagers.listManagedInstances / resize, instances.get."""
+    """Compute Engine API v1 as its reference describes it, for the calls the agent makes:
+    - instanceGroupManagers.listManagedInstances / regionInstanceGroupManagers.listManagedInstances
+      (https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers/listManagedInstances):
+      a POST that reads; `maxResults` 0..500 (default 500), `pageToken`; the answer is
+      `{"managedInstances": [...], "nextPageToken"}` with nextPageToken absent on the last page. A page may hold
+      fewer than maxResults (`page_size` caps it here, so a client that ignores nextPageToken is caught).
+    - instanceGroupManagers.resize / regionInstanceGroupManagers.resize (`size` required) answer an Operation
+      (https://cloud.google.com/compute/docs/reference/rest/v1/zoneOperations), RUNNING.
+    - instances.get: the instance with its networkInterfaces[].networkIP.
+    Errors are Google's JSON error (`{"error": {"code", "message", "errors": [{"message", "domain", "reason"}]}}`);
+    a missing resource is 404 "The resource '<path>' was not found".
+    """
 
     read_scopes = COMPUTE_READ_SCOPES
     write_scopes = COMPUTE_WRITE_SCOPES
+    MAX_RESULTS = 500
 
     def is_write(self, method: str, path: str) -> bool:
         return method != "GET" and not path.endswith("/listManagedInstances")  # a POST that only reads
 
-    def __init__(self, project="trainfleet-test", zone="us-central1-a", **kw):
+    def __init__(self, project="trainfleet-test", zone="us-central1-a", page_size: int = MAX_RESULTS, **kw):
         super().__init__(**kw)
         self.project, self.zone = project, zone
-        self.groups: dict[str, list[tuple[str, str, str]]] = {}  # group -> [(name, ip, status)]
+        self.region = zone.rsplit("-", 1)[0]
+        self.page_size = page_size
+        self.groups: dict[str, list[tuple[str, str, str | None]]] = {}  # group -> [(name, ip, instanceStatus)]
         self.sizes: dict[str, int] = {}
         self.regional: set[str] = set()
+        self.page_tokens: list[str | None] = []  # pageToken of each listManagedInstances request, in order
 
     def add_group(
-        self, name: str, members: list[tuple[str, str]], status: str = "RUNNING", regional: bool = False
+        self, name: str, members: list[tuple], status: str | None = "RUNNING", regional: bool = False
     ):
-        self.groups[name] = [(n, ip, status) for n, ip in members]
+        """members: (instance name, networkIP) or (instance name, networkIP, instanceStatus); a status of None is
+        an instance still being created (no instanceStatus in the listing)."""
+        self.groups[name] = [(m[0], m[1], m[2] if len(m) > 2 else status) for m in members]
         self.sizes[name] = len(members)
         if regional:
             self.regional.add(name)
 
-    def dispatch(self, h, method):
-        refused = self.refusal(h, method)
-        if refused:
-            self.body(h)
-            return refused
-        parts = urllib.parse.urlsplit(h.path)
-        zonal = f"/compute/v1/projects/{self.project}/zones/{self.zone}/"
-        regional = f"/compute/v1/projects/{self.project}/regions/{self.zone.rsplit('-', 1)[0]}/"
-        js = {"Content-Type": "application/json"}
-        self.body(h)
-        if parts.path.startswith(zonal):
-            rest = parts.path[len(zonal) :].split("/")
-            is_regional = False
-        elif parts.path.startswith(regional):
-            rest = parts.path[len(regional) :].split("/")
-            is_regional = True
-        else:
-            return 404, js, json.dumps({"error": {"code": 404}})
-        if (
-            rest[0] == "instanceGroupManagers"
-            and len(rest) == 3
-            and rest[1] in self.groups
-            and (rest[1] in self.regional) == is_regional
-        ):
-            g = rest[1]
-            if method == "POST" and rest[2] == "listManagedInstances":
-                items = [
-                    {
-                        "instance": f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/{self.zone}/instances/{n}",
-                        "instanceStatus": st,
-                        "currentAction": "NONE",
-                        "id": str(abs(hash(n)) % 10**12),
-                    }
-                    for n, _ip, st in self.groups[g]
-                ]
-                return 200, js, json.dumps({"managedInstances": items})
-            if method == "POST" and rest[2] == "resize":
-                self.sizes[g] = int(dict(urllib.parse.parse_qsl(parts.query))["size"])
-                return (
-                    200,
-                    js,
-                    json.dumps(
-                        {
-                            "kind": "compute#operation",
-                            "operationType": "compute.instanceGroupManagers.resize",
-                            "status": "RUNNING",
-                        }
-                    ),
-                )
-        if rest[0] == "instances" and len(rest) == 2 and method == "GET" and not is_regional:
-            for members in self.groups.values():
-                for n, ip, _st in members:
-                    if n == rest[1]:
-                        return (
-                            200,
-                            js,
-                            json.dumps({"name": n, "networkInterfaces": [{"name": "nic0", "networkIP": ip}]}),
-                        )
-        return 404, js, json.dumps({"error": {"code": 404, "message": "not found"}})
+    @staticmethod
+    def _error(code: int, message: str, reason: str):
+        body = {"error": {"code": code, "message": message,
+                          "errors": [{"message": message, "domain": "global", "reason": reason}]}}  # fmt: skip
+        return code, {"Content-Type": "application/json; charset=UTF-8"}, json.dumps(body)
 
-
-class AzureArmApi(_ApiServer):
-    """Azure Resource Manager: VMSS network interfaces (list) and VMSS update (PATCH sku.capacity)."""
-
-    def __init__(self, subscription="00000000-0000-0000-0000-000000000000", rg="trainfleet-rg", **kw):
-        super().__init__(**kw)
-        self.prefix = f"/subscriptions/{subscription}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/"
-        self.groups: dict[str, list[str]] = {}
-        self.capacity: dict[str, int] = {}
-
-    def add_group(self, name: str, ips: list[str]):
-        self.groups[name] = ips
-        self.capacity[name] = len(ips)
-
-    def refusal(self, h, method):
-        return arm_refusal(h.headers.get("Authorization"))
+    def _operation(self, g: str, scope: str, location: str, op_type: str, target: str) -> dict:
+        base = f"https://www.googleapis.com/compute/v1/projects/{self.project}/{scope}/{location}"
+        name = f"operation-{int(time.time() * 1000)}-{uuid.uuid4().hex[:12]}"
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+        return {
+            "kind": "compute#operation",
+            "id": str(uuid.uuid4().int % 10**19),
+            "name": name,
+            scope[:-1]: base,
+            "operationType": op_type,
+            "targetLink": f"{base}/{target}",
+            "targetId": str(abs(hash(g)) % 10**19),
+            "status": "RUNNING",
+            "user": SERVICE_ACCOUNT_EMAIL,
+            "progress": 0,
+            "insertTime": now,
+            "startTime": now,
+            "selfLink": f"{base}/operations/{name}",
+        }
 
     def dispatch(self, h, method):
         refused = self.refusal(h, method)
@@ -771,32 +824,197 @@ class AzureArmApi(_ApiServer):
             return refused
         parts = urllib.parse.urlsplit(h.path)
         q = dict(urllib.parse.parse_qsl(parts.query))
-        js = {"Content-Type": "application/json"}
+        js = {"Content-Type": "application/json; charset=UTF-8"}
+        self.body(h)
+        prefix = "/compute/v1/"
+        if not parts.path.startswith(prefix):
+            return 404, {"Content-Type": "text/html"}, "<html><body>Not Found</body></html>"
+        resource = parts.path[len(prefix) :]
+        not_found = self._error(404, f"The resource '{resource.rsplit('/', 1)[0] if method == 'POST' else resource}' was not found", "notFound")
+        zonal = f"projects/{self.project}/zones/{self.zone}/"
+        regional = f"projects/{self.project}/regions/{self.region}/"
+        if resource.startswith(zonal):
+            rest, scope, location = resource[len(zonal) :].split("/"), "zones", self.zone
+        elif resource.startswith(regional):
+            rest, scope, location = resource[len(regional) :].split("/"), "regions", self.region
+        else:
+            return not_found
+        if rest[0] == "instanceGroupManagers" and len(rest) == 3 and method == "POST":
+            g = rest[1]
+            if g not in self.groups or (g in self.regional) != (scope == "regions"):
+                return not_found
+            if rest[2] == "listManagedInstances":
+                return self._list_managed(g, q, js)
+            if rest[2] == "resize":
+                if not q.get("size", "").isdigit():
+                    return self._error(400, "Invalid value for field 'size': ''. Must be a non-negative integer.", "invalid")
+                self.sizes[g] = int(q["size"])
+                kind = "instanceGroupManagers" if scope == "zones" else "regionInstanceGroupManagers"
+                op = self._operation(g, scope, location, f"compute.{kind}.resize", f"instanceGroupManagers/{g}")
+                return 200, js, json.dumps(op)
+        if rest[0] == "instances" and len(rest) == 2 and method == "GET" and scope == "zones":
+            for members in self.groups.values():
+                for n, ip, _st in members:
+                    if n == rest[1]:
+                        return 200, js, json.dumps({"name": n, "networkInterfaces": [{"name": "nic0", "networkIP": ip}]})
+        return not_found
+
+    def _list_managed(self, g: str, q: dict, js: dict):
+        try:
+            max_results = int(q.get("maxResults", self.MAX_RESULTS))
+            if not 0 <= max_results <= self.MAX_RESULTS:
+                raise ValueError
+        except ValueError:
+            return self._error(400, f"Invalid value for field 'maxResults': '{q.get('maxResults')}'. Must be between 0 and 500.", "invalid")
+        token = q.get("pageToken")
+        self.page_tokens.append(token)
+        start = 0
+        if token:
+            if not token.startswith("mi-") or not token[3:].isdigit():
+                return self._error(400, f"Invalid value for field 'pageToken': '{token}'.", "invalid")
+            start = int(token[3:])
+        members = self.groups[g]
+        count = min(max_results or self.MAX_RESULTS, self.page_size)
+        items = []
+        for n, _ip, st in members[start : start + count]:
+            mi = {
+                "instance": f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/{self.zone}/instances/{n}",
+                "id": str(abs(hash(n)) % 10**12),
+                "name": n,
+                "currentAction": "NONE" if st else "CREATING",
+            }
+            if st:
+                mi["instanceStatus"] = st
+            items.append(mi)
+        doc: dict = {"managedInstances": items}
+        if start + count < len(members):
+            doc["nextPageToken"] = f"mi-{start + count}"
+        return 200, js, json.dumps(doc)
+
+
+class AzureArmApi(_ApiServer):
+    """Azure Resource Manager, for the calls the agent makes, as the REST reference describes them:
+    - Network Interface In VM SS, List Virtual Machine Scale Set Network Interfaces
+      (https://learn.microsoft.com/en-us/rest/api/virtualnetwork/network-interface-in-vm-ss/list-virtual-machine-scale-set-network-interfaces,
+      api-version 2018-10-01): `{"value": [NetworkInterface], "nextLink"}`, nextLink absent on the last page
+      (`page_size` splits the listing into pages here);
+    - Virtual Machine Scale Sets, Update (https://learn.microsoft.com/en-us/rest/api/compute/virtual-machine-scale-sets/update):
+      a PATCH of the fields to change; 200 with the scale set (provisioningState "Updating") and an
+      Azure-AsyncOperation header to poll (answered Succeeded).
+    Errors are ARM's `{"error": {"code", "message"}}`; a scale set that is not there is ResourceNotFound.
+    ARM only speaks HTTPS: with `tls` (an object with .cert and .key PEM paths, e.g. tests.agent_support's
+    TlsFiles) the server does too, as the Azure SDKs require for bearer tokens; without it, plain HTTP for raw
+    requests in tests."""
+
+    NIC_API_VERSIONS = ("2017-03-30", "2018-10-01")  # the versions of the VMSS network-interface API
+
+    def __init__(self, subscription="00000000-0000-0000-0000-000000000000", rg="trainfleet-rg", tls=None,
+                 page_size: int | None = None, **kw):  # fmt: skip
+        super().__init__(**kw)
+        self.subscription, self.rg = subscription, rg
+        self.prefix = f"/subscriptions/{subscription}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/"
+        self.groups: dict[str, list[str]] = {}
+        self.capacity: dict[str, int] = {}
+        self.patches: list[dict] = []  # the body of each accepted PATCH, in order
+        self.page_size = page_size
+        if tls is not None:
+            import ssl
+
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(str(tls.cert), str(tls.key))
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+            self.url = "https://" + self.url.split("://", 1)[1]
+
+    def add_group(self, name: str, ips: list[str]):
+        self.groups[name] = ips
+        self.capacity[name] = len(ips)
+
+    def refusal(self, h, method):
+        return arm_refusal(h.headers.get("Authorization"))
+
+    def _error(self, status: int, code: str, message: str):
+        return status, {"Content-Type": "application/json; charset=utf-8", "x-ms-failure-cause": "gateway"}, json.dumps(
+            {"error": {"code": code, "message": message}}
+        )
+
+    def _nic(self, g: str, i: int, ip: str) -> dict:
+        vm = f"{self.prefix}{g}/virtualMachines/{i}"
+        nic_id = f"{vm}/networkInterfaces/{g}-nic"
+        subnet = f"/subscriptions/{self.subscription}/resourceGroups/{self.rg}/providers/Microsoft.Network/virtualNetworks/trainfleet-vnet/subnets/nodes"
+        return {
+            "name": f"{g}-nic",
+            "id": nic_id,
+            "etag": f'W/"{uuid.uuid5(uuid.NAMESPACE_URL, nic_id)}"',
+            "properties": {
+                "provisioningState": "Succeeded",
+                "resourceGuid": str(uuid.uuid5(uuid.NAMESPACE_URL, nic_id + "/guid")),
+                "ipConfigurations": [{
+                    "name": f"{g}-ipconfig",
+                    "id": f"{nic_id}/ipConfigurations/{g}-ipconfig",
+                    "properties": {"provisioningState": "Succeeded", "privateIPAddress": ip,
+                                   "privateIPAllocationMethod": "Dynamic", "subnet": {"id": subnet},
+                                   "primary": True, "privateIPAddressVersion": "IPv4"},
+                }],
+                "dnsSettings": {"dnsServers": [], "appliedDnsServers": []},
+                "macAddress": f"00-0D-3A-00-{i // 256 % 256:02X}-{i % 256:02X}",
+                "enableAcceleratedNetworking": True,
+                "enableIPForwarding": False,
+                "primary": True,
+                "virtualMachine": {"id": vm},
+            },
+        }  # fmt: skip
+
+    def dispatch(self, h, method):
+        refused = self.refusal(h, method)
+        if refused:
+            self.body(h)
+            return refused
+        parts = urllib.parse.urlsplit(h.path)
+        q = dict(urllib.parse.parse_qsl(parts.query))
+        js = {"Content-Type": "application/json; charset=utf-8"}
         if "api-version" not in q:
-            return 400, js, json.dumps({"error": {"code": "MissingApiVersionParameter"}})
+            return self._error(400, "MissingApiVersionParameter",
+                               "The api-version query parameter (?api-version=) is required for all requests.")  # fmt: skip
         body = self.body(h)
-        if not parts.path.startswith(self.prefix):
-            return 404, js, json.dumps({"error": {"code": "ResourceNotFound"}})
-        rest = parts.path[len(self.prefix) :].split("/")
-        if rest[0] not in self.groups:
-            return 404, js, json.dumps({"error": {"code": "ResourceNotFound"}})
+        ops = f"/subscriptions/{self.subscription}/providers/Microsoft.Compute/locations/eastus/operations/"
+        if parts.path.startswith(ops) and method == "GET":
+            return 200, js, json.dumps({"name": parts.path[len(ops) :], "status": "Succeeded"})
+        rest = parts.path[len(self.prefix) :].split("/") if parts.path.startswith(self.prefix) else [""]
         g = rest[0]
+        if g not in self.groups:
+            return self._error(404, "ResourceNotFound",
+                               f"The Resource 'Microsoft.Compute/virtualMachineScaleSets/{g}' under resource group "
+                               f"'{self.rg}' was not found. For more details please go to https://aka.ms/ARMResourceNotFoundFix")  # fmt: skip
         if len(rest) == 2 and rest[1] == "networkInterfaces" and method == "GET":
-            value = [
-                {
-                    "name": f"nic-{i}",
-                    "properties": {
-                        "primary": True,
-                        "ipConfigurations": [
-                            {"name": "ipconfig1", "properties": {"primary": True, "privateIPAddress": ip}}
-                        ],
-                        "virtualMachine": {"id": f"{self.prefix}{g}/virtualMachines/{i}"},
-                    },
-                }
-                for i, ip in enumerate(self.groups[g])
-            ]
-            return 200, js, json.dumps({"value": value})
+            if q["api-version"] not in self.NIC_API_VERSIONS:
+                return self._error(400, "NoRegisteredProviderFound",
+                                   f"No registered resource provider found for location 'eastus' and API version "
+                                   f"'{q['api-version']}' for type 'virtualMachineScaleSets/networkInterfaces'.")  # fmt: skip
+            nics = [self._nic(g, i, ip) for i, ip in enumerate(self.groups[g])]
+            start = int(q.get("$skiptoken", "0"))
+            end = len(nics) if self.page_size is None else start + self.page_size
+            doc: dict = {"value": nics[start:end]}
+            if end < len(nics):
+                doc["nextLink"] = f"{self.url}{parts.path}?api-version={q['api-version']}&$skiptoken={end}"
+            return 200, js, json.dumps(doc)
         if len(rest) == 1 and method == "PATCH":
-            self.capacity[g] = json.loads(body)["sku"]["capacity"]
-            return 200, js, json.dumps({"name": g, "sku": {"capacity": self.capacity[g]}})
-        return 405, js, ""
+            try:
+                update = json.loads(body)
+                capacity = update["sku"]["capacity"]
+                if not isinstance(capacity, int) or capacity < 0:
+                    raise ValueError
+            except (ValueError, KeyError, TypeError):
+                return self._error(400, "InvalidParameter",
+                                   "The value of parameter sku.capacity is invalid.")  # fmt: skip
+            self.patches.append(update)
+            self.capacity[g] = capacity
+            op = str(uuid.uuid4())
+            vmss = {
+                "name": g, "id": f"{self.prefix}{g}", "type": "Microsoft.Compute/virtualMachineScaleSets",
+                "location": "eastus", "sku": {"name": "Standard_ND96asr_v4", "tier": "Standard", "capacity": capacity},
+                "properties": {"provisioningState": "Updating", "orchestrationMode": "Uniform",
+                               "upgradePolicy": {"mode": "Manual"}, "overprovision": False},
+            }  # fmt: skip
+            headers = {**js, "Azure-AsyncOperation": f"{self.url}{ops}{op}?api-version={q['api-version']}"}
+            return 200, headers, json.dumps(vmss)
+        return self._error(405, "MethodNotAllowed", f"The requested method {method} is not allowed here.")

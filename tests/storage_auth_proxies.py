@@ -13,25 +13,43 @@
   supported in this version." (as quoted in https://github.com/MicrosoftDocs/azure-docs/issues/95050 and
   https://github.com/Azure/azure-sdk-for-net/issues/35009). It serves HTTPS, as Azure Storage does.
 
-Both run as threads of the test process on 127.0.0.1, port 0, and record what they saw.
+And, for the integrity checks of the agent's object stores (tests/test_agent_stores.py, test_agent_checkpoint.py):
+
+- S3ChecksumGate: moto stores the x-amz-checksum-* value a client sends without checking it against the body.
+  S3 checks it and answers 400 BadDigest ("The Content-MD5 or checksum value that you specified did not match
+  what the server received.", https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html; the
+  checksums: https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity.html). The gate
+  does the same for every PUT (PutObject, UploadPart) that carries one.
+- S3CompleteAnswers200Error: CompleteMultipartUpload "can return a 200 OK response with an error in the body
+  ... the 200 OK response can contain either a success or an error"
+  (https://docs.aws.amazon.com/AmazonS3/latest/API/API_CompleteMultipartUpload.html); moto never does. The
+  proxy answers the first `times` completions so, without forwarding them: the upload is really not complete.
+- Any proxy here can flip one byte of one request's body in transit (`flip`), as a faulty link or NIC would,
+  for the services' own checks to catch.
+
+All run as threads of the test process on 127.0.0.1, port 0, and record what they saw.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import hashlib
 import http.client
 import json
 import ssl
 import threading
 import urllib.parse
 import uuid
+import zlib
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.agent_support import TlsFiles
 from tests.metadata_servers import GCS_READ_SCOPES, GCS_WRITE_SCOPES, GOOGLE_AUTH
 
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-              "transfer-encoding", "upgrade", "host", "content-length"}  # fmt: skip
+              "transfer-encoding", "upgrade", "host", "content-length", "expect"}  # fmt: skip
 
 
 class _Server(ThreadingHTTPServer):
@@ -39,12 +57,23 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
 
 
-class ForwardingProxy:
-    """Forwards each request `refusal` lets through to `upstream` and relays the answer (buffered)."""
+Matcher = Callable[[str, str, dict], bool]  # (method, path, headers) -> whether it applies
 
-    def __init__(self, upstream: str, tls: TlsFiles | None = None):
+
+class ForwardingProxy:
+    """Forwards each request `refusal` lets through to `upstream` and relays the answer (buffered).
+
+    `flip`: the first request it matches has the middle byte of its body inverted on the way through.
+    `preserve_host`: forward the client's Host header, as a reverse proxy that keeps it does, so the URLs the
+    upstream builds from it (a resumable upload's session URI) name the proxy."""
+
+    preserve_host = False
+
+    def __init__(self, upstream: str, tls: TlsFiles | None = None, flip: Matcher | None = None):
         self.upstream = urllib.parse.urlsplit(upstream)
         self.tls = tls
+        self.flip = flip
+        self.flipped: list[str] = []  # paths of the requests whose body was damaged
         self.lock = threading.Lock()
         self.seen: list[dict] = []  # one per request: method, path, auth scheme, status
         outer = self
@@ -85,9 +114,9 @@ class ForwardingProxy:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def refusal(self, method: str, path: str, headers) -> tuple[int, dict, bytes] | None:
+    def refusal(self, method: str, path: str, headers, body: bytes) -> tuple[int, dict, bytes] | None:
         """None to forward the request; else the (status, headers, body) to answer with."""
-        raise NotImplementedError
+        return None
 
     def auth_schemes(self) -> set[str]:
         with self.lock:
@@ -102,7 +131,15 @@ class ForwardingProxy:
     def handle(self, h: BaseHTTPRequestHandler) -> None:
         method = h.command
         body = _read_body(h)
-        answer = self.refusal(method, h.path, h.headers) or self._forward(method, h.path, h.headers, body)
+        if body and self.flip is not None:
+            with self.lock:
+                hit = not self.flipped and self.flip(method, h.path, h.headers)
+                if hit:
+                    self.flipped.append(h.path)
+            if hit:
+                middle = len(body) // 2
+                body = body[:middle] + bytes([body[middle] ^ 0xFF]) + body[middle + 1 :]
+        answer = self.refusal(method, h.path, h.headers, body) or self._forward(method, h.path, h.headers, body)
         status, headers, data = answer
         with self.lock:
             auth = (h.headers.get("Authorization") or "").split(" ", 1)[0] or "none"
@@ -110,7 +147,8 @@ class ForwardingProxy:
         h.send_response(status)
         for k, v in headers.items():
             h.send_header(k, v)
-        h.send_header("Content-Length", str(len(data)))
+        if not any(k.lower() == "content-length" for k in headers):
+            h.send_header("Content-Length", str(len(data)))
         h.end_headers()
         if method != "HEAD":
             h.wfile.write(data)
@@ -123,6 +161,8 @@ class ForwardingProxy:
         else:
             conn = http.client.HTTPConnection(host, port, timeout=60)
         out = {k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP}
+        if self.preserve_host and headers.get("Host"):
+            out["Host"] = headers["Host"]
         if body or method in ("PUT", "POST", "PATCH"):
             out["Content-Length"] = str(len(body))
         try:
@@ -130,6 +170,8 @@ class ForwardingProxy:
             resp = conn.getresponse()
             data = resp.read()
             relay = {k: v for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP}
+            if method == "HEAD" and resp.getheader("Content-Length"):  # the object's size, with no body
+                relay["Content-Length"] = resp.getheader("Content-Length")
             return resp.status, relay, data
         finally:
             conn.close()
@@ -154,7 +196,9 @@ def _read_body(h: BaseHTTPRequestHandler) -> bytes:
 class GcsAuthProxy(ForwardingProxy):
     """GCS JSON API auth in front of gcp-storage-emulator: a live bearer token with a storage scope."""
 
-    def refusal(self, method, path, headers):
+    preserve_host = True  # a resumable upload's chunks go to the session URI, which must be the proxy's
+
+    def refusal(self, method, path, headers, body):
         scopes = GCS_READ_SCOPES if method in ("GET", "HEAD") else GCS_WRITE_SCOPES
         bad = GOOGLE_AUTH.check(headers.get("Authorization"), scopes)
         if bad is None:
@@ -172,7 +216,7 @@ OAUTH_MIN_VERSION = "2017-11-09"  # x-ms-version values are dates, so string ord
 class AzureBearerVersionGate(ForwardingProxy):
     """Azure Storage's version floor for bearer tokens, in front of Azurite (which checks the token itself)."""
 
-    def refusal(self, method, path, headers):
+    def refusal(self, method, path, headers, body):
         if not (headers.get("Authorization") or "").startswith("Bearer "):
             return None
         if (headers.get("x-ms-version") or "") >= OAUTH_MIN_VERSION:
@@ -189,3 +233,91 @@ class AzureBearerVersionGate(ForwardingProxy):
         hdrs = {"Content-Type": "application/xml", "x-ms-error-code": "AuthenticationFailed",
                 "x-ms-request-id": request_id}  # fmt: skip
         return 403, hdrs, body.encode()
+
+
+# ------------------------------------------------------------------------------------------------- S3
+
+
+def s3_error(status: int, code: str, message: str) -> tuple[int, dict, bytes]:
+    """S3's REST error document (ErrorResponses.html: Code, Message, RequestId, HostId)."""
+    request_id = uuid.uuid4().hex[:16].upper()
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Error><Code>{code}</Code><Message>{message}</Message><RequestId>{request_id}</RequestId>"
+        f"<HostId>{base64.b64encode(uuid.uuid4().bytes).decode()}</HostId></Error>"
+    )
+    return status, {"Content-Type": "application/xml", "x-amz-request-id": request_id}, body.encode()
+
+
+def s3_checksum(algorithm: str, body: bytes) -> str:
+    """The base64 value S3 computes for x-amz-checksum-<algorithm> (checking-object-integrity.html)."""
+    from awscrt import checksums  # moto's own CRC64NVME and CRC32C implementation too (moto/s3/utils.py)
+
+    if algorithm == "crc64nvme":
+        digest = checksums.crc64nvme(body).to_bytes(8, "big")
+    elif algorithm == "crc32c":
+        digest = checksums.crc32c(body).to_bytes(4, "big")
+    elif algorithm == "crc32":
+        digest = zlib.crc32(body).to_bytes(4, "big")
+    elif algorithm in ("sha1", "sha256"):
+        digest = hashlib.new(algorithm, body).digest()
+    else:
+        raise ValueError(algorithm)
+    return base64.b64encode(digest).decode()
+
+
+class S3ChecksumGate(ForwardingProxy):
+    """S3's check of a PUT's x-amz-checksum-<algorithm> header against the body it received, in front of moto.
+    `checked` records (path, algorithm, matched) for every PUT; a PUT with a body and no checksum header, or one
+    sent in an aws-chunked trailer (which this gate does not decode), is recorded with algorithm None."""
+
+    def __init__(self, upstream: str, flip: Matcher | None = None):
+        super().__init__(upstream, flip=flip)
+        self.checked: list[tuple[str, str | None, bool]] = []
+
+    def refusal(self, method, path, headers, body):
+        if method != "PUT" or not body:
+            return None
+        names = [k.lower() for k in headers if k.lower().startswith("x-amz-checksum-") and k.lower() != "x-amz-checksum-type"]
+        if not names or headers.get("x-amz-trailer"):
+            with self.lock:
+                self.checked.append((path, None, False))
+            return None
+        algorithm = names[0][len("x-amz-checksum-") :]
+        matched = s3_checksum(algorithm, body) == headers[names[0]]
+        with self.lock:
+            self.checked.append((path, algorithm, matched))
+        if matched:
+            return None
+        return s3_error(400, "BadDigest", f"The {algorithm.upper()} you specified did not match the calculated checksum.")
+
+
+def is_complete_multipart(method: str, path: str, headers=None) -> bool:
+    """POST /<key>?uploadId=... (CompleteMultipartUpload), not UploadPart (PUT ?partNumber&uploadId)."""
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query, keep_blank_values=True)
+    return method == "POST" and "uploadId" in query
+
+
+def is_upload_part(method: str, path: str, headers=None) -> bool:
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query, keep_blank_values=True)
+    return method == "PUT" and "partNumber" in query and "uploadId" in query
+
+
+class S3CompleteAnswers200Error(ForwardingProxy):
+    """The first `times` CompleteMultipartUpload requests are answered 200 with an <Error> document (not
+    forwarded); later ones go through. `completions` counts them all."""
+
+    def __init__(self, upstream: str, error_code: str, times: int):
+        super().__init__(upstream)
+        self.error_code, self.times, self.completions = error_code, times, 0
+
+    def refusal(self, method, path, headers, body):
+        if not is_complete_multipart(method, path):
+            return None
+        with self.lock:
+            self.completions += 1
+            n = self.completions
+        if n > self.times:
+            return None
+        _status, hdrs, doc = s3_error(200, self.error_code, "We encountered an internal error. Please try again.")
+        return 200, hdrs, doc

@@ -203,8 +203,11 @@ def test_spot_notice_mid_run_makes_the_checkpoint_durable_within_the_window(
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == str(r["exit_step"])
     src = tmp_path / "ckpt" / r["step"]
-    for rel in ("state.json", "shards/model.bin", "COMPLETE"):
+    for rel in ("state.json", "shards/model.bin"):
         assert (dest / r["step"] / rel).read_bytes() == (src / rel).read_bytes()
+    # COMPLETE last, naming the part it holds and that it was restored (so it is never uploaded again)
+    marker = json.loads((dest / r["step"] / "COMPLETE").read_text())
+    assert marker == {"step": int(r["exit_step"]), "node_rank": 0, "nodes": 1, "restored": True}
     # keep_last=3 held while periodic checkpoints and the notice checkpoint went up
     steps, _ = bucket_steps(client(moto), bucket)
     assert len(steps) <= 3 and r["step"] in steps
@@ -284,14 +287,14 @@ def test_torn_or_corrupt_latest_is_never_restored(moto, env, bucket, tmp_path):
         assert res.returncode == 0, res.stderr
     assert latest(s3, bucket) == "step-00000003"
     # step 3 loses an object; step 2 has an object of the wrong size: restore falls back to step 1
-    s3.delete_object(Bucket=bucket, Key="run1/step-00000003/model.bin")
-    s3.put_object(Bucket=bucket, Key="run1/step-00000002/model.bin", Body=b"short")
+    s3.delete_object(Bucket=bucket, Key="run1/step-00000003/node-0/model.bin")
+    s3.put_object(Bucket=bucket, Key="run1/step-00000002/node-0/model.bin", Body=b"short")
     res = restore(bucket, tmp_path / "r", env)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "1"
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["step-00000001"]
-    # same size, different bytes: the sha256 check while downloading rejects it
-    s3.put_object(Bucket=bucket, Key="run1/step-00000001/model.bin", Body=b"x" * 4096)
+    # same size, different bytes: the checksum check while downloading (CRC64NVME against the manifest) rejects it
+    s3.put_object(Bucket=bucket, Key="run1/step-00000001/node-0/model.bin", Body=b"x" * 4096)
     res = restore(bucket, tmp_path / "r2", env)
     assert res.returncode == 0 and res.stdout.strip() == "", (res.stdout, res.stderr)
     assert "checksum mismatch" in res.stderr
@@ -301,22 +304,38 @@ def test_a_termination_by_the_group_itself_is_a_notice_and_the_hook_is_completed
     """Issue 13 #10: scale-in, rebalancing and health replacements arrive with no spot notice. The fleet's
     termination lifecycle hook holds the instance in Terminating:Wait and IMDS says so
     (autoscaling/target-lifecycle-state: Terminated); the agent checkpoints as for a notice, then completes the
-    lifecycle action so the group does not wait out the hook's timeout with the GPUs billing."""
+    lifecycle action so the group does not wait out the hook's timeout with the GPUs billing.
+
+    The hook's heartbeat timeout is the notice's deadline (here 20 s, against a 6 s notice window): training
+    is not stopped at once. The trainer is asked for a checkpoint and goes on; only when the window is all
+    that is left is it asked to checkpoint and exit (issue 13 #3)."""
     from tests.fake_autoscaling_hooks import FakeAutoScalingHooks
 
     s3 = client(moto)
     hooks = FakeAutoScalingHooks().start()
     group, instance = "tf-prod-main", imds.values["instance-id"]
-    env = {**env, "AWS_ENDPOINT_URL_AUTOSCALING": hooks.url, "TRAINFLEET_GROUP": group}
+    # botocore's service-specific endpoint variable is named after the service id "Auto Scaling"
+    # (https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html)
+    env = {**env, "AWS_ENDPOINT_URL_AUTO_SCALING": hooks.url, "TRAINFLEET_GROUP": group}
+    env["TRAINFLEET_ASG_HOOK_SECONDS"] = "20"  # the hook's heartbeat timeout (infra/aws/fleet.py: 600)
     imds.values["autoscaling/target-lifecycle-state"] = "InService"
     tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--step-s", "0.05", "--blob-mb", "2", "--ckpt-every", "20")
-    ag = agent(*watch_args(bucket, tmp_path, imds, "--keep-last", "3"), env=env)
+    ag = agent(*watch_args(bucket, tmp_path, imds, "--keep-last", "3", "--notice-window-s", "6"), env=env)
     try:
         ag.wait_event("durable", timeout=30)  # watching
         hooks.terminating(group, "trainfleet-checkpoint", instance)
         imds.values["autoscaling/target-lifecycle-state"] = "Terminated"
         notice = ag.wait_event("notice", timeout=10, pred=lambda e: e["kind"] == "aws-asg-terminate")
-        assert notice["hard"] is True
+        assert notice["hard"] is True and 14 < notice["deadline_in_s"] <= 20, notice
+        # a checkpoint now, and training goes on: the SIGUSR1 comes first, a checkpoint newer than the
+        # notice is made durable, and the trainer is still running after it
+        after = lambda e: e["ts"] >= notice["ts"]  # noqa: E731
+        first = ag.wait_event("trainer_signalled", timeout=10, pred=after)
+        assert first["signal"] == "SIGUSR1", "a 20 s deadline with a 6 s window must not stop training at once"
+        ag.wait_event("durable", timeout=20, pred=after)
+        assert tr.alive() and ag.alive()
+        exit_request = ag.wait_event("trainer_signalled", timeout=60, pred=lambda e: e["signal"] == "SIGTERM")
+        assert exit_request["ts"] - notice["ts"] >= 20 - 6 - 1.5, "asked to exit before only the window was left"
         ag.wait_event("lifecycle_action_completed", timeout=60)
         assert tr.wait(30) == 0 and ag.wait(30) == 0, "\n".join(ag.stderr_lines)
     finally:
@@ -391,7 +410,9 @@ def test_role_credentials_from_imds_and_multipart(moto, bucket, imds, tmp_path):
     args = ("--cloud", "aws", "--bucket", bucket, "--prefix", "run1", "--metadata-url", imds.url)
     res = run_agent("sync", *args, "--ckpt-dir", str(ckpt), env=env)
     assert res.returncode == 0, res.stderr
-    assert "aws_role_credentials" in res.stderr
+    # botocore's credential chain found the instance role (its provider method "iam-role") through IMDSv2
+    assert '"event":"aws_credentials","source":"iam-role"' in res.stderr
+    assert imds.count("/api/token", 200) >= 1
     assert imds.count("/iam/security-credentials/trainfleet-node", 200) >= 1
     assert imds.count("/placement/region", 200) >= 1
     res = run_agent("restore", *args, "--dest", str(tmp_path / "r"), env=env)
@@ -497,12 +518,12 @@ def test_a_stuck_trainer_does_not_eat_the_window(moto, env, bucket, imds, tmp_pa
         ]
     )
     (run / "trainer.pid").write_text(str(stuck.pid))
-    ag = agent(*watch_args(bucket, tmp_path, imds, "--notice-window-s", "8"), env=env)
+    ag = agent(*watch_args(bucket, tmp_path, imds), env=env)
     try:
         ag.wait_event("durable", timeout=30, pred=lambda e: e["step"] == 5)
         make_step(ckpt, 6, {"model.bin": 2000})  # the newest complete checkpoint on disk
         t0 = time.time()
-        imds.notice()
+        imds.notice(in_s=8)  # an 8 s deadline, under the 120 s notice window: handled at once
         assert ag.wait(15) == 0
         assert time.time() - t0 < 8.0
     finally:
@@ -636,21 +657,112 @@ def test_the_on_demand_base_holds_rank_0_and_the_longest_running_come_first():
     assert [m[0] for m in agent_module.choose_members(members, 0)] == ["10.0.0.200", "10.0.0.9", "10.0.0.5", "10.0.0.7"]
 
 
-def test_describe_instances_lifecycle_is_read_from_the_documented_response(monkeypatch):
-    """The EC2 Query API's DescribeInstances response shape (API_DescribeInstances example), with one Spot and
-    one on-demand instance."""
-    from tests.agent_support import load_agent_module
+# DescribeInstances as the EC2 API reference documents it
+# (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInstances.html, its example response),
+# in two pages joined by nextToken, as EC2 pages a long listing
+# (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/Query-Requests.html#api-pagination).
+DESCRIBE_INSTANCES_PAGES = {
+    None: ("""<item><instanceId>i-1</instanceId><privateIpAddress>10.0.1.20</privateIpAddress>
+          <launchTime>2026-11-24T09:00:00.000Z</launchTime><instanceLifecycle>spot</instanceLifecycle></item>""",
+           "page-2"),
+    "page-2": ("""<item><instanceId>i-2</instanceId><privateIpAddress>10.0.1.30</privateIpAddress>
+          <launchTime>2026-11-24T11:00:00.000Z</launchTime></item>""", None),
+}  # fmt: skip
 
-    agent_module = load_agent_module()
-    doc = b"""<DescribeInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
-      <requestId>8f7724cf-496f-496e-8fe3-example</requestId>
-      <reservationSet><item><reservationId>r-1234567890abcdef0</reservationId><instancesSet>
-        <item><instanceId>i-1</instanceId><privateIpAddress>10.0.1.20</privateIpAddress>
-          <launchTime>2026-11-24T09:00:00.000Z</launchTime><instanceLifecycle>spot</instanceLifecycle></item>
-        <item><instanceId>i-2</instanceId><privateIpAddress>10.0.1.30</privateIpAddress>
-          <launchTime>2026-11-24T11:00:00.000Z</launchTime></item>
-      </instancesSet></item></reservationSet></DescribeInstancesResponse>"""
-    monkeypatch.setattr(load_agent_module("membership"), "_aws_query", lambda service, params, url: doc)
-    members = agent_module.aws_group_members("g", None)
-    assert members == [("10.0.1.20", True, "2026-11-24T09:00:00.000Z"), ("10.0.1.30", False, "2026-11-24T11:00:00.000Z")]
-    assert agent_module.choose_members(members, 1)[0][0] == "10.0.1.30"
+
+def documented_ec2():
+    """An EC2 endpoint answering DescribeInstances (SigV4-signed Query POST) from DESCRIBE_INSTANCES_PAGES; it
+    records each request's parameters."""
+    from http.server import BaseHTTPRequestHandler
+    from urllib.parse import parse_qsl
+
+    from tests.loopback import LoopbackServer
+
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):  # noqa: N802
+            params = dict(parse_qsl(self.rfile.read(int(self.headers["Content-Length"])).decode()))
+            seen.append(params)
+            signed = self.headers.get("Authorization", "").startswith("AWS4-HMAC-SHA256 ")
+            if not signed or params.get("Action") != "DescribeInstances" or params.get("Filter.1.Value.1") == "bad":
+                # https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html
+                body = (
+                    b"<Response><Errors><Error><Code>InvalidParameterValue</Code><Message>refused by the stand-in"
+                    b"</Message></Error></Errors><RequestID>ea966190-f9aa-478e-9ede-example</RequestID></Response>"
+                )
+                self.send_response(400)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            items, token = DESCRIBE_INSTANCES_PAGES[params.get("NextToken")]
+            body = (
+                '<DescribeInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+                "<requestId>8f7724cf-496f-496e-8fe3-example</requestId><reservationSet><item>"
+                f"<reservationId>r-1234567890abcdef0</reservationId><instancesSet>{items}</instancesSet></item>"
+                "</reservationSet>" + (f"<nextToken>{token}</nextToken>" if token else "") + "</DescribeInstancesResponse>"
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/xml;charset=UTF-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return LoopbackServer(Handler).start(), seen
+
+
+def test_describe_instances_lifecycle_is_read_from_the_documented_response(env):
+    """One Spot and one on-demand instance, on two pages: the agent (through boto3's paginator) reads both, asks
+    for the group's running and pending instances only, and the on-demand one, launched later, holds rank 0."""
+    ec2, seen = documented_ec2()
+    try:
+        res = run_agent("peers", "--cloud", "aws", "--group", "g", "--self-ip", "10.0.1.20", "--slots", "1",
+                        env={**env, "AWS_ENDPOINT_URL_EC2": ec2.url})  # fmt: skip
+    finally:
+        ec2.stop()
+    assert res.returncode == 0, res.stderr
+    kv = dict(line.split("=", 1) for line in res.stdout.splitlines() if "=" in line and " " not in line)
+    assert (kv["HOSTS"], kv["MASTER_ADDR"], kv["NODE_RANK"]) == ("10.0.1.30,10.0.1.20", "10.0.1.30", "1")
+    assert [p.get("NextToken") for p in seen] == [None, "page-2"]
+    filters = {(p[f"Filter.{i}.Name"], p[f"Filter.{i}.Value.1"], p.get(f"Filter.{i}.Value.2")) for p in seen[:1]
+               for i in (1, 2)}  # fmt: skip
+    assert filters == {("tag:aws:autoscaling:groupName", "g", None), ("instance-state-name", "running", "pending")}
+
+
+def test_scale_to_zero_with_the_instance_role_and_the_region_from_imds(moto, imds, tmp_path):
+    """On a node nothing names keys or a region: botocore's chain takes the instance role's credentials from
+    IMDSv2 and the agent the region from IMDS placement/region."""
+    group = "fleet-" + uuid.uuid4().hex[:6]
+    _asg(moto, group, 1, min_size=0)
+    nowhere = str(tmp_path / "no-such-file")
+    res = run_agent(
+        "scale-to-zero", "--cloud", "aws", "--group", group, "--metadata-url", imds.url,
+        env={"AWS_ENDPOINT_URL": moto.url, "AWS_CONFIG_FILE": nowhere, "AWS_SHARED_CREDENTIALS_FILE": nowhere},
+        unset=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+               "AWS_DEFAULT_REGION", "AWS_PROFILE"),
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert imds.count("/latest/meta-data/iam/security-credentials/trainfleet-node", 200) >= 1
+    assert imds.count("/latest/meta-data/placement/region", 200) == 1
+    g = client(moto, "autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[group])
+    assert g["AutoScalingGroups"][0]["DesiredCapacity"] == 0
+
+
+def test_control_plane_errors_are_one_line(env):
+    """A refusal from the service ends the command with one line naming the call and the service's error."""
+    ec2, _seen = documented_ec2()
+    try:
+        res = run_agent("peers", "--cloud", "aws", "--group", "bad", "--self-ip", "10.0.1.20",
+                        env={**env, "AWS_ENDPOINT_URL_EC2": ec2.url})  # fmt: skip
+    finally:
+        ec2.stop()
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    plain = [line for line in res.stderr.splitlines() if not line.startswith("{")]
+    assert plain == [
+        "trainfleet_agent peers: CloudApiError: aws ec2 DescribeInstances (group bad): ClientError: An error "
+        "occurred (InvalidParameterValue) when calling the DescribeInstances operation: refused by the stand-in"
+    ], res.stderr

@@ -5,7 +5,10 @@ Storage auth is the mode the stacks deploy: infra/azure/storage.py turns shared 
 account (allow_shared_key_access=False), so a node signs every blob request with its managed identity's
 token for https://storage.azure.com/ . Azurite runs with ``--oauth basic`` over HTTPS behind
 AzureBearerVersionGate (tests/storage_auth_proxies.py); the agent gets no account key, trusts the test CA
-through SSL_CERT_FILE as a node trusts its CA bundle, and talks to the gate.
+as a node trusts its CA bundle (REQUESTS_CA_BUNDLE, which azure-core's requests transport reads), and talks
+to the gate. Its token comes from azure-identity's ManagedIdentityCredential, pointed at the IMDS stand-in by
+AZURE_POD_IDENTITY_AUTHORITY_HOST (the variable azure-identity and MSAL read for the IMDS host), which the agent
+sets from --metadata-url / TRAINFLEET_METADATA_URL.
 
 Notice-to-durable is measured from the moment the Preempt event is scheduled to the moment a blob client sees
 LATEST name the trainer's notice checkpoint. ``pytest tests/test_agent_azure.py -s`` prints it.
@@ -17,9 +20,12 @@ import http.client
 import json
 import os
 import ssl
+import subprocess
+import sys
 import time
 import urllib.parse
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -79,21 +85,34 @@ def imds():
 def blob(azurite, gate, imds, tls, monkeypatch):
     """A fresh container; returns (bucket argument, agent env, the tests' own shared-key blob client)."""
     monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca))  # the tests' client talks HTTPS to Azurite too
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tls.ca))  # (through azure-core's requests transport)
     container = "ckpt" + uuid.uuid4().hex[:10]
     bucket = f"{AZURITE_ACCOUNT}/{container}"
     store = azurite_shared_key_client(azurite.endpoint, bucket)
-    store._req("PUT", store.base + "?restype=container", {"Content-Length": "0"}, b"", ok=(201,))
+    store.container.create_container()
     env = {
         "TRAINFLEET_AZURE_BLOB_ENDPOINT": f"{gate.url}/{AZURITE_ACCOUNT}",
         "TRAINFLEET_METADATA_URL": imds.url,  # restore/sync take no --metadata-url
         "SSL_CERT_FILE": str(tls.ca),
+        "REQUESTS_CA_BUNDLE": str(tls.ca),
     }
     return bucket, env, store
 
 
+def storage_tokens_issued(imds) -> int:
+    """Token requests the IMDS answered for the storage resource (MSAL, under azure-identity, asks for
+    https://storage.azure.com, the scope less "/.default", and does not percent-encode it)."""
+    def resource(path):
+        return urllib.parse.parse_qs(urllib.parse.urlsplit(path).query).get("resource", [""])[0].rstrip("/")
+
+    with imds.lock:
+        return sum(1 for _m, path, status in imds.requests
+                   if status == 200 and "/oauth2/token" in path and resource(path) == STORAGE.rstrip("/"))  # fmt: skip
+
+
 def assert_agent_used_its_managed_identity(gate, imds):
     assert gate.auth_schemes() == {"Bearer"}, "every blob request carries the managed identity's token"
-    assert imds.count("resource=" + urllib.parse.quote(STORAGE, safe=""), 200) >= 1
+    assert storage_tokens_issued(imds) >= 1, imds.requests
 
 
 def https_request(tls, url, method="GET", headers=None, body=b""):
@@ -233,6 +252,124 @@ def test_azure_faults_never_crash_the_watcher(blob, imds, tmp_path):
     print(f"\nAzure notice-to-durable after faults {faults}: {seconds:.2f}s")
 
 
+def watch_azure(blob, imds, run_root, *extra):
+    bucket, env, _store = blob
+    return agent(
+        "watch", "--cloud", "azure", "--bucket", bucket, "--prefix", "run1",
+        "--ckpt-dir", str(run_root / "ckpt"), "--run-dir", str(run_root / "run"),
+        "--metadata-url", imds.url, "--poll-s", "0.2", "--scan-s", "0.2", "--http-timeout-s", "1", *extra,
+        env=env, unset=NO_KEY,
+    )  # fmt: skip
+
+
+def test_azure_terminate_waits_for_its_not_before_less_the_window(blob, imds, tmp_path):
+    """A Terminate event comes 5 to 15 minutes ahead, NotBefore saying when (the Scheduled Events doc): the
+    trainer is asked for a checkpoint and goes on, and is asked to exit only when the notice window (6 s here)
+    is all that is left before NotBefore."""
+    tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--step-s", "0.05", "--blob-mb", "0.5", "--ckpt-every", "20")
+    ag = watch_azure(blob, imds, tmp_path, "--notice-window-s", "6")
+    try:
+        ag.wait_event("durable", timeout=30)
+        eid = imds.schedule("Terminate", not_before_s=20)
+        notice = ag.wait_event("notice", timeout=10, pred=lambda e: e["kind"] == "azure-Terminate")
+        assert notice["hard"] and 14 < notice["deadline_in_s"] <= 20, notice
+        after = lambda e: e["ts"] >= notice["ts"]  # noqa: E731
+        assert ag.wait_event("trainer_signalled", timeout=10, pred=after)["signal"] == "SIGUSR1"
+        ag.wait_event("durable", timeout=20, pred=after)
+        assert tr.alive() and ag.alive() and imds.acked == []
+        stop = ag.wait_event("trainer_signalled", timeout=60, pred=lambda e: e["signal"] == "SIGTERM")
+        deadline = notice["ts"] + notice["deadline_in_s"]
+        assert deadline - 6 - 1.5 <= stop["ts"] <= deadline, (notice, stop)
+        assert tr.wait(30) == 0 and ag.wait(30) == 0, "\n".join(ag.stderr_lines)
+    finally:
+        ag.kill()
+        tr.kill()
+    assert imds.acked == [eid], "the only VM it names is safe: approved"
+
+
+def _nothing_to_save(run: Path) -> subprocess.Popen:
+    """A node whose trainer holds no checkpoint of its own (its shards go to rank 0): it just stops on SIGTERM."""
+    run.mkdir(parents=True)
+    (run.parent / "ckpt").mkdir(parents=True)
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    (run / "trainer.pid").write_text(str(p.pid))
+    return p
+
+
+def test_an_event_for_two_vms_is_acknowledged_only_once_both_are_safe(blob, imds, tmp_path):
+    """Approving an event "allows the event to proceed for all Resources in the event" (the Scheduled Events
+    doc), so the VM whose checkpoint is durable first does not approve an event that names another VM not yet
+    safe: each VM writes <prefix>/_events/<EventId>/<vm> once safe, and the event is approved once every VM it
+    names has."""
+    _bucket, _env, store = blob
+    imds_b = AzureImds(vm_name="trainfleet_4", events=imds.hub, slow_s=3.0).start()
+    tr = trainer(tmp_path / "a" / "ckpt", tmp_path / "a" / "run", "--step-s", "0.05", "--blob-mb", "0.5",
+                 "--ckpt-every", "20")  # fmt: skip
+    sleeper = _nothing_to_save(tmp_path / "b" / "run")
+    ag_a = watch_azure(blob, imds, tmp_path / "a", "--notice-window-s", "90")
+    ag_b = None
+    try:
+        ag_a.wait_event("durable", timeout=30)
+        eid = imds.preempt(not_before_s=60, resources=["trainfleet_3", "trainfleet_4"])
+        waiting = ag_a.wait_event("azure_event_waiting", timeout=40)
+        assert waiting["missing"] == ["trainfleet_4"]
+        assert ag_a.named("notice_durable") and ag_a.named("azure_event_marker")
+        assert imds.hub.approvals == [], "approved while trainfleet_4 is not safe yet"
+        ag_b = watch_azure(blob, imds_b, tmp_path / "b", "--notice-window-s", "90")
+        marker_b = ag_b.wait_event("azure_event_marker", timeout=40)
+        assert ag_b.wait(40) == 0, "\n".join(ag_b.stderr_lines)
+        assert ag_a.wait(40) == 0, "\n".join(ag_a.stderr_lines)
+        assert tr.wait(10) == 0
+    finally:
+        for p in (ag_a, ag_b, tr):
+            if p is not None:
+                p.kill()
+        sleeper.kill()
+        sleeper.wait()
+        imds_b.stop()
+    assert imds.hub.acked == [eid]
+    assert imds.hub.approvals and all(t >= marker_b["ts"] for _vm, _e, t in imds.hub.approvals)
+    assert sorted(store.list(f"run1/_events/{eid}/")) == [f"run1/_events/{eid}/trainfleet_3",
+                                                          f"run1/_events/{eid}/trainfleet_4"]  # fmt: skip
+
+
+def test_an_event_naming_a_vm_never_safe_is_left_to_start_at_not_before(blob, imds, tmp_path):
+    tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--step-s", "0.05", "--blob-mb", "0.5", "--ckpt-every", "20")
+    ag = watch_azure(blob, imds, tmp_path)
+    try:
+        ag.wait_event("durable", timeout=30)
+        eid = imds.preempt(not_before_s=8, resources=["trainfleet_3", "trainfleet_9"])
+        left = ag.wait_event("azure_event_not_acknowledged", timeout=40)
+        assert left["missing"] == ["trainfleet_9"] and left["event_ids"] == [eid]
+        assert ag.wait(20) == 0 and tr.wait(20) == 0, "\n".join(ag.stderr_lines)
+    finally:
+        ag.kill()
+        tr.kill()
+    assert ag.named("notice_durable") and imds.acked == [] and imds.hub.approvals == []
+
+
+def test_the_first_scheduled_events_call_may_take_minutes(blob, tmp_path):
+    """"You should expect a delayed response in your first call of up to two minutes" while Scheduled Events is
+    enabled (the doc): the first call waits for it instead of timing out every --http-timeout-s (1 s here) and
+    never getting an answer; then notices are caught as usual."""
+    slow = AzureImds(vm_name="trainfleet_3", first_delay_s=4.0, slow_s=3.0).start()
+    tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--step-s", "0.05", "--blob-mb", "0.5", "--ckpt-every", "20")
+    ag = watch_azure(blob, slow, tmp_path)
+    try:
+        assert slow.wait_count("/metadata/scheduledevents", 3, timeout=60) >= 3  # answered, polled again
+        assert not ag.named("metadata_error"), "the first call must wait, not time out and retry"
+        ready = ag.wait_event("azure_scheduled_events_ready", timeout=1)
+        assert ready["ts"] - ag.wait_event("watch_start", timeout=1)["ts"] >= 3.5, "the first answer came late"
+        eid = slow.preempt(not_before_s=30)
+        ag.wait_event("azure_event_acknowledged", timeout=40)
+        assert ag.wait(20) == 0 and tr.wait(20) == 0, "\n".join(ag.stderr_lines)
+    finally:
+        ag.kill()
+        tr.kill()
+        slow.stop()
+    assert slow.acked == [eid] and not ag.named("metadata_error")
+
+
 def test_azure_block_blob_upload_for_large_files(blob, imds, gate, tmp_path):
     bucket, env, _store = blob
     ckpt = tmp_path / "ckpt" / "step-00000005"
@@ -249,16 +386,22 @@ def test_azure_block_blob_upload_for_large_files(blob, imds, gate, tmp_path):
     assert_agent_used_its_managed_identity(gate, imds)
 
 
-def test_managed_identity_token_comes_from_the_imds(imds):
-    mod = load_agent_module()
-    tok = mod.BearerToken("azure", imds.url)
-    claims = jwt_claims_unverified(tok.get())
-    assert claims["aud"] == STORAGE
+def test_the_stores_managed_identity_token_comes_from_the_imds(imds, monkeypatch):
+    """The credential the agent's AzureBlobStore signs with: azure-identity's ManagedIdentityCredential, sent to
+    the IMDS the store was given, for the storage resource; the token is reused until it nears expiry."""
+    monkeypatch.delenv("AZURE_STORAGE_KEY", raising=False)
+    monkeypatch.setenv("AZURE_POD_IDENTITY_AUTHORITY_HOST", "")  # the store sets it; restored after the test
+    store = load_agent_module().AzureBlobStore(f"{AZURITE_ACCOUNT}/ckpt", imds.url)
+    credential = store.container.credential
+    assert type(credential).__name__ == "ManagedIdentityCredential"
+    scope = "https://storage.azure.com/.default"  # what azure-storage-blob asks its credential for
+    first = credential.get_token(scope)
+    claims = jwt_claims_unverified(first.token)
+    assert claims["aud"].rstrip("/") == STORAGE.rstrip("/")
     assert claims["iss"].startswith("https://sts.windows.net/")
-    assert claims["nbf"] <= time.time() < claims["exp"]
-    assert tok.get() == tok.get()  # cached until it nears expiry
-    assert imds.count("/metadata/identity/oauth2/token", 200) == 1
-    assert imds.count("resource=https%3A%2F%2Fstorage.azure.com%2F") == 1
+    assert claims["nbf"] <= time.time() < claims["exp"] == first.expires_on
+    assert credential.get_token(scope).token == first.token  # cached until it nears expiry
+    assert imds.count("/metadata/identity/oauth2/token", 200) == 1 and storage_tokens_issued(imds) == 1
 
 
 def test_imds_token_needs_a_resource_and_its_aud_is_that_resource(imds):

@@ -100,8 +100,12 @@ def killed_store(bucket: str, before: str, key_suffix: str):
 # ---- reading the bucket with boto3 --------------------------------------------------------------------
 
 
-def key(step: int, name: str) -> str:
-    return f"{PREFIX}/step-{step:08d}/{name}"
+def key(step: int, name: str, node: int = 0) -> str:
+    """Where a file of `step` lives in the bucket (PROTOCOL.md section 3): MANIFEST.json at the step, every
+    other file under the part of the node that saved it."""
+    if name == "MANIFEST.json":
+        return f"{PREFIX}/step-{step:08d}/{name}"
+    return f"{PREFIX}/step-{step:08d}/node-{node}/{name}"
 
 
 SHARD = "global_step/mp_rank_00_model_states.pt"
@@ -181,15 +185,16 @@ def test_a_commit_leaves_the_protocols_layout_in_s3(store, s3, bucket, tmp_path)
     assert read_object(s3, bucket, f"{PREFIX}/LATEST") == b"step-00000007"
     assert keys_in(s3, bucket) == {
         f"{PREFIX}/LATEST",
-        key(7, "COMPLETE"),
+        key(7, "PART.json"),
         key(7, SHARD),
         key(7, "global_step/optim_states.pt"),
         key(7, "MANIFEST.json"),
     }
     manifest = json.loads(read_object(s3, bucket, key(7, "MANIFEST.json")))
     shard = shard_bytes(7)
-    shard_entry = {"path": SHARD, "size": len(shard), "checksum": "sha256:" + hashlib.sha256(shard).hexdigest()}
-    assert manifest["step"] == 7 and shard_entry in manifest["files"]
+    shard_entry = {"path": SHARD, "size": len(shard), "checksum": crc64nvme_token(shard)}
+    assert manifest["step"] == 7 and manifest["nodes"] == 1
+    assert shard_entry in manifest["parts"][0]["files"]
 
 
 def test_latest_only_moves_forward(store, s3, bucket, tmp_path):
@@ -283,7 +288,7 @@ def test_prune_with_only_latests_unmanifested_step_deletes_nothing(store, s3, bu
 def test_a_prune_killed_after_its_first_delete_has_removed_the_manifest(aws_env, s3, bucket, tmp_path):
     """PROTOCOL.md: "A pruned step loses its manifest first", so a half-pruned step never looks complete."""
     commit(agent.S3Store(bucket), tmp_path, 1, 2)
-    step_1_files = {key(1, n) for n in ("COMPLETE", SHARD, "global_step/optim_states.pt")}
+    step_1_files = {key(1, n) for n in ("PART.json", SHARD, "global_step/optim_states.pt")}
 
     class KilledAfterFirstDelete(agent.S3Store):
         def delete(self, k):
@@ -374,49 +379,78 @@ def test_temp_dirs_left_by_killed_restores_are_removed(store, tmp_path):
 
 
 # ---- CompleteMultipartUpload can answer 200 with an error (issue 13 #8) ---------------------------------
+# botocore turns such an answer into a retryable error (its handlers' `_handle_200_error`); these tests put a
+# proxy that answers like that (tests/storage_auth_proxies.py S3CompleteAnswers200Error) between the agent's
+# S3Store and moto, so what they check is the SDK's handling as the store uses it.
 
 
-def _with_complete_answering(monkeypatch, error_code: str, times: int) -> list[str]:
-    """Make the first `times` CompleteMultipartUpload calls answer 200 with an <Error> body, as the S3 API
-    reference says it may ("a 200 OK response can contain either a success or an error"); the call is then not
-    forwarded, so the upload is really not complete. Returns the log of complete calls."""
-    real = agent.http_request
-    calls: list[str] = []
+def crc64nvme_token(data: bytes) -> str:
+    """The checksum token S3 reports for `data` (x-amz-checksum-crc64nvme), computed here with awscrt."""
+    import base64
 
-    def http_request(method, url, headers=None, body=None, timeout=30.0):
-        if method == "POST" and "uploadId=" in url and "partNumber" not in url:
-            calls.append(url)
-            if len(calls) <= times:
-                doc = f"<Error><Code>{error_code}</Code><Message>We encountered an internal error.</Message></Error>"
-                return agent.Response(200, {}, doc.encode())
-        return real(method, url, headers, body, timeout)
+    from awscrt import checksums
 
-    monkeypatch.setattr(load_agent_module("stores"), "http_request", http_request)
-    return calls
+    return "crc64nvme:" + base64.b64encode(checksums.crc64nvme(data).to_bytes(8, "big")).decode()
 
 
-def _big_file(tmp_path) -> tuple[Path, bytes]:
-    data = hashlib.sha256(b"seed").digest() * (6 * 1024 * 1024 // 32 + 1)  # a little over 6 MiB: 2 parts
-    path = tmp_path / "shard.pt"
+@pytest.fixture
+def complete_answers_200_error(moto, aws_env, monkeypatch):
+    """A factory: the agent's S3Store whose first `times` CompleteMultipartUpload calls are answered 200 with an
+    <Error> body (not forwarded, so that upload is really not complete), and the proxy that counts them."""
+    from tests.storage_auth_proxies import S3CompleteAnswers200Error
+
+    proxies = []
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "3")  # the SDK's own setting: 3 attempts keep a lasting error quick
+
+    def make(bucket: str, error_code: str, times: int):
+        proxy = S3CompleteAnswers200Error(moto.url, error_code, times).start()
+        proxies.append(proxy)
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", proxy.url)
+        store = agent.S3Store(bucket)
+        store.part_size = 5 * 1024 * 1024  # S3's smallest part
+        return store, proxy
+
+    yield make
+    for proxy in proxies:
+        proxy.stop()
+
+
+def _big_file(tmp_path, seed: bytes = b"seed") -> tuple[Path, bytes]:
+    data = hashlib.sha256(seed).digest() * (6 * 1024 * 1024 // 32 + 1)  # a little over 6 MiB: 2 parts
+    path = tmp_path / ("shard-" + seed.decode() + ".pt")
     path.write_bytes(data)
     return path, data
 
 
-def test_a_200_with_an_internal_error_is_retried_and_the_object_is_really_there(store, s3, bucket, tmp_path, monkeypatch):
-    store.part_size = 5 * 1024 * 1024  # S3's smallest part
-    calls = _with_complete_answering(monkeypatch, "InternalError", times=1)
+def test_a_200_with_an_internal_error_is_retried_and_the_object_is_really_there(complete_answers_200_error, s3, bucket, tmp_path):
+    store, proxy = complete_answers_200_error(bucket, "InternalError", times=1)
     path, data = _big_file(tmp_path)
-    store.put_file("k/shard.pt", str(path))
-    assert len(calls) == 2  # the first answer was an error in a 200: completed again
+    token = store.put_file("k/shard.pt", str(path))
+    assert proxy.completions == 2  # the first answer was an error in a 200: completed again
     assert s3.get_object(Bucket=bucket, Key="k/shard.pt")["Body"].read() == data
+    assert token == crc64nvme_token(data)  # the whole object's CRC64NVME, as S3 reports it
 
 
-def test_a_200_with_a_lasting_error_fails_the_upload_never_durable(store, s3, bucket, tmp_path, monkeypatch):
-    store.part_size = 5 * 1024 * 1024
-    _with_complete_answering(monkeypatch, "InvalidPart", times=99)
-    path, data = _big_file(tmp_path)
-    with pytest.raises(agent.HTTPError, match="200 with error InvalidPart"):
+def test_a_200_with_a_lasting_error_fails_the_upload_never_durable(complete_answers_200_error, s3, bucket, tmp_path):
+    from botocore.exceptions import ClientError
+
+    store, proxy = complete_answers_200_error(bucket, "InvalidPart", times=99)
+    path, _data = _big_file(tmp_path)
+    with pytest.raises(ClientError, match=r"\(InvalidPart\) when calling the CompleteMultipartUpload operation"):
         store.put_file("k/shard.pt", str(path))
+    assert proxy.completions == 3  # AWS_MAX_ATTEMPTS
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="k/")
     # the failed upload was aborted, not left to bill its parts
     assert not s3.list_multipart_uploads(Bucket=bucket).get("Uploads")
+
+
+def test_a_failed_reupload_never_passes_the_older_object_off_as_the_new_one(complete_answers_200_error, s3, bucket, tmp_path):
+    """A step uploaded again (the agent restarted mid-upload) over an older object under the same key: if the
+    completion fails, put_file must fail, not report the checksum of what was there before."""
+    store, _proxy = complete_answers_200_error(bucket, "InternalError", times=99)
+    _old_path, old = _big_file(tmp_path, b"old")
+    put_object(s3, bucket, "k/shard.pt", old)
+    new_path, _new = _big_file(tmp_path, b"new")
+    with pytest.raises(Exception, match="CompleteMultipartUpload"):
+        store.put_file("k/shard.pt", str(new_path))
+    assert read_object(s3, bucket, "k/shard.pt") == old

@@ -59,8 +59,12 @@ class BucketStandIn(agent.ObjectStore):
         return {int(k.split("/")[2][5:]) for k in self.objects if k.split("/")[2].startswith("step-")}
 
 
-def key(step: int, name: str) -> str:
-    return f"{PREFIX}/step-{step:08d}/{name}"
+def key(step: int, name: str, node: int = 0) -> str:
+    """Where a file of `step` lives in the bucket (PROTOCOL.md section 3): MANIFEST.json at the step, every
+    other file under the part of the node that saved it."""
+    if name == "MANIFEST.json":
+        return f"{PREFIX}/step-{step:08d}/{name}"
+    return f"{PREFIX}/step-{step:08d}/node-{node}/{name}"
 
 
 def write_step(ckpt: Path, step: int, complete: bool = True, payload: bytes | None = None) -> Path:
@@ -104,13 +108,15 @@ def test_commit_order_is_files_then_manifest_then_latest(bucket, tmp_path):
     commit(bucket, tmp_path, 7)
     puts = [k for op, k in bucket.ops if op == "put"]
     manifest_at, latest_at = puts.index(key(7, "MANIFEST.json")), puts.index(f"{PREFIX}/LATEST")
-    files = [i for i, k in enumerate(puts) if k.startswith(key(7, "")) and not k.endswith("MANIFEST.json")]
-    assert len(files) == 3 and max(files) < manifest_at < latest_at  # two shards and COMPLETE
+    files = [i for i, k in enumerate(puts) if k.startswith(key(7, "")) and not k.endswith("PART.json")]
+    part_at = puts.index(key(7, "PART.json"))
+    assert len(files) == 2 and max(files) < part_at < manifest_at < latest_at  # two shards, then the part
     assert bucket.objects[f"{PREFIX}/LATEST"] == b"step-00000007"
     manifest = json.loads(bucket.objects[key(7, "MANIFEST.json")])
     shard = (tmp_path / "ckpt" / "step-00000007" / "global_step" / "optim_states.pt").read_bytes()
+    assert manifest["nodes"] == 1 and [p["node"] for p in manifest["parts"]] == [0]
     assert {"path": "global_step/optim_states.pt", "size": len(shard),
-            "checksum": "sha256:" + hashlib.sha256(shard).hexdigest()} in manifest["files"]  # fmt: skip
+            "checksum": "sha256:" + hashlib.sha256(shard).hexdigest()} in manifest["parts"][0]["files"]  # fmt: skip
 
 
 def test_latest_only_moves_forward(bucket, tmp_path):

@@ -235,6 +235,95 @@ def test_gcp_live_migration_notice_checkpoints_and_keeps_training(gcs, proxy, gc
         tr.kill()
 
 
+def watch_gcp(gce, proxy, tmp_path, prefix, *extra, env=None):
+    return agent(
+        "watch", "--cloud", "gcp", "--bucket", BUCKET, "--prefix", prefix,
+        "--ckpt-dir", str(tmp_path / "ckpt"), "--run-dir", str(tmp_path / "run"),
+        "--metadata-url", gce.url, "--poll-s", "0.2", "--scan-s", "0.2", "--http-timeout-s", "1", *extra,
+        env={**node_env(proxy, gce), **(env or {})}, unset=NO_EMULATOR,
+    )  # fmt: skip
+
+
+def test_gcp_gpu_maintenance_notice_does_not_stop_training_and_a_preemption_still_does(gcs, proxy, gce, tmp_path):
+    """TERMINATE_ON_HOST_MAINTENANCE on a GPU VM comes an hour ahead
+    (https://cloud.google.com/compute/docs/gpus/gpu-host-maintenance): the agent asks for a checkpoint, training
+    goes on and the agent keeps watching. A preemption then (30 s) is the earliest deadline: checkpoint and exit."""
+    prefix = "maint-" + uuid.uuid4().hex[:6]
+    tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--step-s", "0.05", "--blob-mb", "0.5")
+    ag = watch_gcp(gce, proxy, tmp_path, prefix, env={"TRAINFLEET_ACCELERATOR": "A100-40GB"})
+    try:
+        ag.wait_event("watch_start", timeout=10)
+        assert gce.wait_count("instance/maintenance-event", 1) >= 1
+        gce.set("instance/maintenance-event", "TERMINATE_ON_HOST_MAINTENANCE")
+        notice = ag.wait_event("notice", timeout=20, pred=lambda e: e["kind"] == "gcp-maintenance-terminate")
+        assert notice["hard"] and 3500 < notice["deadline_in_s"] <= 3600, notice
+        after = lambda e: e["ts"] >= notice["ts"]  # noqa: E731
+        assert ag.wait_event("trainer_signalled", timeout=10, pred=after)["signal"] == "SIGUSR1"
+        ag.wait_event("durable", timeout=30, pred=after)
+        polls = gce.count("instance/preempted")
+        assert gce.wait_count("instance/preempted", polls + 2) >= polls + 2, "still watching"
+        assert tr.alive() and ag.alive(), "an hour's notice does not stop training"
+        assert not [e for e in ag.named("trainer_signalled") if e["signal"] == "SIGTERM"]
+        gce.preempt()
+        preempted = ag.wait_event("notice", timeout=20, pred=lambda e: e["kind"] == "gcp-preempted")
+        assert preempted["deadline_in_s"] <= 30
+        ag.wait_event("trainer_signalled", timeout=10, pred=lambda e: e["signal"] == "SIGTERM")
+        assert tr.wait(30) == 0 and ag.wait(30) == 0, "\n".join(ag.stderr_lines)
+    finally:
+        ag.kill()
+        tr.kill()
+    durable = ag.named("notice_durable")
+    assert durable and gcs_get(gcs, f"{prefix}/LATEST") == f"step-{durable[0]['step']:08d}".encode()
+
+
+def test_gcp_upcoming_maintenance_window_start_is_the_deadline(gcs, proxy, gce, tmp_path):
+    """instance/upcoming-maintenance gives the window's start
+    (https://cloud.google.com/compute/docs/instances/monitor-plan-host-maintenance-event); when it is sooner than
+    the maintenance notice's hour, it is the deadline: the trainer is asked to exit when only the notice window
+    (5 s here) is left before it, not at once and not an hour later."""
+    prefix = "window-" + uuid.uuid4().hex[:6]
+    tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--step-s", "0.05", "--blob-mb", "0.5")
+    ag = watch_gcp(gce, proxy, tmp_path, prefix, "--notice-window-s", "5", env={"TRAINFLEET_ACCELERATOR": "A100-40GB"})
+    try:
+        ag.wait_event("watch_start", timeout=10)
+        gce.schedule_maintenance(window_start_s=16)
+        gce.set("instance/maintenance-event", "TERMINATE_ON_HOST_MAINTENANCE")
+        notice = ag.wait_event("notice", timeout=20, pred=lambda e: e["kind"] == "gcp-maintenance-terminate")
+        assert 12 < notice["deadline_in_s"] <= 16, notice
+        deadline = notice["ts"] + notice["deadline_in_s"]
+        stop = ag.wait_event("trainer_signalled", timeout=40, pred=lambda e: e["signal"] == "SIGTERM")
+        assert deadline - 5 - 1.5 <= stop["ts"] <= deadline, (notice, stop)
+        assert tr.wait(30) == 0 and ag.wait(30) == 0, "\n".join(ag.stderr_lines)
+    finally:
+        ag.kill()
+        tr.kill()
+    assert ag.named("gcp_upcoming_maintenance") and ag.named("notice_durable")
+
+
+def test_a_token_that_stops_working_mid_run_is_replaced_and_uploads_go_on(gcs, proxy, gce, tmp_path):
+    """The access token the agent holds is rejected (401) before its own expiry: google-auth's session takes a
+    new one from the metadata server and sends the request again; the next checkpoint is still made durable."""
+    prefix = "tok-" + uuid.uuid4().hex[:6]
+    tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--step-s", "0.05", "--blob-mb", "0.5", "--ckpt-every", "10")
+    ag = agent(
+        "watch", "--cloud", "gcp", "--bucket", BUCKET, "--prefix", prefix,
+        "--ckpt-dir", str(tmp_path / "ckpt"), "--run-dir", str(tmp_path / "run"),
+        "--metadata-url", gce.url, "--poll-s", "0.2", "--scan-s", "0.2",
+        env=node_env(proxy, gce), unset=NO_EMULATOR,
+    )  # fmt: skip
+    try:
+        first = ag.wait_event("durable", timeout=30)
+        issued = len(gce.issued)
+        gce.expire_tokens()
+        ag.wait_event("durable", timeout=30, pred=lambda e: e["step"] > first["step"])
+        assert 401 in proxy.statuses(), "the old token was refused"
+        assert len(gce.issued) > issued, "a new token came from the metadata server"
+        assert tr.alive() and ag.alive()
+    finally:
+        ag.kill()
+        tr.kill()
+
+
 def test_gcs_refuses_requests_without_a_live_token_with_a_storage_scope(proxy):
     listing = f"{proxy.url}/storage/v1/b/{BUCKET}/o?prefix=auth-check"
     upload = f"{proxy.url}/upload/storage/v1/b/{BUCKET}/o?uploadType=media&name=auth-check"
@@ -269,7 +358,10 @@ def test_agent_without_a_storage_scope_fails_with_one_clear_line(proxy, tmp_path
         args = ("restore", "--cloud", "gcp", "--bucket", BUCKET, "--prefix", "nope", "--dest", str(tmp_path))
         res = run_agent(*args, env=node_env(proxy, compute_only), unset=NO_EMULATOR)
         assert res.returncode == 1 and "Traceback" not in res.stderr
-        assert "HTTP 403" in res.stderr and "insufficient authentication scopes" in res.stderr
+        # google-cloud-storage's error for GCS's 403, in the agent's one line
+        last = res.stderr.strip().splitlines()[-1]
+        assert last.startswith("trainfleet_agent restore: Forbidden: 403 "), res.stderr
+        assert "insufficient authentication scopes" in last
     finally:
         compute_only.stop()
 

@@ -33,23 +33,3 @@ def test_the_agent_zipapp_runs_in_isolated_mode(tmp_path):
     )
     assert bad.returncode == 2 and "required" in bad.stderr
 
-
-def test_hash_file_gives_the_whole_and_per_part_sha256_in_one_pass(tmp_path):
-    import hashlib
-    import os
-
-    from tests.agent_support import load_agent_module
-
-    mod = load_agent_module()
-    data = os.urandom((3 << 20) + 5)
-    p = tmp_path / "f.bin"
-    p.write_bytes(data)
-    for part in (1 << 20, (3 << 20) + 5, 1 << 22, 1_000_003):
-        whole, parts = mod.hash_file(str(p), part)
-        assert whole == hashlib.sha256(data).hexdigest()
-        assert parts == [hashlib.sha256(data[i : i + part]).hexdigest() for i in range(0, len(data), part)]
-    (tmp_path / "empty").write_bytes(b"")
-    assert mod.hash_file(str(tmp_path / "empty"), 1 << 20) == (
-        hashlib.sha256(b"").hexdigest(),
-        [hashlib.sha256(b"").hexdigest()],
-    )

@@ -83,10 +83,21 @@ def s3(moto):
     )
 
 
+def harness_ds_config(text: str, world: int) -> str:
+    """The one change the harness makes to what a node gets: its CPU ranks stand in for the fleet's GPUs (4 per
+    g5.12xlarge), so the fixed global batch is the plan's micro batch x accumulation x the harness's world size.
+    (DeepSpeed refuses any other: tests/test_userdata_node.py, the global-batch test.)"""
+    c = json.loads(text)
+    c["train_batch_size"] = c["train_micro_batch_size_per_gpu"] * c["gradient_accumulation_steps"] * world
+    return json.dumps(c, indent=2) + "\n"
+
+
 class Node:
     """One "node": the rendered files laid out under `root` instead of /opt, /etc and /var/lib."""
 
-    def __init__(self, root: Path, rendered, moto_url: str, env_overrides: dict | None = None):
+    def __init__(
+        self, root: Path, rendered, moto_url: str, env_overrides: dict | None = None, slots: int = 2, world: int = 0
+    ):
         self.root = root
         self.home, self.etc, self.state = root / "opt", root / "etc", root / "state"
         self.rendered = rendered
@@ -100,6 +111,7 @@ class Node:
             "AWS_REGION": "us-east-1",
             "AWS_ENDPOINT_URL": moto_url,
             "TRAINFLEET_PYTHON": sys.executable,
+            "TRAINFLEET_AGENT_PYTHON": sys.executable,  # the agent venv's SDKs are this venv's (same pins)
         }
         for f in rendered.files:
             if f.part not in rendered.parts or f.path.startswith("/etc/systemd"):
@@ -113,6 +125,8 @@ class Node:
                 for key, value in (env_overrides or {}).items():
                     text, n = re.subn(rf"^{key}=.*$", f"{key}={value}", text, flags=re.M)
                     assert n == 1, key
+            if f.part == "ds_config.json":
+                text = harness_ds_config(text, world or slots)
             dest.write_text(text)
             dest.chmod(int(f.permissions, 8))
         self.env_values = dict(
@@ -122,7 +136,7 @@ class Node:
         )
         (self.state / "run").mkdir(parents=True, exist_ok=True)
         self.hostfile = self.state / "run" / "hostfile"
-        self.hostfile.write_text("localhost slots=2\n")
+        self.hostfile.write_text(f"localhost slots={slots}\n")
 
     def move_text(self, text: str) -> str:
         return (
@@ -173,8 +187,9 @@ class Node:
             r"\$\{(\w+)\}", lambda m: self.env_values[m.group(1)], line.removeprefix("ExecStart=")
         )
         argv = shlex.split(self.move_text(expanded))
-        assert argv[:2] == ["/usr/bin/env", "python3"]
-        return [sys.executable, *argv[2:], *extra]
+        # the agent venv's python (its SDKs are this test venv's, at the same pins: tests/test_node_env.py)
+        assert argv[0] == str(self.home / "agent-venv" / "bin" / "python") and argv[1].endswith(".pyz"), argv
+        return [sys.executable, *argv[1:], *extra]
 
     def boot_step(self, function: str) -> subprocess.CompletedProcess:
         """Run one step of the rendered boot script (sourced, so main does not run)."""
@@ -251,12 +266,10 @@ def watch_latest(moto, bucket: str, prefix: str):
     return stop
 
 
-@pytest.fixture(scope="module")
-def reference(moto, tmp_path_factory) -> dict:
-    """The uninterrupted run: 2 ranks, same stack, never stopped."""
-    tmp = tmp_path_factory.mktemp("reference")
-    rendered, _ = render_for(moto, new_bucket(moto), nodes=1, group="tf-e2e-ref", port_offset=0)
-    node = Node(tmp / "node", rendered, moto.url)
+def uninterrupted_run(moto, tmp: Path, ranks: int, port_offset: int) -> dict:
+    """The uninterrupted run: `ranks` ranks on one node, same stack, never stopped."""
+    rendered, _ = render_for(moto, new_bucket(moto), nodes=1, group="tf-e2e-ref", port_offset=port_offset)
+    node = Node(tmp / "node", rendered, moto.url, slots=ranks)
     node.fetch()
     proc = node.launch(tmp / "reference.log")
     try:
@@ -266,6 +279,17 @@ def reference(moto, tmp_path_factory) -> dict:
     result = node.final()
     assert result["step"] == STEPS
     return result
+
+
+@pytest.fixture(scope="module")
+def reference(moto, tmp_path_factory) -> dict:
+    return uninterrupted_run(moto, tmp_path_factory.mktemp("reference"), ranks=2, port_offset=0)
+
+
+@pytest.fixture(scope="module")
+def reference3(moto, tmp_path_factory) -> dict:
+    """The world size of the three-node tests (one rank per node): the same data, the same ZeRO partitioning."""
+    return uninterrupted_run(moto, tmp_path_factory.mktemp("reference3"), ranks=3, port_offset=5)
 
 
 def test_the_optimizer_offload_config_the_planner_emits_trains(moto, reference, tmp_path):
@@ -335,7 +359,7 @@ def test_spot_notice_then_fresh_node_finishes_identical_to_an_uninterrupted_run(
     b = Node(tmp_path / "node-b", rendered, moto.url)
     b.fetch()
     assert not list(b.ckpt_dir.glob("step-*"))
-    r = b.boot_step("restore")
+    r = b.boot_step("NODE_RANK=0; restore")
     assert r.returncode == 0, r.stderr
     assert (b.ckpt_dir / latest / "COMPLETE").is_file(), r.stderr
     log_b = tmp_path / "node-b.log"
@@ -361,7 +385,7 @@ def test_spot_notice_then_fresh_node_finishes_identical_to_an_uninterrupted_run(
 class Group:
     """An auto scaling group in moto whose instances get 127.0.0.x addresses (a VPC on loopback)."""
 
-    def __init__(self, moto, name: str):
+    def __init__(self, moto, name: str, nodes: int = 3):
         kw = dict(
             endpoint_url=moto.url, region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t"
         )
@@ -377,8 +401,8 @@ class Group:
             AutoScalingGroupName=name,
             LaunchTemplate={"LaunchTemplateName": template},
             MinSize=0,
-            MaxSize=3,
-            DesiredCapacity=2,
+            MaxSize=nodes + 1,
+            DesiredCapacity=nodes,
             VPCZoneIdentifier=subnet["Subnet"]["SubnetId"],
         )
 
@@ -407,7 +431,7 @@ class Group:
 class BootedNode:
     """A node running both units: the agent (watch) and the boot script, with its own IMDSv2 server."""
 
-    def __init__(self, root: Path, rendered, moto_url: str, instance_id: str, ip: str):
+    def __init__(self, root: Path, rendered, moto_url: str, instance_id: str, ip: str, nodes: int = 3):
         self.node = Node(
             root,
             rendered,
@@ -416,7 +440,10 @@ class BootedNode:
                 "TRAINFLEET_SLOTS": "1",
                 "TRAINFLEET_PEER_POLL_SECONDS": "2",
                 "TRAINFLEET_STOP_GRACE_SECONDS": "20",
+                "TRAINFLEET_COMMIT_WAIT_SECONDS": "20",
             },
+            slots=1,
+            world=nodes,  # one rank per node
         )
         self.ip = ip
         self.imds = AwsImds(slow_s=2.0).start()
@@ -452,22 +479,116 @@ class BootedNode:
         self.imds.stop()
 
 
-def test_lost_peer_and_replacement_relaunch_from_the_bucket_with_no_manual_step(moto, reference, tmp_path):
-    """Two nodes (one rank each) run the rendered boot script: restore -> peers -> launch. One VM vanishes; the
-    group replaces it; the survivor's boot script notices, relaunches from the bucket's latest checkpoint with
-    the new membership, the replacement joins, training ends identical to the reference and the group is
-    scaled to zero."""
+def by_address(members: dict[str, str]) -> list[tuple[str, str]]:
+    """(instance id, IP) in node-rank order: all spot, launched together, so by IP (PROTOCOL.md `peers`)."""
+    return sorted(members.items(), key=lambda kv: tuple(map(int, kv[1].split("."))))
+
+
+def own_files(node: Node, step: str) -> list[str]:
+    """The checkpoint files on a node's disk for `step`, relative to the step folder."""
+    root = node.ckpt_dir / step
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name != "COMPLETE")
+
+
+def assert_holds_its_own_part(node: Node, step: str, rank: int, ranks: int, model_states: bool = True) -> None:
+    """Issue 13 #1: a node holds only its own rank's ZeRO shard, never the others'; after a restore also the model
+    states every rank loads (which only data-parallel rank 0 saves)."""
+    files = own_files(node, step)
+    assert any(f.endswith("mp_rank_00_model_states.pt") for f in files) is model_states, files
+    shards = [f for f in files if "zero_pp_rank_" in f]
+    assert shards and all(f"zero_pp_rank_{rank}_" in f for f in shards), (rank, files)
+    assert not any(f"zero_pp_rank_{r}_" in f for f in files for r in range(ranks) if r != rank)
+
+
+def test_spot_notice_on_three_nodes_each_uploads_its_part_and_a_fresh_set_finishes_identical(
+    moto, reference3, tmp_path
+):
+    """Three nodes (one rank each) run the rendered boot script and agent. A spot notice reaches every node: the
+    trainer checkpoints at a step boundary, every node's agent uploads its own part (nothing is gathered to one
+    node), node rank 0 commits the step. Three fresh nodes restore only their own part and finish identical to
+    the uninterrupted three-rank run."""
     bucket = new_bucket(moto)
-    group = Group(moto, "tf-e2e-mn-" + uuid.uuid4().hex[:6])
-    rendered, prefix = render_for(moto, bucket, nodes=2, group=group.name, port_offset=2)
-    members = sorted(group.members().items(), key=lambda kv: tuple(map(int, kv[1].split("."))))
-    (id0, ip0), (id1, ip1) = members
+    group = Group(moto, "tf-e2e-sn-" + uuid.uuid4().hex[:6], nodes=3)
+    rendered, prefix = render_for(moto, bucket, nodes=3, group=group.name, port_offset=3)
+    first = by_address(group.members())
+    nodes: dict[str, BootedNode] = {}
+    try:
+        for i, (iid, ip) in enumerate(first):
+            nodes[f"n{i}"] = BootedNode(tmp_path / f"n{i}", rendered, moto.url, iid, ip)
+        n0 = nodes["n0"]
+        n0.agent.wait_event("durable", timeout=180)  # a periodic checkpoint: every part in, rank 0 committed
+        wait_for(lambda: "step 10/" in n0.log.read_text(), 90, "training progress on node 0")
+        for n in nodes.values():
+            n.imds.notice("terminate", in_s=120)
+        noticed_at = time.time()
+        durable = {name: n.agent.wait_event("notice_durable", timeout=110) for name, n in nodes.items()}
+        committed_at = time.time()
+    finally:
+        for n in nodes.values():
+            n.stop()
+    stopped = int(re.findall(r"stopping at step (\d+) after its checkpoint", n0.log.read_text())[-1])
+    latest = latest_in(moto, bucket, prefix)
+    assert latest == f"step-{stopped:08d}", "the notice checkpoint is the bucket's latest: no step lost"
+    parts = {
+        name: [e for e in n.agent.events if e.get("event") == "part_durable" and e.get("step") == stopped]
+        for name, n in nodes.items()
+    }
+    assert [[p["node"] for p in found] for found in parts.values()] == [[0], [1], [2]], "each its own part, once"
+    assert all(d["step"] == stopped for d in durable.values())
+    for rank, name in enumerate(nodes):  # what each saved: its own rank's files only
+        assert_holds_its_own_part(nodes[name].node, latest, rank, 3, model_states=rank == 0)
+    manifest = json.loads(
+        s3(moto).get_object(Bucket=bucket, Key=f"{prefix}/{latest}/MANIFEST.json")["Body"].read()
+    )
+    assert manifest["nodes"] == 3 and [p["node"] for p in manifest["parts"]] == [0, 1, 2]
+
+    # The spot capacity comes back: three new instances, empty disks.
+    for iid, _ in first:
+        group.replace(iid)
+    fresh = by_address({i: ip for i, ip in group.members().items() if i not in dict(first)})
+    assert len(fresh) == 3
+    nodes = {}
+    try:
+        for i, (iid, ip) in enumerate(fresh):
+            nodes[f"f{i}"] = BootedNode(tmp_path / f"f{i}", rendered, moto.url, iid, ip)
+        for n in nodes.values():
+            assert n.boot.wait(240) == 0, n.log.read_text()[-4000:]
+    finally:
+        for n in nodes.values():
+            n.stop()
+    for rank, n in enumerate(nodes.values()):
+        assert f"resumed from {latest}" in n.log.read_text()
+        # restored: its own ZeRO shard and the model states every rank loads (DeepSpeed's ZeRO-2 files), no other
+        restored = [json.loads(x) for x in n.log.read_text().splitlines() if x.startswith('{"ts"') and '"restored"' in x]
+        assert (restored[0]["node"], restored[0]["files"], restored[0]["fetched_files"]) == (rank, 2, 2), restored
+        assert re.search(rf"restored for node rank {rank}", n.log.read_text()), n.log.read_text()[-3000:]
+    final = nodes["f0"].node.final()
+    assert final["step"] == reference3["step"] == STEPS
+    assert final["weights_sha256"] == reference3["weights_sha256"]
+    assert final["loss"] == reference3["loss"]
+    print(
+        f"\ne2e 3-node spot notice: stopped at step {stopped}; parts of {[p[0]['bytes'] for p in parts.values()]} B "
+        f"uploaded by their own nodes; committed {committed_at - noticed_at:.1f}s after the notice; "
+        f"three fresh nodes resumed from {latest} and finished identical to the uninterrupted 3-rank run"
+    )
+
+
+def test_lost_peer_and_replacement_relaunch_from_the_bucket_with_no_manual_step(moto, reference3, tmp_path):
+    """Three nodes (one rank each) run the rendered boot script: peers -> restore -> launch. One VM vanishes;
+    the group replaces it; the survivors' boot scripts notice, relaunch from the bucket's latest checkpoint with
+    the new membership, the replacement restores its part and joins, training ends identical to the reference
+    and the group is scaled to zero."""
+    bucket = new_bucket(moto)
+    group = Group(moto, "tf-e2e-mn-" + uuid.uuid4().hex[:6], nodes=3)
+    rendered, prefix = render_for(moto, bucket, nodes=3, group=group.name, port_offset=2)
+    (id0, ip0), (id1, ip1), (id2, ip2) = by_address(group.members())
     nodes = {}
     try:
         nodes["a"] = BootedNode(tmp_path / "a", rendered, moto.url, id0, ip0)  # node rank 0 (lowest address)
         nodes["b"] = BootedNode(tmp_path / "b", rendered, moto.url, id1, ip1)
-        a, b = nodes["a"], nodes["b"]
-        a.agent.wait_event("durable", timeout=150)  # rank 0's node holds and uploads complete checkpoints
+        nodes["c"] = BootedNode(tmp_path / "c", rendered, moto.url, id2, ip2)
+        a, b, c = nodes["a"], nodes["b"], nodes["c"]
+        a.agent.wait_event("durable", timeout=180)  # every node's part in the bucket, rank 0 committed
         durable_before = latest_in(moto, bucket, prefix)
         wait_for(lambda: "step 10/" in a.log.read_text(), 90, "training progress on node a")
 
@@ -475,39 +596,38 @@ def test_lost_peer_and_replacement_relaunch_from_the_bucket_with_no_manual_step(
         group.replace(id1)
         lost_at = time.time()
         progress_at_loss = int((a.node.run_dir / "step").read_text())
-        ((id2, ip2),) = [(i, ip) for i, ip in group.members().items() if i not in (id0, id1)]
-        assert ip2 not in (ip0, ip1)
-        nodes["c"] = BootedNode(tmp_path / "c", rendered, moto.url, id2, ip2)
-        c = nodes["c"]
+        ((id3, ip3),) = [(i, ip) for i, ip in group.members().items() if i not in (id0, id1, id2)]
+        assert ip3 not in (ip0, ip1, ip2)
+        nodes["d"] = BootedNode(tmp_path / "d", rendered, moto.url, id3, ip3)
+        d = nodes["d"]
 
-        assert c.boot.wait(240) == 0, c.log.read_text()[-4000:]
-        assert a.boot.wait(60) == 0, a.log.read_text()[-4000:]
+        for n in (a, c, d):
+            assert n.boot.wait(240) == 0, n.log.read_text()[-4000:]
         relaunched_at = time.time()
     finally:
         for n in nodes.values():
             n.stop()
-    a_log, c_log = a.log.read_text(), c.log.read_text()
+    a_log = a.log.read_text()
     assert re.search(r"membership changed|relaunching", a_log), a_log[-3000:]
     resumed = re.findall(r"resumed from (step-\d+)", a_log)
-    assert resumed and resumed[-1:] == re.findall(r"resumed from (step-\d+)", c_log)[-1:], (
-        "same step on both nodes"
-    )
+    for n in (c, d):
+        assert resumed[-1:] == re.findall(r"resumed from (step-\d+)", n.log.read_text())[-1:], "same step"
     resumed_step = int(resumed[-1].removeprefix("step-"))
     assert resumed_step >= int(durable_before.removeprefix("step-"))
     redone = progress_at_loss - resumed_step  # a VM lost without notice: steps since the last durable one
     assert 0 <= redone <= progress_at_loss
     final = a.node.final()
-    assert final["step"] == reference["step"] == STEPS
-    assert final["weights_sha256"] == reference["weights_sha256"]
-    assert final["loss"] == reference["loss"]
-    assert (c.node.run_dir / "DONE").read_text().strip() == str(STEPS)
+    assert final["step"] == reference3["step"] == STEPS
+    assert final["weights_sha256"] == reference3["weights_sha256"]
+    assert final["loss"] == reference3["loss"]
+    assert (d.node.run_dir / "DONE").read_text().strip() == str(STEPS)
     assert latest_in(moto, bucket, prefix) == f"step-{STEPS:08d}", (
         "final checkpoint durable before scaling down"
     )
     assert group.desired() == 0, "the fleet scaled itself to zero"
     print(
-        f"\ne2e membership change: node {ip1} lost at step {progress_at_loss} (no notice), replacement {ip2} "
-        f"joined, both resumed from {resumed[-1]} ({redone} steps redone, no durable step lost), "
+        f"\ne2e membership change: node {ip1} lost at step {progress_at_loss} (no notice), replacement {ip3} "
+        f"joined, all resumed from {resumed[-1]} ({redone} steps redone, no durable step lost), "
         f"finished at step {final['step']} identical to the reference, "
         f"{relaunched_at - lost_at:.0f}s from the loss to the end of training; group scaled to 0"
     )

@@ -110,6 +110,30 @@ def _user_data_of(run: ProgramRun) -> list[tuple[str, str]]:
     return found
 
 
+def _fetch_constants(document: str) -> dict:
+    """BUCKET and FILES of the trainfleet-fetch.py a cloud-config writes (Python literals, read with ast)."""
+    import ast
+
+    import yaml
+
+    files = yaml.safe_load(document)["write_files"]
+    (entry,) = [e for e in files if e["path"].endswith("/trainfleet-fetch.py")]
+    return {
+        t.id: ast.literal_eval(node.value)
+        for node in ast.parse(entry["content"]).body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name) and t.id in ("BUCKET", "FILES")
+    }
+
+
+def _asset_text(resource) -> str:
+    """The text an object or blob uploads: its StringAsset (as the mock runtime records an asset)."""
+    source = resource.inputs["source"]
+    assert set(source) == {"4dabf18193072939515e22adb298388d", "text"}, source  # an asset, not a path or URI
+    return source["text"]
+
+
 def _by_bucket(run: ProgramRun, token: str, bucket_id: str) -> list:
     return [r for r in run.of_type(token) if r.inputs.get("bucket") == bucket_id]
 
@@ -624,6 +648,31 @@ def test_gcp_bucket_and_iam_are_private_and_scoped(runs, env):
     assert "condition" not in members["group"].inputs
 
 
+@pytest.mark.parametrize("env", _stacks_on("gcp"))
+def test_gcp_node_files_are_objects_the_node_account_may_read(runs, env):
+    """The agent and train.py: objects in the checkpoint bucket under the job's prefix (which the node's IAM
+    condition grants), uploaded by the fleet component, each the file the user-data pins by sha256."""
+    import hashlib
+
+    config, run = runs[env]
+    (fleet,) = [f for f in config.fleets if f.cloud == "gcp"]
+    bucket = run.one("gcp:storage/bucket:Bucket")
+    (document,) = [text for cloud, text in _user_data_of(run) if cloud == "gcp"]
+    fetch = _fetch_constants(document)
+    assert fetch["BUCKET"] == bucket.outputs["name"]
+    pins = {f["key"]: f for f in fetch["FILES"]}
+    objects = {o.inputs["name"]: o for o in run.of_type("gcp:storage/bucketObject:BucketObject")}
+    assert sorted(objects) == sorted(pins) and len(pins) == 2
+    prefix = naming.checkpoint_prefix(env, config)
+    (member,) = run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+    (granted,) = re.findall(r'resource\.name\.startsWith\("([^"]+)"\)', member.inputs["condition"]["expression"])
+    for key, obj in objects.items():
+        assert obj.inputs["bucket"] == bucket.outputs["name"] and key.startswith(f"{prefix}{fleet.name}/_node/")
+        assert hashlib.sha256(_asset_text(obj).encode()).hexdigest() == pins[key]["sha256"]
+        assert f"projects/_/buckets/{bucket.outputs['name']}/objects/{key}".startswith(granted)
+        assert obj.parent and obj.parent.endswith(f"trainfleet:gcp:SpotFleet::{fleet.name}")
+
+
 def test_gcp_billing_export_dataset_and_console_step(runs):
     config, run = runs["gcp-dev"]
     dataset = run.one("gcp:bigquery/dataset:Dataset")
@@ -705,3 +754,42 @@ def test_azure_storage_private_tls12_versioned_and_scoped(runs, env):
         export.inputs["deliveryInfo"]["destination"]["resourceId"]
         == run.one("azure-native:storage:StorageAccount", "azurebilling").id
     )
+
+
+@pytest.mark.parametrize("env", _stacks_on("azure"))
+def test_azure_node_files_are_blobs_the_node_identity_may_read(runs, env):
+    """The agent and train.py: blobs in the fleet's node-files container (an account of its own, with shared keys
+    on, which azure-native's Blob upload needs; the checkpoint account keeps them off), uploaded by the fleet
+    component, each the file the custom data pins by sha256; the node identity reads them (Storage Blob Data
+    Reader, its prefix condition evaluated as Azure does)."""
+    import hashlib
+
+    from infra.rules.abac import Request, allows, blob_attributes
+
+    blob_api = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+    config, run = runs[env]
+    (fleet,) = [f for f in config.fleets if f.cloud == "azure"]
+    account = run.one("azure-native:storage:StorageAccount", f"{fleet.name}files")
+    assert account.inputs["allowSharedKeyAccess"] is True and account.inputs["allowBlobPublicAccess"] is False
+    container = run.one("azure-native:storage:BlobContainer", f"{fleet.name}-files-container")
+    assert container.inputs["containerName"] == "node-files" and container.inputs["publicAccess"] == "None"
+    (document,) = [text for cloud, text in _user_data_of(run) if cloud == "azure"]
+    fetch = _fetch_constants(document)
+    assert fetch["BUCKET"] == f"{account.outputs['name']}/node-files"
+    assert run.exports["fleets"][fleet.name]["node_files"] == fetch["BUCKET"]
+    pins = {f["key"]: f for f in fetch["FILES"]}
+    blobs = {b.inputs["blobName"]: b for b in run.of_type("azure-native:storage:Blob")}
+    assert sorted(blobs) == sorted(pins) and len(pins) == 2
+    grant = run.one("azure-native:authorization:RoleAssignment", f"{fleet.name}-node-node-files")
+    identity = run.one("azure-native:managedidentity:UserAssignedIdentity")
+    assert grant.inputs["scope"] == container.id and grant.inputs["principalId"] == identity.outputs["principalId"]
+    assert grant.inputs["roleDefinitionId"].endswith("/2a2b9908-6ea1-4ae2-8e65-a410df84e7d1")  # Blob Data Reader
+    for key, blob in blobs.items():
+        assert (blob.inputs["accountName"], blob.inputs["containerName"]) == (account.outputs["name"], "node-files")
+        assert blob.inputs["type"] == "Block"
+        assert hashlib.sha256(_asset_text(blob).encode()).hexdigest() == pins[key]["sha256"]
+        assert blob.parent and blob.parent.endswith(f"trainfleet:azure:SpotFleet::{fleet.name}")
+        read = Request(f"{blob_api}/read", None, blob_attributes(path=key))
+        assert allows(grant.inputs["condition"], read), key
+    other = Request(f"{blob_api}/read", None, blob_attributes(path="another-stack/job/f/_node/x/train.py"))
+    assert not allows(grant.inputs["condition"], other)

@@ -119,11 +119,33 @@ def test_nothing_pip_installs_into_a_system_python(stack, fleet):
         assert not re.search(r"\bsudo\s+(?:-\S+\s+)*pip", text)
         assert not re.search(r"(?m)^\s*pip3?\s+install|[;&|]\s*pip3?\s+install", text)
         assert not re.search(r"python3?(?:\.\d+)?\s+-m\s+pip\b", text)
-        # Every pip there is, is the venv's own.
+        # Every pip there is, is a venv's own: the training venv's, or the agent's.
         for interpreter in re.findall(r"(\S+)\s+-m\s+pip\b", text):
-            assert interpreter == '"$VPY"', interpreter
+            assert interpreter in ('"$VPY"', '"$AGENT_PY"'), interpreter
     boot = r.parts["trainfleet-boot.sh"]
     assert 'VPY="$VENV/bin/python"' in boot and 'VENV="$TRAINFLEET_VENV"' in boot
+    assert 'AGENT_PY="${TRAINFLEET_AGENT_PYTHON:-$TRAINFLEET_AGENT_VENV/bin/python}"' in boot
+
+
+def test_the_agents_pins_are_the_versions_its_tests_run():
+    """infra/node_env.py AGENT_REQUIREMENTS: every SDK a node installs for the agent is, exactly, the version
+    installed here, where the agent's tests run against moto, the GCS emulator and Azurite."""
+    from importlib.metadata import version
+
+    for cloud, pins in node_env.AGENT_REQUIREMENTS.items():
+        assert pins, cloud
+        for pin in pins:
+            name, _, pinned = pin.partition("==")
+            assert pinned and version(name) == pinned, (cloud, pin, version(name))
+
+
+@pytest.mark.parametrize("stack,fleet", STACK_FLEETS)
+def test_a_node_installs_only_its_own_clouds_sdks(stack, fleet, tmp_path):
+    f, r = rendered(stack, fleet)
+    pins = env_values(r.parts["trainfleet.env"], tmp_path)["TRAINFLEET_AGENT_REQUIREMENTS"].split()
+    assert pins == list(node_env.AGENT_REQUIREMENTS[f.cloud])
+    sdk = {"aws": "boto3==", "gcp": "google-cloud-storage==", "azure": "azure-storage-blob=="}
+    assert [c for c, m in sdk.items() if any(p.startswith(m) for p in pins)] == [f.cloud]
 
 
 @pytest.mark.parametrize("stack,fleet", STACK_FLEETS)

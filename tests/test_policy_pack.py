@@ -178,7 +178,9 @@ def analyze_stack_request(run: ProgramRun) -> Any:
 
 
 def gunzip_b64(value: str) -> str:
-    return gzip.decompress(base64.b64decode(value)).decode()
+    """The document inside base64 user data / custom data: gzipped when it would not fit raw (infra/userdata.py)."""
+    raw = base64.b64decode(value)
+    return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
 
 
 def gzip_b64(text: str) -> str:

@@ -23,7 +23,12 @@ GROUP_TYPES = {
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager",
     "azure-native:compute:VirtualMachineScaleSet",
 }
-ASSET_TYPE = "aws:s3/bucketObjectv2:BucketObjectv2"  # the program's uploaded scripts: bytes, checked apart
+# The node files the program uploads (the agent, train.py), per cloud: bytes, checked apart at their storage rate.
+ASSET_TYPES = {
+    "aws:s3/bucketObjectv2:BucketObjectv2",
+    "gcp:storage/bucketObject:BucketObject",
+    "azure-native:storage:Blob",
+}
 
 # A month is 730 hours: 365 d x 24 h / 12. It is the month the clouds' own price pages and calculators
 # use ("monthly price estimates are based on 730 hours of usage",
@@ -167,6 +172,12 @@ EXPECTED = {
 
 # Each uploaded script is well under 1 MB: 1e6 B / 1e9 x $0.023 = $0.000023/month at most.
 MAX_ASSET_USD = 1e6 / 1e9 * S3_STANDARD
+# Its own bytes at the standard rate of its bucket / account: S3 Standard, Cloud Storage Standard, Blob hot LRS.
+ASSET_RATE = {
+    "aws:s3/bucketObjectv2:BucketObjectv2": S3_STANDARD,
+    "gcp:storage/bucketObject:BucketObject": GCS_STANDARD,
+    "azure-native:storage:Blob": AZURE_BLOB_HOT_LRS,
+}
 
 
 def hand_total(stack: str) -> float:
@@ -203,7 +214,7 @@ def priced_lines(est) -> dict[str, dict[str, float]]:
     return {
         r.resource.name: {c.name: c.monthly_cost for c in r.components}
         for r in est.resources
-        if r.status == PRICED and r.resource.type != ASSET_TYPE
+        if r.status == PRICED and r.resource.type not in ASSET_TYPES
     }
 
 
@@ -260,10 +271,16 @@ def test_every_priced_line_is_the_hand_worked_figure(estimates, path):
 def test_stack_total_is_the_hand_worked_sum(estimates, path):
     stack = _ids([path])[0]
     est = estimates(path)
-    assets = [r for r in est.resources if r.resource.type == ASSET_TYPE]
+    assets = [r for r in est.resources if r.resource.type in ASSET_TYPES]
+    assert len(assets) == 2, "the agent and train.py, uploaded on every cloud"
     assert all(r.status == PRICED and 0 < r.monthly_cost < MAX_ASSET_USD for r in assets), [
         (r.resource.name, r.monthly_cost) for r in assets
     ]
+    for r in assets:
+        inputs = r.resource.inputs
+        text = inputs["content"] if "content" in inputs else inputs["source"]["text"]
+        expected = len(text.encode()) / 1e9 * ASSET_RATE[r.resource.type]
+        assert r.monthly_cost == pytest.approx(expected, rel=1e-9), r.resource.name
     slack = MAX_ASSET_USD * len(assets) + 1e-9
     assert est.monthly_total == pytest.approx(hand_total(stack), abs=slack)
     # no stack sets job.planned_hours, so the planned job is one 730-hour month and costs the same

@@ -163,25 +163,53 @@ def test_a_card_index_the_type_does_not_have_is_caught(runs):
     assert len(_findings(run, "aws-efa-one-per-network-card")) == 1
 
 
+def agent_aws_operations() -> set[tuple[str, str]]:
+    """(service, operation) of every EC2 / Auto Scaling call in the agent's source: each boto3 client method called
+    (`.set_desired_capacity(...)`) or paginated (`get_paginator("describe_instances")`) that is one of the
+    service's operations in botocore's own model, mapped back to the API name that IAM authorizes."""
+    import ast
+
+    import botocore.session
+    from botocore import xform_name
+
+    session = botocore.session.get_session()
+    by_method = {
+        xform_name(op): (service, op)
+        for service in ("ec2", "autoscaling")
+        for op in session.get_service_model(service).operation_names
+    }
+    package = Path(__file__).parents[1] / "templates" / "agent" / "trainfleet_agent"
+    found = set()
+    for path in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in by_method:
+                found.add(by_method[node.attr])
+            if (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "get_paginator" and node.args
+                    and isinstance(node.args[0], ast.Constant) and node.args[0].value in by_method):  # fmt: skip
+                found.add(by_method[node.args[0].value])
+    return found
+
+
 def test_the_node_role_allows_exactly_the_agents_aws_calls():
     """Issue 12 #7: every EC2 / Auto Scaling action the agent sends is allowed by the node policy, and nothing
     that could reconfigure the group (UpdateAutoScalingGroup) is."""
     from infra.aws.iam import node_policy
 
-    package = Path(__file__).parents[1] / "templates" / "agent" / "trainfleet_agent"
-    agent = "".join(p.read_text() for p in sorted(package.glob("*.py")))
-    sent = set(re.findall(r'"Action": "(\w+)"', agent))
-    assert "SetDesiredCapacity" in sent and "UpdateAutoScalingGroup" not in sent
+    sent = agent_aws_operations()
+    assert sent == {
+        ("ec2", "DescribeInstances"),
+        ("autoscaling", "SetDesiredCapacity"),
+        ("autoscaling", "CompleteLifecycleAction"),
+    }
     policy = node_policy("arn:aws:s3:::b", "p/", "arn:aws:autoscaling:us-east-1:1:autoScalingGroup:*:autoScalingGroupName/g")
     allowed = set()
     for statement in policy["Statement"]:
         actions = statement["Action"]
         allowed.update([actions] if isinstance(actions, str) else actions)
-    service = {"DescribeInstances": "ec2", "SetDesiredCapacity": "autoscaling", "CompleteLifecycleAction": "autoscaling"}
-    assert {"SetDesiredCapacity", "CompleteLifecycleAction"} <= sent
-    assert {f"{service[a]}:{a}" for a in sent if a in service} <= allowed
+    assert {f"{service}:{op}" for service, op in sent} <= allowed
     autoscaling = {a for a in allowed if a.startswith("autoscaling:")}
     assert autoscaling == {"autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction"}
+    assert {a for a in allowed if a.startswith("ec2:")} == {"ec2:DescribeInstances"}
     assert not any("*" in a for a in allowed)
 
 
@@ -321,6 +349,26 @@ def test_a_path_only_blob_condition_is_refused(monkeypatch):
     with pytest.raises(ConfigError) as err:
         run_program("azure-dev", _config("azure-dev"))
     assert "azure-abac-blob-list" in err.value.message and "403" in err.value.message
+
+
+def test_a_blob_uploaded_into_an_account_without_shared_keys_is_refused(monkeypatch):
+    """pulumi-azure-native#2015: azure-native's Blob resource uploads with the account key, which an account with
+    allowSharedKeyAccess false refuses (403 KeyBasedAuthenticationNotPermitted). The node files' account keeps
+    shared keys on for that; hardened like the checkpoint account instead, `pulumi up` would fail."""
+    import infra.azure.node_files as node_files
+    import infra.azure.storage as storage
+
+    run = run_program("azure-dev", _config("azure-dev"), enforce_rules=False)
+    assert len(run.of_type("azure-native:storage:Blob")) == 2 and not _findings(run, "azure-blob-upload-needs-shared-key")
+
+    def no_shared_keys(*args, **kwargs):
+        return storage.harden_account(*args, **{**kwargs, "shared_key_access": False})
+
+    monkeypatch.setattr(node_files, "harden_account", no_shared_keys)
+    with pytest.raises(ConfigError) as err:
+        run_program("azure-dev", _config("azure-dev"))
+    assert "azure-native:storage:Blob adev-asset-" in err.value.message
+    assert "azure-blob-upload-needs-shared-key" in err.value.message and "KeyBasedAuthenticationNotPermitted" in err.value.message
 
 
 def test_an_iam_condition_on_an_instance_group_manager_is_refused(runs):

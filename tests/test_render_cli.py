@@ -47,8 +47,9 @@ FLEETS = {
     "azure-dev": ("adev", "azure"),
 }
 
-# What `--out` holds for one fleet, per cloud. AWS user-data is limited to 16 KB, so the agent and the
-# training script are fetched from the bucket at boot (assets.json + trainfleet-fetch.py).
+# What `--out` holds for one fleet, per cloud. The agent and the training script do not fit in AWS's 16 KB of
+# user-data nor in Azure's 64 KB of custom data, so on every cloud they are fetched from the bucket at boot
+# (assets.json + trainfleet-fetch.py).
 COMMON_FILES = [
     "SUMMARY.json",
     "parts/ds_config.json",
@@ -64,8 +65,8 @@ COMMON_FILES = [
 ]
 OUT_FILES = {
     "aws": sorted([*COMMON_FILES, "assets.json", "parts/trainfleet-fetch.py"]),
-    "gcp": sorted(COMMON_FILES),
-    "azure": sorted(COMMON_FILES),
+    "gcp": sorted([*COMMON_FILES, "assets.json", "parts/trainfleet-fetch.py"]),
+    "azure": sorted([*COMMON_FILES, "assets.json", "parts/trainfleet-fetch.py"]),
 }
 
 # The env file's values that say which job this node belongs to, by hand from each stack file (job.name,
@@ -107,20 +108,32 @@ WRITE_FILES = {
     "/etc/systemd/system/trainfleet-trainer.service": ("trainfleet-trainer.service", "0644"),
 }
 FETCHED = {"/opt/trainfleet/trainfleet-fetch.py": ("trainfleet-fetch.py", "0755")}
-INLINE = {
-    "/opt/trainfleet/trainfleet_agent.pyz": ("trainfleet_agent.pyz", "0755"),
-    "/opt/trainfleet/train.py": ("train.py", "0644"),
-}
 ENABLE_UNITS = [
     ["systemctl", "daemon-reload"],
     ["systemctl", "enable", "--now", "trainfleet-agent.service"],
     ["systemctl", "enable", "--now", "trainfleet-trainer.service"],
 ]
+# The state folder: linked onto the fast local disk where there is one (AWS DLAMI NVMe, Azure's resource disk
+# at /mnt, mounted by cloud-init's mounts module, which runs after bootcmd and before runcmd), then created.
+LINK = 'if {} && [ ! -e "$1" ]; then mkdir -p "$2" && ln -sfn "$2" "$1"; fi'
+STATE_DIRS = ["mkdir", "-p", "/var/lib/trainfleet/checkpoints", "/var/lib/trainfleet/run"]
 RUNCMD = {
-    "aws": [["python3", "/opt/trainfleet/trainfleet-fetch.py"], *ENABLE_UNITS],
-    "gcp": ENABLE_UNITS,
-    "azure": ENABLE_UNITS,
-}
+    "aws": [
+        ["python3", "/opt/trainfleet/trainfleet-fetch.py"],
+        ["sh", "-c", LINK.format("[ -d /opt/dlami/nvme ]"), "trainfleet-local-disk", "/var/lib/trainfleet",
+         "/opt/dlami/nvme/trainfleet"],
+        STATE_DIRS,
+        *ENABLE_UNITS,
+    ],
+    "gcp": [["python3", "/opt/trainfleet/trainfleet-fetch.py"], STATE_DIRS, *ENABLE_UNITS],
+    "azure": [
+        ["python3", "/opt/trainfleet/trainfleet-fetch.py"],
+        ["sh", "-c", LINK.format("mountpoint -q /mnt"), "trainfleet-local-disk", "/var/lib/trainfleet",
+         "/mnt/trainfleet"],
+        STATE_DIRS,
+        *ENABLE_UNITS,
+    ],
+}  # fmt: skip
 # What limits each cloud's user-data, and on which form (AWS: 16 KB payload; GCP: 256 KB metadata value;
 # Azure: 64 KB base64 customData).
 LIMITS = {"aws": ("payload", 16 * 1024), "gcp": ("raw", 256 * 1024), "azure": ("encoded", 64 * 1024)}
@@ -222,7 +235,7 @@ def test_cloud_config_writes_the_parts_and_starts_the_units(rendered, stack):
     document = (folder / "user-data").read_text()
     assert document.startswith("#cloud-config\n")
     config = yaml.safe_load(document)
-    expected_files = {**WRITE_FILES, **(FETCHED if cloud == "aws" else INLINE)}
+    expected_files = {**WRITE_FILES, **FETCHED}  # the agent and train.py: fetched, on every cloud
     written = {f["path"]: f for f in config["write_files"]}
     assert sorted(written) == sorted(expected_files)
     for path, (part, permissions) in expected_files.items():
@@ -256,8 +269,8 @@ def test_encoded_user_data_decodes_to_the_document_within_the_limit(rendered, st
     assert summary["parts"] == sorted(p.name for p in (folder / "parts").iterdir())
 
 
-@pytest.mark.parametrize("stack", [s for s in STACK_NAMES if FLEETS[s][1] == "aws"])
-def test_aws_assets_are_the_parts_fetched_at_boot_pinned_by_sha256(rendered, stack):
+@pytest.mark.parametrize("stack", STACK_NAMES)
+def test_assets_are_the_parts_fetched_at_boot_pinned_by_sha256(rendered, stack):
     folder = _fleet_folder(rendered, stack)
     assets = json.loads((folder / "assets.json").read_text())
     fetch = (folder / "parts" / "trainfleet-fetch.py").read_text()

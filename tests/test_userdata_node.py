@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -17,7 +18,7 @@ import pytest
 
 from infra.config import StackConfig
 from infra.stack_file import list_stack_files, read_stack_file
-from infra.userdata import ds_config, is_gaudi, render_user_data
+from infra.userdata import accelerator_of, ds_config, is_gaudi, render_user_data
 from tests.agent_support import AGENT, make_step
 from tests.conftest import STACKS
 from tests.metadata_servers import AwsImds
@@ -96,10 +97,56 @@ def test_deepspeed_accepts_every_stacks_ds_config(path):
     config = read_stack_file(path).config
     for fleet in config.fleets:
         c = ds_config(config, fleet)
-        parsed = DeepSpeedConfig(c)  # DeepSpeed's own validation (pydantic models)
+        world = accelerator_of(fleet)[1] * fleet.nodes
+        with deepspeed_world(world):
+            parsed = DeepSpeedConfig(c)  # DeepSpeed's own validation (pydantic models, the batch triple)
         assert parsed.zero_optimization_stage == config.deepspeed.zero_stage
         assert parsed.gradient_accumulation_steps == config.deepspeed.grad_accum
         assert parsed.train_micro_batch_size_per_gpu == config.deepspeed.micro_batch
+        assert parsed.train_batch_size == config.deepspeed.micro_batch * config.deepspeed.grad_accum * world
+
+
+def deepspeed_world(size: int):
+    """DeepSpeedConfig as a launch of `size` ranks sees it (it asks deepspeed.comm for the world size)."""
+    from unittest import mock
+
+    import deepspeed.runtime.config as ds_runtime_config
+
+    patches = [
+        mock.patch.object(ds_runtime_config.dist, "is_initialized", lambda: True),
+        mock.patch.object(ds_runtime_config.dist, "get_world_size", lambda *a, **k: size),
+        mock.patch.object(ds_runtime_config.dist, "get_rank", lambda *a, **k: 0),
+    ]
+
+    class _All:
+        def __enter__(self):
+            for p in patches:
+                p.start()
+
+        def __exit__(self, *exc):
+            for p in reversed(patches):
+                p.stop()
+
+    return _All()
+
+
+def test_the_global_batch_is_fixed_deepspeed_refuses_another_device_count():
+    """Issue 13 #4: without train_batch_size the global batch followed the node count. Now a launch on more
+    (or fewer) devices than the plan is refused by DeepSpeed itself instead of silently changing the batch."""
+    need_module("deepspeed", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    config = stack(
+        {"name": "ff", "cloud": "aws", "region": "us-east-1", "instance_type": "g5.12xlarge", "nodes": 3},
+        deepspeed={"zero_stage": 2, "micro_batch": 4, "grad_accum": 2},
+    )
+    c = ds_config(config, config.fleets[0])
+    assert c["train_batch_size"] == 4 * 2 * 4 * 3  # micro x accumulation x 4 A10G x 3 nodes
+    with deepspeed_world(12):
+        assert DeepSpeedConfig(c).train_batch_size == 96
+    for other in (8, 16):  # a node lost, or one too many
+        with deepspeed_world(other), pytest.raises(AssertionError, match="train_batch_size is not equal"):
+            DeepSpeedConfig(c)
 
 
 def test_gaudi_fleets_get_habanas_deepspeed_and_environment():
@@ -220,6 +267,7 @@ def boot_node(tmp_path: Path, nodes: int, bucket: str, moto_url: str) -> tuple[P
     env = {
         "TRAINFLEET_ENV_FILE": str(home / "trainfleet.env"),
         "TRAINFLEET_PYTHON": sys.executable,
+        "TRAINFLEET_AGENT_PYTHON": sys.executable,  # the agent venv's SDKs are this venv's (same pins)
         "AWS_ENDPOINT_URL": moto_url,
         "AWS_ACCESS_KEY_ID": "t",
         "AWS_SECRET_ACCESS_KEY": "t",
@@ -241,7 +289,7 @@ def upload_with_agent(env, ckpt_dir, bucket):
 def restore_step(tmp_path, env):
     home = tmp_path / "opt"
     return subprocess.run(
-        ["bash", "-c", f'set -euo pipefail; . "{home}/trainfleet-boot.sh"; restore'],
+        ["bash", "-c", f'set -euo pipefail; . "{home}/trainfleet-boot.sh"; NODE_RANK=0; restore'],
         capture_output=True,
         text=True,
         timeout=60,
@@ -254,9 +302,12 @@ def test_boot_restore_puts_every_node_on_the_buckets_latest(moto, tmp_path):
     s3(moto).create_bucket(Bucket=bucket)
     # Another node made step 20 durable; this node has an older step 10 and a newer, never-synced step 30.
     source = tmp_path / "source"
-    make_step(source, 20, {"model.pt": b"twenty"})
+    make_step(source / "rank1", 20, {"zero_pp_rank_1_optim_states.pt": b"rank 1"}, node_rank=1, nodes=2)
+    make_step(source / "rank0", 20, {"model.pt": b"twenty", "zero_pp_rank_0_optim_states.pt": b"rank 0"},
+              node_rank=0, nodes=2)  # fmt: skip
     state, env = boot_node(tmp_path / "node", nodes=2, bucket=bucket, moto_url=moto.url)
-    upload_with_agent(env, source, bucket)
+    upload_with_agent(env, source / "rank1", bucket)
+    upload_with_agent(env, source / "rank0", bucket)  # node 0 commits: both parts are there
     ckpt = state / "checkpoints"
     make_step(ckpt, 10, {"model.pt": b"ten"})
     make_step(ckpt, 30, {"model.pt": b"thirty, only here"})
@@ -264,8 +315,12 @@ def test_boot_restore_puts_every_node_on_the_buckets_latest(moto, tmp_path):
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in ckpt.glob("step-*")) == ["step-00000010", "step-00000020"]
     assert (ckpt / "step-00000020" / "model.pt").read_bytes() == b"twenty"
+    # node rank 0's part and the files every rank loads; not node 1's ZeRO shard
+    assert sorted(p.name for p in (ckpt / "step-00000020").iterdir()) == [
+        "COMPLETE", "model.pt", "zero_pp_rank_0_optim_states.pt"]  # fmt: skip
     assert (ckpt / "step-00000020" / "COMPLETE").is_file()
-    assert (state / "stale" / "step-00000030" / "model.pt").is_file(), "moved aside, not deleted"
+    # step 30 was never committed, so no other node has it: deleted, not kept to fill the disk (issue 13 #2)
+    assert not (state / "stale").exists()
 
 
 def test_boot_restore_on_a_single_node_keeps_its_newer_local_checkpoint(moto, tmp_path):
@@ -329,6 +384,7 @@ def test_a_node_booting_after_training_finished_syncs_and_scales_the_group_to_ze
         env = {
             "TRAINFLEET_ENV_FILE": str(home / "trainfleet.env"),
             "TRAINFLEET_METADATA_URL": imds.url,
+            "TRAINFLEET_AGENT_PYTHON": sys.executable,  # the agent venv's SDKs are this venv's (same pins)
             "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
             "AWS_ENDPOINT_URL": moto.url,
             "AWS_ACCESS_KEY_ID": "t",
@@ -348,3 +404,66 @@ def test_a_node_booting_after_training_finished_syncs_and_scales_the_group_to_ze
     assert latest == "step-00000500"
     desired = asg.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"][0]
     assert desired["DesiredCapacity"] == 0 and desired["MinSize"] == 0
+
+
+def _probe_wheel(folder: Path, version: str) -> None:
+    """A minimal pure-Python wheel (PEP 427: the package, METADATA, WHEEL, RECORD) for pip to install offline."""
+    import zipfile
+
+    name = f"tfprobe-{version}.dist-info"
+    files = {
+        "tfprobe/__init__.py": f"VERSION = {version!r}\n",
+        f"{name}/METADATA": f"Metadata-Version: 2.1\nName: tfprobe\nVersion: {version}\n",
+        f"{name}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{path},,\n" for path in files) + f"{name}/RECORD,,\n"
+    with zipfile.ZipFile(folder / f"tfprobe-{version}-py3-none-any.whl", "w") as zf:
+        for path, text in {**files, f"{name}/RECORD": record}.items():
+            zf.writestr(path, text)
+
+
+def test_the_agent_venv_is_built_from_its_pins_once_and_rebuilt_when_they_change(tmp_path):
+    """trainfleet-boot.sh `agent-env` (the agent unit's ExecStartPre, and the boot script at start): a venv of its
+    own with exactly the pinned SDKs; built once (the second unit waits on the lock and finds it done), rebuilt
+    when the pins change. pip installs offline here, from a local folder (PIP_NO_INDEX, PIP_FIND_LINKS)."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for version in ("1.0", "2.0"):
+        _probe_wheel(wheels, version)
+    r = render_user_data("t", stack(), stack().fleets[0], bucket="b", group="g")
+    home = tmp_path / "opt"
+    home.mkdir()
+    for name in ("trainfleet.env", "trainfleet-boot.sh"):
+        (home / name).write_text(r.parts[name].replace("/opt/trainfleet", str(home)))
+    venv = home / "agent-venv"
+
+    def build(pins: str) -> list[subprocess.Popen]:
+        env = {**os.environ, "TRAINFLEET_ENV_FILE": str(home / "trainfleet.env"), "PIP_NO_INDEX": "1",
+               "PIP_FIND_LINKS": str(wheels)}  # fmt: skip
+        env.pop("TRAINFLEET_AGENT_PYTHON", None)
+        text = (home / "trainfleet.env").read_text()
+        text = re.sub(r"(?m)^TRAINFLEET_AGENT_REQUIREMENTS=.*$", f"TRAINFLEET_AGENT_REQUIREMENTS='{pins}'", text)
+        text = re.sub(r"(?m)^TRAINFLEET_PYTHON=.*$", f"TRAINFLEET_PYTHON={sys.executable}", text)
+        (home / "trainfleet.env").write_text(text)
+        return [
+            subprocess.Popen(["bash", str(home / "trainfleet-boot.sh"), "agent-env"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+            for _ in range(2)  # both units at once
+        ]
+
+    def version() -> str:
+        out = subprocess.run([str(venv / "bin" / "python"), "-c", "import tfprobe; print(tfprobe.VERSION)"],
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        return out.stdout.strip()
+
+    for proc in build("tfprobe==1.0"):
+        assert proc.wait(180) == 0, proc.stdout.read()
+    assert version() == "1.0"
+    assert (venv / ".trainfleet-agent-env").read_text() == "tfprobe==1.0"
+    built = (venv / "bin" / "python").stat().st_ino
+    for proc in build("tfprobe==1.0"):  # same pins: nothing rebuilt
+        assert proc.wait(60) == 0
+    assert (venv / "bin" / "python").stat().st_ino == built
+    for proc in build("tfprobe==2.0"):  # new pins: rebuilt
+        assert proc.wait(180) == 0, proc.stdout.read()
+    assert version() == "2.0"

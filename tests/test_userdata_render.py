@@ -18,6 +18,7 @@ import yaml
 
 from infra.config import StackConfig
 from infra.errors import TrainfleetError
+from infra.node_env import AGENT_VENV
 from infra.stack_file import list_stack_files, read_stack_file, stack_name
 from infra.userdata import (
     AWS_USER_DATA_LIMIT,
@@ -78,6 +79,25 @@ def test_user_data_fits_its_cloud_and_encodes_exactly(stack, fleet):
         payload = base64.b64decode(encoded, validate=True)
         text = gzip.decompress(payload) if payload[:2] == b"\x1f\x8b" else payload
         assert text.decode() == r.document
+    print(f"\n{stack}/{fleet} ({r.cloud}): {r.sizes()}")
+
+
+# The limit each cloud puts on the user-data a fleet renders, and on which form (see infra/userdata.py).
+LIMIT_OF = {"aws": ("payload", AWS_USER_DATA_LIMIT), "gcp": ("raw", GCP_METADATA_LIMIT),
+            "azure": ("encoded", AZURE_CUSTOM_DATA_LIMIT)}  # fmt: skip
+
+
+@pytest.mark.parametrize("stack,fleet", STACK_FLEETS)
+def test_the_agent_is_fetched_so_user_data_keeps_room_to_grow(stack, fleet):
+    """The agent zipapp and the example trainer are fetched on every cloud, never embedded: what is left is the
+    small parts, well under each limit (three quarters of it at most), however much the agent grows."""
+    r = rendered(stack, fleet)
+    assert {"trainfleet_agent.pyz", "train.py"} <= {k.rsplit("/", 1)[-1] for k in r.assets}
+    assert r.parts["trainfleet_agent.pyz"] not in r.document
+    measure, limit = LIMIT_OF[r.cloud]
+    size = r.sizes()[measure]
+    print(f"\n{stack}/{fleet} ({r.cloud}): {measure} {size} of {limit} bytes ({100 * size / limit:.0f}%)")
+    assert size <= limit * 3 // 4, r.sizes()
 
 
 @pytest.mark.parametrize("stack,fleet", STACK_FLEETS)
@@ -86,7 +106,7 @@ def test_every_part_lands_on_the_node_unchanged(stack, fleet):
     doc = yaml.safe_load(r.document)
     written = {e["path"]: e for e in doc["write_files"]}
     for f in r.files:
-        if f.part in ("trainfleet_agent.pyz", "train.py") and r.cloud == "aws":
+        if f.part in ("trainfleet_agent.pyz", "train.py"):  # on every cloud
             assert f.path not in written  # fetched from the bucket, pinned by sha256 in the fetch script
             assert any(k.endswith("/" + f.part) and t == r.parts[f.part] for k, t in r.assets.items())
             continue
@@ -97,10 +117,7 @@ def test_every_part_lands_on_the_node_unchanged(stack, fleet):
     commands = [" ".join(c) for c in doc["runcmd"]]
     assert any("enable --now trainfleet-agent.service" in c for c in commands)
     assert any("enable --now trainfleet-trainer.service" in c for c in commands)
-    if r.cloud == "aws":
-        assert commands[0].endswith("trainfleet-fetch.py"), (
-            "the fetched files must be in place before the units start"
-        )
+    assert commands[0].endswith("trainfleet-fetch.py"), "the fetched files must be in place before the units start"
 
 
 @pytest.mark.parametrize("stack,fleet", STACK_FLEETS)
@@ -111,6 +128,46 @@ def test_cloud_config_passes_cloud_inits_schema(stack, fleet, tmp_path):
     result = subprocess.run([tool, "schema", "--config-file", str(f)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Valid cloud-config" in result.stdout
+
+
+def _cloud_init_stages() -> list[list[str]]:
+    """cloud-init's own module order, from the cloud.cfg it installs: the init stage's modules, then the config
+    stage's, then the final stage's, each run in the order listed (https://docs.cloud-init.io/en/latest/explanation/boot.html)."""
+    from pathlib import Path
+
+    need_tool("cloud-init")
+    cfg = yaml.safe_load(Path("/etc/cloud/cloud.cfg").read_text())
+
+    def name(entry) -> str:
+        entry = entry[0] if isinstance(entry, list) else entry
+        return str(entry).replace("-", "_")
+
+    return [[name(e) for e in cfg[key]] for key in ("cloud_init_modules", "cloud_config_modules", "cloud_final_modules")]
+
+
+@pytest.mark.parametrize("stack,fleet", STACK_FLEETS)
+def test_the_state_folder_goes_on_the_local_disk_after_cloud_init_mounted_it(stack, fleet):
+    """Azure's resource disk is formatted and mounted at /mnt by cloud-init's disk_setup and mounts modules. bootcmd
+    runs before them, in the same stage, so a link made there never finds /mnt mounted; runcmd's script runs in a
+    later stage (scripts_user), after every mount, and before the units start there."""
+    stages = _cloud_init_stages()
+    where = {m: (i, stage.index(m)) for i, stage in enumerate(stages) for m in stage}
+    assert where["bootcmd"] < where["disk_setup"] < where["mounts"], "bootcmd comes before the mounts"
+    assert where["mounts"][0] < where["runcmd"][0] and where["mounts"][0] < where["scripts_user"][0]
+    r = rendered(stack, fleet)
+    doc = yaml.safe_load(r.document)
+    assert not any("trainfleet-local-disk" in c for c in doc.get("bootcmd", [])), "before /mnt is mounted"
+    commands = [" ".join(c) for c in doc["runcmd"]]
+    enable = next(i for i, c in enumerate(commands) if c.startswith("systemctl enable"))
+    state = next(i for i, c in enumerate(commands) if c.startswith("mkdir -p /var/lib/trainfleet/checkpoints"))
+    assert state < enable, "the state folder exists before the units start"
+    link = [i for i, c in enumerate(commands) if "trainfleet-local-disk" in c]
+    if r.cloud == "gcp":
+        assert link == []
+    else:
+        mount = {"aws": "[ -d /opt/dlami/nvme ]", "azure": "mountpoint -q /mnt"}[r.cloud]
+        assert len(link) == 1 and mount in commands[link[0]]
+        assert link[0] < state, "linked before mkdir creates the folder on the root disk"
 
 
 def test_cloud_init_schema_check_does_reject_a_bad_document(tmp_path):
@@ -160,11 +217,10 @@ def test_python_parts_compile_and_units_are_well_formed(stack, fleet, tmp_path):
         assert set(ini.sections()) == {"Unit", "Service", "Install"}
         assert ini["Service"]["EnvironmentFile"] in paths
         exec_start = ini["Service"]["ExecStart"].split()
-        assert exec_start[0] in paths or exec_start[2] in paths  # the script, or python3 <agent>
-        if r.cloud == "aws":  # the fetched files are checked (and fetched if missing) before each start
-            assert ini["Service"]["ExecStartPre"].split()[2] in {f.path for f in r.files}
-        else:
-            assert "ExecStartPre" not in ini["Service"]
+        # the boot script, or the agent venv's python running the agent zipapp
+        assert exec_start[0] in paths or (exec_start[0] == f"{AGENT_VENV}/bin/python" and exec_start[1] in paths)
+        # the fetched files are checked (and fetched if missing) before each start, on every cloud
+        assert ini["Service"]["ExecStartPre"].split()[2] in {f.path for f in r.files}
         for var in re.findall(r"\$\{(\w+)\}", ini["Service"]["ExecStart"]):
             assert re.search(rf"^{var}=", r.parts["trainfleet.env"], re.M), var
 
@@ -230,13 +286,28 @@ def test_an_oversized_user_data_fails_naming_the_fleet():
         render_user_data("big", config, config.fleets[0], bucket="b", group="g")
 
 
-def test_aws_assets_do_not_depend_on_the_bucket_name():
-    """The Pulumi program uploads them before the bucket's final name is known."""
-    config = read_stack_file(STACKS / "Pulumi.dev.yaml").config
-    aws = next(f for f in config.fleets if f.cloud == "aws")
-    one = render_user_data("dev", config, aws, bucket="bucket-one", group="g").assets
-    two = render_user_data("dev", config, aws, bucket="bucket-two", group="g").assets
+@pytest.mark.parametrize("stack", ["dev", "gcp-dev", "azure-dev"])
+def test_assets_do_not_depend_on_the_bucket_name(stack):
+    """The Pulumi program uploads them before the bucket's final name is known, on every cloud."""
+    config = read_stack_file(STACKS / f"Pulumi.{stack}.yaml").config
+    fleet = config.fleets[0]
+    one = render_user_data(stack, config, fleet, bucket="bucket-one", group="g").assets
+    two = render_user_data(stack, config, fleet, bucket="acct/bucket-two", group="g", assets_bucket="a/files").assets
     assert one and one == two
+
+
+@pytest.mark.parametrize("stack", ["dev", "gcp-dev", "azure-dev"])
+def test_the_fetch_script_reads_the_assets_bucket(stack):
+    """Azure's node files live in an account of their own (infra/azure/node_files.py); elsewhere in the
+    checkpoint bucket. The fetch script's BUCKET is where the node fetches from; the env file keeps the
+    checkpoint bucket."""
+    config = read_stack_file(STACKS / f"Pulumi.{stack}.yaml").config
+    fleet = config.fleets[0]
+    same = render_user_data(stack, config, fleet, bucket="ck/pt", group="g")
+    other = render_user_data(stack, config, fleet, bucket="ck/pt", group="g", assets_bucket="nf/node-files")
+    assert re.search(r'^BUCKET = "ck/pt"$', same.parts["trainfleet-fetch.py"], re.M)
+    assert re.search(r'^BUCKET = "nf/node-files"$', other.parts["trainfleet-fetch.py"], re.M)
+    assert "TRAINFLEET_BUCKET=ck/pt" in other.parts["trainfleet.env"]
 
 
 def test_rendering_is_deterministic():

@@ -2,14 +2,19 @@
 prune, verify_manifest, restore): each one loses training progress or restores a broken checkpoint.
 
 A table for benchmarks/mutation.py: each mutant replaces one exact snippet (which must occur once).
-tests/test_agent_checkpoint.py calls the functions over the agent's S3Store on moto's S3 server (a real S3 API,
-read back with boto3); tests/test_agent_commit_restore.py calls them over an in-memory stand-in;
+tests/test_agent_checkpoint.py calls the functions over the agent's S3Store (boto3/s3transfer) on moto's S3 server
+(a real S3 API, read back with boto3); tests/test_agent_commit_restore.py calls them over an in-memory stand-in;
 tests/test_agent_aws.py runs the agent as a process against moto's S3."""
 
 MODULE = "agent-checkpoint"
 # The protocol's rules one by one first, over real S3 then the stand-in (fast; -x stops at the first
 # failure, so the slow end-to-end file only runs for a mutant both let through), then the agent as a process.
-TESTS = ["tests/test_agent_checkpoint.py", "tests/test_agent_commit_restore.py", "tests/test_agent_aws.py"]
+TESTS = [
+    "tests/test_agent_checkpoint.py",
+    "tests/test_agent_commit_restore.py",
+    "tests/test_agent_sharded.py",
+    "tests/test_agent_aws.py",
+]
 F = "templates/agent/trainfleet_agent/checkpoints.py"
 STORES = "templates/agent/trainfleet_agent/stores.py"
 
@@ -84,8 +89,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "a truncated upload (size differs from the manifest) passes verification",
-        "original": 'if listing.get(_key(prefix, step_name(step), e["path"])) != e["size"]:',
-        "replacement": 'if listing.get(_key(prefix, step_name(step), e["path"])) is None:',
+        "original": 'if listing.get(object_key(prefix, step, node, e["path"])) != e["size"]:',
+        "replacement": 'if listing.get(object_key(prefix, step, node, e["path"])) is None:',
     },
     {
         "file": F,
@@ -102,20 +107,24 @@ MUTANTS = [
     {
         "file": F,
         "bug": "a malformed manifest ([] or a null entry) crashes restore and boot retries forever",
-        "original": '    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):',
-        "replacement": "    if False:",
+        "original": '    if not isinstance(manifest, dict):\n        return "not an object with a list of files"',
+        "replacement": '    if False:\n        return "not an object with a list of files"',
     },
     {
         "file": F,
         "bug": "a link in the temp folder carries a download outside the destination",
-        "original": "            if not os.path.realpath(out).startswith(os.path.realpath(tmp) + os.sep):",
-        "replacement": "            if not os.path.abspath(out).startswith(os.path.abspath(tmp) + os.sep):",
+        "original": "        if not os.path.realpath(out).startswith(os.path.realpath(tmp) + os.sep):",
+        "replacement": "        if not os.path.abspath(out).startswith(os.path.abspath(tmp) + os.sep):",
     },
     {
         "file": STORES,
-        "bug": "S3 CompleteMultipartUpload answering 200 with <Error> is logged durable",
-        "original": '                if b"<Error>" in r.data[:512]:',
-        "replacement": "                if False:",
+        # botocore itself turns a 200 with <Error> into a retried error (tests/test_agent_checkpoint.py puts a proxy
+        # answering so in front of moto); the bug that loses it is the store swallowing the SDK's verdict.
+        "bug": "S3 CompleteMultipartUpload answering 200 with <Error> is logged durable: put_file ignores the SDK's error "
+        "and reports the checksum of whatever object HeadObject finds (an older one under the same key)",
+        "original": "            future.result()  # the SDK's verdict: a failed part or completion (even a 200 with <Error>) raises",
+        "replacement": "            try:\n                future.result()\n            except Exception as e:  # noqa: BLE001\n"
+        '                log("upload_error", key=key, error=str(e)[:200])',
     },
     {
         "file": F,
@@ -126,22 +135,22 @@ MUTANTS = [
     {
         "file": F,
         "bug": "a download whose checksum differs from the manifest is restored",
-        "original": 'if not store.download(_key(prefix, step_name(step), e["path"]), out, entry_checksum(e)):',
-        "replacement": 'if store.download(_key(prefix, step_name(step), e["path"]), out, entry_checksum(e)) is None:',
+        "original": 'return e["path"] if not store.download(key, out, entry_checksum(e)) else None',
+        "replacement": "return None",
     },
     {
         "file": F,
         "bug": "a half-restored step directory (no COMPLETE) is taken as already present",
-        "original": 'if os.path.isfile(os.path.join(final, "COMPLETE")):\n            log("restore_present"',
-        "replacement": 'if os.path.isdir(final):\n            log("restore_present"',
+        "original": 'have = step_part(dest, step) if os.path.isfile(os.path.join(final, "COMPLETE")) else None',
+        "replacement": "have = step_part(dest, step) if os.path.isdir(final) else None",
     },
     {
         "file": F,
         # (Writing COMPLETE into the temp dir before the rename was equivalent: a kill leaves only a
         # .restore-* dir, which the next restore removes.)
         "bug": "a half-restored step directory left by a killed restore makes every later restore fail",
-        "original": "        shutil.rmtree(final, ignore_errors=True)\n        os.replace(tmp, final)",
-        "replacement": "        os.replace(tmp, final)",
+        "original": "    shutil.rmtree(final, ignore_errors=True)\n    os.replace(tmp, final)",
+        "replacement": "    os.replace(tmp, final)",
     },
     {
         "file": F,
@@ -160,5 +169,42 @@ MUTANTS = [
         "bug": "temp dirs left by killed restores are never removed: a node restarting over and over fills its disk",
         "original": 'if name.startswith(".restore-step-"):',
         "replacement": "if False:",
+    },
+    # Sharded checkpoints (issue 13 #1, #2): tests/test_agent_sharded.py.
+    {
+        "file": F,
+        "bug": "rank 0 commits a step while another node's part is still missing",
+        "original": "        if part is None:\n            return None",
+        "replacement": "        if part is None:\n            continue",
+    },
+    {
+        "file": F,
+        "bug": "a node restores every rank's ZeRO shard (the whole checkpoint on every node)",
+        "original": ' and not ZERO_SHARD_RE.search(e["path"])]',
+        "replacement": "]",
+    },
+    {
+        "file": F,
+        "bug": "a restored step is uploaded again as this node's part (node 1 re-uploads node 0's model states)",
+        "original": '    if who["restored"]:\n        log("sync_skip"',
+        "replacement": '    if False:\n        log("sync_skip"',
+    },
+    {
+        "file": F,
+        "bug": "local pruning deletes the newest steps instead of the oldest",
+        "original": "doomed = complete_steps(ckpt_dir)[:-keep_last]",
+        "replacement": "doomed = complete_steps(ckpt_dir)[-keep_last:]",
+    },
+    {
+        "file": F,
+        "bug": "a PART.json naming another node is accepted as this node's part",
+        "original": '    if problem is None and (part.get("step"), part.get("node")) != (step, node):',
+        "replacement": "    if False:",
+    },
+    {
+        "file": F,
+        "bug": "a step saved by another node count is restored (DeepSpeed then refuses the ZeRO state)",
+        "original": "(node_rank >= saved_by or (nodes is not None and nodes != saved_by))",
+        "replacement": "(node_rank >= saved_by)",
     },
 ]

@@ -5,7 +5,7 @@ Per fleet, under OUT/<fleet>/:
     user-data            the #cloud-config document as cloud-init reads it
     user-data.encoded    exactly what the provider input gets (base64 on AWS/Azure, gzip inside if needed)
     parts/<name>         every file the node gets (env, ds_config.json, boot/launch scripts, units, agent, ...)
-    assets.json          AWS: bucket keys of the files fetched at boot (too big for 16 KB), with sha256
+    assets.json          bucket keys of the files fetched at boot (too big for user-data), with sha256
     SUMMARY.json         sizes and limits
 
 The bucket and group names come from infra/naming.py where they are deterministic; a bucket name that only

@@ -4,7 +4,10 @@ Uniform orchestration (the node agent lists the scale set's network interfaces f
 patches its capacity to zero when the job ends), Spot priority with eviction Delete and the max price
 from config (-1: up to the on-demand price), custom data from the rendered cloud-init, the fleet's
 user-assigned managed identity, accelerated networking, no public IP, the network security group on
-every NIC, and the custom role for its own scale set assigned to that identity.
+every NIC, and the custom role for its own scale set assigned to that identity. The node files too big for
+custom data (the agent, the example trainer) are blobs in the fleet's node-files container
+(infra/azure/node_files.py), which the nodes fetch at boot with their managed identity and check against
+the sha256 the custom data pins.
 
 Azure requires an admin key for Linux VMs with password login off. Unless the fleet names SSH CIDRs
 there is no way in anyway; the key installed is a public key whose private half was discarded when
@@ -73,6 +76,9 @@ class SpotFleetArgs:
     max_price: float | None = None
     image: str | None = None
     root_volume_gb: int = 200
+    node_assets: dict[str, str] = field(default_factory=dict)  # blob name -> text, fetched at boot
+    assets_account_name: pulumi.Input[str] | None = None  # the NodeFiles account and container
+    assets_container_name: pulumi.Input[str] | None = None
 
 
 class SpotFleet(pulumi.ComponentResource):
@@ -81,6 +87,23 @@ class SpotFleet(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SpotFleetArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainfleet:azure:SpotFleet", name, None, opts)
+        # Node files too big for custom data; nodes fetch them with their managed identity, check their sha256.
+        for key, text in sorted(args.node_assets.items()):
+            if args.assets_account_name is None or args.assets_container_name is None:
+                raise ValueError("node_assets need assets_account_name and assets_container_name")
+            # Named by content (the name holds its hash) and kept on delete: nodes still booting from an
+            # older scale set model fetch the files it pins.
+            azure_native.storage.Blob(
+                f"{name}-asset-{key.rsplit('/', 2)[-2]}-{key.rsplit('/', 1)[-1]}",
+                resource_group_name=args.resource_group_name,
+                account_name=args.assets_account_name,
+                container_name=args.assets_container_name,
+                blob_name=key,
+                source=pulumi.StringAsset(text),
+                content_type="text/plain; charset=utf-8",
+                type=azure_native.storage.BlobType.BLOCK,
+                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+            )
         compute = azure_native.compute
         profile = compute.VirtualMachineScaleSetVMProfileArgs(
             priority=compute.VirtualMachinePriorityTypes.SPOT if args.spot else compute.VirtualMachinePriorityTypes.REGULAR,

@@ -1,9 +1,10 @@
 """trainfleet:azure:NodeIdentity — the managed identity a fleet's VMs run as.
 
 Storage Blob Data Contributor on its own container only, further limited by an ABAC condition to
-blobs under its own checkpoint prefix. The right to see and resize its own scale set is granted by
-the fleet (the scale set must exist before a role can be assigned on it); the custom role for that
-is declared here.
+blobs under its own checkpoint prefix; Storage Blob Data Reader on its node-files container
+(infra/azure/node_files.py), under the same prefix, for trainfleet-fetch.py at boot. The right to see
+and resize its own scale set is granted by the fleet (the scale set must exist before a role can be
+assigned on it); the custom role for that is declared here.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pulumi
 import pulumi_azure_native as azure_native
 
 STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
 BLOB = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 GROUP_ACTIONS = [
     "Microsoft.Compute/virtualMachineScaleSets/read",
@@ -61,6 +63,7 @@ class NodeIdentityArgs:
     group_name: str
     role_seed: str  # makes the custom role's id deterministic per stack and fleet
     tags: dict[str, str]
+    files_container_id: pulumi.Input[str] | None = None  # the fleet's node files (NodeFiles), read at boot
 
 
 class NodeIdentity(pulumi.ComponentResource):
@@ -80,22 +83,35 @@ class NodeIdentity(pulumi.ComponentResource):
             tags=args.tags,
             opts=child,
         )
+
+        def built_in(role: str) -> pulumi.Output[str]:
+            return client.subscription_id.apply(
+                lambda sub: f"/subscriptions/{sub}/providers/Microsoft.Authorization/roleDefinitions/{role}"
+            )
+
         azure_native.authorization.RoleAssignment(
             f"{name}-checkpoints",
             principal_id=identity.principal_id,
             principal_type="ServicePrincipal",
-            role_definition_id=client.subscription_id.apply(
-                lambda sub: (
-                    f"/subscriptions/{sub}/providers/Microsoft.Authorization/roleDefinitions/"
-                    f"{STORAGE_BLOB_DATA_CONTRIBUTOR}"
-                )
-            ),
+            role_definition_id=built_in(STORAGE_BLOB_DATA_CONTRIBUTOR),
             scope=args.container_id,
             condition=prefix_condition(args.prefix),
             condition_version="2.0",
             description=f"trainfleet {args.group_name}: own checkpoint prefix",
             opts=child,
         )
+        if args.files_container_id is not None:
+            azure_native.authorization.RoleAssignment(
+                f"{name}-node-files",
+                principal_id=identity.principal_id,
+                principal_type="ServicePrincipal",
+                role_definition_id=built_in(STORAGE_BLOB_DATA_READER),
+                scope=args.files_container_id,
+                condition=prefix_condition(args.prefix),
+                condition_version="2.0",
+                description=f"trainfleet {args.group_name}: read own node files",
+                opts=child,
+            )
         role = azure_native.authorization.RoleDefinition(
             f"{name}-group-role",
             role_definition_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"trainfleet:{args.role_seed}")),

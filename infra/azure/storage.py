@@ -3,6 +3,8 @@
 No public blob access, TLS 1.2 minimum, HTTPS only, shared keys off (nodes use their managed
 identity), encrypted at rest, blob versioning and soft delete on, and a lifecycle policy that deletes
 replaced versions after `checkpoint.retention_days`.
+
+(The node files go to an account of their own: infra/azure/node_files.py.)
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ the fleet's own service account with narrow scopes, user-data in the `user-data`
 on and project-wide SSH keys blocked. Accelerator-optimized machine types (a2/a3/a4/g2) come with
 their GPUs attached. The group spreads over the configured zones; a multi-node group keeps all its
 VMs in one zone (ANY_SINGLE_ZONE) so NCCL traffic stays local. Firewall: members admit members (by
-network tag), SSH only from the CIDRs the config names.
+network tag), SSH only from the CIDRs the config names. The node files too big for user-data (the agent, the
+example trainer) are objects in the checkpoint bucket, under the fleet's prefix, which the nodes fetch at boot
+with their service account and check against the sha256 the user-data pins.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class SpotFleetArgs:
     image: str | None = None
     root_volume_gb: int = 200
     ssh_cidrs: list[str] = field(default_factory=list)
+    node_assets: dict[str, str] = field(default_factory=dict)  # bucket key -> text, fetched at boot
+    assets_bucket: pulumi.Input[str] | None = None
 
 
 class SpotFleet(pulumi.ComponentResource):
@@ -76,6 +80,23 @@ class SpotFleet(pulumi.ComponentResource):
                 allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[SSH_PORT])],
                 description="SSH from fleet.ssh_cidrs",
                 opts=child,
+            )
+
+        # Node files too big for user-data; nodes fetch them with their service account and check their sha256.
+        for key, text in sorted(args.node_assets.items()):
+            if args.assets_bucket is None:
+                raise ValueError("node_assets need assets_bucket")
+            # Named by content (the key holds its hash) and kept on delete: nodes still booting from an
+            # older instance template fetch the files it pins.
+            gcp.storage.BucketObject(
+                f"{name}-asset-{key.rsplit('/', 2)[-2]}-{key.rsplit('/', 1)[-1]}",
+                bucket=args.assets_bucket,
+                name=key,
+                # An asset, not `content`: pulumi-gcp makes `content` a secret, so a preview could not size
+                # (price) the object; the text is no secret.
+                source=pulumi.StringAsset(text),
+                content_type="text/plain; charset=utf-8",
+                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
             )
 
         scheduling = (

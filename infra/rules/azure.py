@@ -14,6 +14,9 @@ BLOB = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 VMSS_API = "https://learn.microsoft.com/rest/api/compute/virtual-machine-scale-sets/create-or-update"
 SPOT = "https://learn.microsoft.com/azure/virtual-machine-scale-sets/use-spot"
 LIST_BLOBS = "https://learn.microsoft.com/azure/storage/blobs/storage-auth-abac-attributes#list-blobs"
+BLOB_SHARED_KEY = "https://github.com/pulumi/pulumi-azure-native/issues/2015"
+STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
+BLOB_RESOURCE = "azure-native:storage:Blob"
 
 
 def _profile(vmss) -> dict:
@@ -81,3 +84,23 @@ def blob_conditions_let_nodes_list_their_prefix(run):
                     "exclude SubOperationMatches{'Blob.List'} from the path clause and limit listing by "
                     "@Request[...blobs:prefix] (infra/azure/identity.py prefix_condition)",
                 )
+
+
+@rule("azure-blob-upload-needs-shared-key", BLOB_SHARED_KEY)
+def blobs_go_to_accounts_that_take_the_shared_key(run):
+    """azure-native's Blob resource uploads with the account's shared key: it lists the account keys and signs
+    with the first (provider/pkg/resources/customresources/custom_storage_azidentity.go,
+    newSharedKeyCredential); an account with allowSharedKeyAccess false answers 403
+    KeyBasedAuthenticationNotPermitted (issue above, still open; also #2948)."""
+    accounts = {a.outputs.get("name"): a for a in run.of_type(STORAGE_ACCOUNT)}
+    for blob in run.of_type(BLOB_RESOURCE):
+        account = accounts.get(blob.inputs.get("accountName"))
+        if account is not None and account.inputs.get("allowSharedKeyAccess") is False:
+            yield Finding(
+                "azure-blob-upload-needs-shared-key",
+                where(blob),
+                f"it uploads into storage account {account.name}, which refuses shared-key requests, and "
+                "azure-native uploads blobs with the account key (403 KeyBasedAuthenticationNotPermitted)",
+                "upload into an account with shared keys on (infra/azure/node_files.py) or keep the data out "
+                "of Pulumi",
+            )

@@ -22,6 +22,11 @@ GCP_SA = "https://cloud.google.com/iam/docs/reference/rest/v1/projects.serviceAc
 GCP_ROLE = "https://cloud.google.com/iam/docs/reference/rest/v1/projects.roles/create"
 GCP_LABELS = "https://cloud.google.com/compute/docs/labeling-resources#requirements"
 AZURE_NAMES = "https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules"
+GCP_OBJECT = "https://cloud.google.com/storage/docs/objects#naming"
+AZURE_BLOB = (
+    "https://learn.microsoft.com/rest/api/storageservices/naming-and-referencing-containers--blobs--and-metadata"
+    "#blob-names"
+)
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,13 @@ NAME_RULES: dict[str, NameRule] = {
         "name", r"[a-zA-Z0-9](?:[\w.-]{0,62}\w)?", "2-64 letters, digits, _ . -", f"{AZURE_NAMES}#microsoftnetwork"),
     "azure-native:network:NetworkSecurityGroup": NameRule(
         "name", r"[a-zA-Z0-9](?:[\w.-]{0,78}\w)?", "1-80 letters, digits, _ . -", f"{AZURE_NAMES}#microsoftnetwork"),
+    # Object and blob names (the node files' keys are ASCII, so characters are bytes): GCS 1-1024 bytes, no line
+    # breaks, not . or .., not under .well-known/acme-challenge/; Azure 1-1024 characters in at most 254 segments.
+    "gcp:storage/bucketObject:BucketObject": NameRule(
+        "name", r"(?!\.{1,2}$)(?!\.well-known/acme-challenge/)[^\r\n]{1,1024}",
+        "1-1024 bytes, no line breaks, not . or .., not under .well-known/acme-challenge/", GCP_OBJECT),
+    "azure-native:storage:Blob": NameRule(
+        "name", r"(?!(?:[^/]*/){254}).{1,1024}", "1-1024 characters in at most 254 path segments", AZURE_BLOB),
 }  # fmt: skip
 # Compute Engine resources share one format: RFC 1035, 1-63 characters.
 NAME_RULES.update(

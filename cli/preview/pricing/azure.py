@@ -16,8 +16,10 @@ from cli.preview.pricing.base import (
     prices,
     storage_component,
     transfer_component,
+    uploaded_bytes,
 )
 from cli.preview.pricing.rates import AZURE_DISK_TIERS, AZURE_DISK_URL
+from infra.naming import AZURE_NODE_FILES_CONTAINER
 
 
 def _disk(ctx: PricingContext, r: Resource, nodes: int, location: str) -> list[CostComponent]:
@@ -74,8 +76,18 @@ def scale_set(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     return comps + _disk(ctx, r, nodes, location)
 
 
+def _holds_node_files(account: Resource, ctx: PricingContext) -> bool:
+    """A fleet's node-files account (infra/azure/node_files.py): its container beside it is node-files."""
+    return any(
+        c.inputs.get("containerName") == AZURE_NODE_FILES_CONTAINER
+        for c in ctx.related(account, "azure-native:storage:BlobContainer")
+    )
+
+
 @prices("azure-native:storage:StorageAccount")
 def storage_account(r: Resource, ctx: PricingContext) -> list[CostComponent]:
+    if _holds_node_files(r, ctx):
+        raise Free("holds only the node files, each priced as its own blob (azure-native:storage:Blob)")
     location = ctx.region(r, "azure", get(r.inputs, "location"))
     billing = any(
         o.type == "azure-native:costmanagement:Export" and (r.id and r.id in str(o.inputs))
@@ -95,6 +107,17 @@ def storage_account(r: Resource, ctx: PricingContext) -> list[CostComponent]:
             )
         )
     return comps
+
+
+@prices("azure-native:storage:Blob")
+def storage_blob(r: Resource, ctx: PricingContext) -> list[CostComponent]:
+    """A blob the program uploads (the node files): its own bytes at the hot LRS rate of its account's region."""
+    size = uploaded_bytes(r)
+    accounts = [a for a in ctx.resources if a.type == "azure-native:storage:StorageAccount"]
+    account = next((a for a in accounts if a.outputs.get("name") == r.inputs.get("accountName")), None)
+    location = ctx.region(r, "azure", get(account.inputs, "location") if account else None)
+    what = f"Blob hot LRS ({size:,} bytes)"
+    return [storage_component(ctx, what, size / 1e9, "azure-blob-hot-lrs", location)]
 
 
 @prices("azure-native:network:PublicIPAddress")

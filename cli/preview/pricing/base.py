@@ -267,6 +267,27 @@ def _mean_price(pool: list[Offer], purchase: str) -> tuple[float | None, str, st
     return mean, f"mean of {len(known)} zones: {detail}", "catalog:" + ",".join(sources)
 
 
+_ASSET_SIG = "c44067f5952c0a294b673a41bacd8c17"  # the engine's marker of an asset (pulumi/runtime/rpc.py)
+
+
+def uploaded_bytes(r: Resource) -> int:
+    """The size of an object the program uploads: its inline `content`, or the text of its `source` asset: a
+    StringAsset as the mock runtime and `pulumi preview --json` write it ({sig: asset sig, "text": ...}) or as the
+    policy SDK hands it over (a pulumi.StringAsset, with `.text`)."""
+    content = r.inputs.get("content")
+    if isinstance(content, str) and not is_unknown(content) and not is_secret(content):
+        return len(content.encode())
+    source = r.inputs.get("source")
+    if isinstance(source, dict) and source.get(_SECRET_SIG) == _ASSET_SIG:
+        text = source.get("text")
+        if isinstance(text, str):
+            return len(text.encode())
+    text = getattr(source, "text", None)
+    if isinstance(text, str):
+        return len(text.encode())
+    raise NotEstimable("object size unknown: no inline content and no text asset as its source")
+
+
 def storage_component(
     ctx: PricingContext,
     name: str,

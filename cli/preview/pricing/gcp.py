@@ -18,6 +18,7 @@ from cli.preview.pricing.base import (
     prices,
     storage_component,
     transfer_component,
+    uploaded_bytes,
 )
 
 _DISK_RATES = {"pd-balanced": "gcp-pd-balanced", "pd-ssd": "gcp-pd-ssd", "pd-standard": "gcp-pd-standard"}
@@ -146,6 +147,25 @@ def storage_bucket(r: Resource, ctx: PricingContext) -> list[CostComponent]:
         ),
         transfer_component(ctx, "internet egress", "egress_gb_per_month", "gcp-egress-internet", region),
     ]
+
+
+@prices("gcp:storage/bucketObject:BucketObject")
+def storage_object(r: Resource, ctx: PricingContext) -> list[CostComponent]:
+    """An object the program uploads (the node files): its own bytes at the Cloud Storage Standard rate of its
+    bucket's location."""
+    size = uploaded_bytes(r)
+    bucket = next(
+        (
+            b
+            for b in ctx.resources
+            if b.type == "gcp:storage/bucket:Bucket" and b.outputs.get("name") == r.inputs.get("bucket")
+        ),
+        None,
+    )
+    location = get(bucket.inputs, "location", "") if bucket else ""
+    region = location.lower() if isinstance(location, str) and location else ctx.region(r, "gcp")
+    what = f"Cloud Storage Standard ({size:,} bytes)"
+    return [storage_component(ctx, what, size / 1e9, "gcp-gcs-standard", region)]
 
 
 @prices("gcp:bigquery/dataset:Dataset")

@@ -43,27 +43,117 @@ def read_latest(store: ObjectStore, prefix: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def upload_step(store: ObjectStore, prefix: str, ckpt_dir: str, step: int, keep_last: int = 0) -> dict:
-    """Files, then MANIFEST.json, then LATEST (only forward), then prune. Returns the manifest."""
-    t0 = time.time()
-    root = os.path.join(ckpt_dir, step_name(step))
+# ------------------------------------------------------------------------------------------- commit
+# Every node uploads its own part of a step (the files its ranks wrote) under step-N/node-<R>/ and then
+# step-N/node-<R>/PART.json; node rank 0 writes step-N/MANIFEST.json once every part is there and verifies,
+# then LATEST (only forward). A step is never "latest" before every node's part is durable.
+
+PART_FILE = "PART.json"
+
+
+def node_dir(node: int) -> str:
+    return f"node-{node}"
+
+
+def step_part(ckpt_dir: str, step: int) -> dict:
+    """What the trainer wrote into step-N/COMPLETE: which node rank of how many nodes saved this part, and
+    whether it was restored (not saved) here. A COMPLETE that is empty or not JSON: one node, rank 0."""
+    try:
+        with open(os.path.join(ckpt_dir, step_name(step), "COMPLETE")) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        doc = {}
+    if not isinstance(doc, dict):
+        doc = {}
+
+    def count(key, default):
+        v = doc.get(key, default)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else default
+
+    nodes = max(1, count("nodes", 1))
+    return {"node_rank": min(count("node_rank", 0), nodes - 1), "nodes": nodes, "restored": doc.get("restored") is True}
+
+
+def local_files(root: str) -> list[tuple[str, str]]:
+    """(relative path, full path) of every file under a local step folder but COMPLETE, sorted."""
     files = []
     for dirpath, _dirs, names in os.walk(root):
         for n in names:
             full = os.path.join(dirpath, n)
             rel = os.path.relpath(full, root).replace(os.sep, "/")
-            files.append((rel, full))
-    files.sort()
-    log("upload_start", step=step, files=len(files))
+            if rel != "COMPLETE":
+                files.append((rel, full))
+    return sorted(files)
+
+
+def upload_part(store: ObjectStore, prefix: str, ckpt_dir: str, step: int) -> dict:
+    """This node's files of `step` under step-N/node-R/ (in parallel, each verified by the store), then its
+    PART.json. Returns the part: {"step", "node", "nodes", "files": [{"path", "size", "checksum"}]}."""
+    t0 = time.time()
+    who = step_part(ckpt_dir, step)
+    node = who["node_rank"]
+    files = local_files(os.path.join(ckpt_dir, step_name(step)))
+    log("upload_start", step=step, node=node, nodes=who["nodes"], files=len(files))
 
     def one(rel, full):
         size = os.path.getsize(full)
-        checksum = store.put_file(_key(prefix, step_name(step), rel), full)
+        checksum = store.put_file(_key(prefix, step_name(step), node_dir(node), rel), full)
         return {"path": rel, "size": size, "checksum": checksum}
 
     # files in parallel (each large one also uploads its parts in parallel)
     entries = run_parallel([(lambda r=rel, f=full: one(r, f)) for rel, full in files], store.concurrency)
-    manifest = {"step": step, "files": entries, "created": time.time(), "host": socket.gethostname()}
+    part = {"step": step, "node": node, "nodes": who["nodes"], "files": entries, "created": time.time(),
+            "host": socket.gethostname()}  # fmt: skip
+    store.put_bytes(_key(prefix, step_name(step), node_dir(node), PART_FILE), json.dumps(part, indent=1).encode())
+    total = sum(e["size"] for e in entries)
+    log("part_durable", step=step, node=node, bytes=total, seconds=round(time.time() - t0, 3))
+    return part
+
+
+def part_in_bucket(store: ObjectStore, prefix: str, ckpt_dir: str, step: int, node: int) -> bool:
+    """This node's part of `step` is durable already: its PART.json verifies and lists exactly the local files
+    with their sizes (a retried `sync`, the boot script's sync after the agent's)."""
+    listing = store.list(_key(prefix, step_name(step), node_dir(node), ""))
+    part = read_part(store, prefix, step, node, listing)
+    if part is None:
+        return False
+    local = {rel: os.path.getsize(full) for rel, full in local_files(os.path.join(ckpt_dir, step_name(step)))}
+    return local == {e["path"]: e["size"] for e in part["files"]}
+
+
+def read_part(store: ObjectStore, prefix: str, step: int, node: int, listing: dict[str, int]) -> dict | None:
+    """Node `node`'s PART.json for `step` if it is there, well formed, and every file it lists is in the
+    bucket with its size; else None."""
+    data = store.get_bytes(_key(prefix, step_name(step), node_dir(node), PART_FILE))
+    if not data:
+        return None
+    try:
+        part = json.loads(data)
+    except ValueError:
+        return None
+    problem = manifest_problem(part)
+    if problem is None and (part.get("step"), part.get("node")) != (step, node):
+        problem = "names another step or node"
+    if problem is not None:
+        log("part_malformed", step=step, node=node, problem=problem)
+        return None
+    for e in part["files"]:
+        if listing.get(_key(prefix, step_name(step), node_dir(node), e["path"])) != e["size"]:
+            return None
+    return part
+
+
+def commit(store: ObjectStore, prefix: str, step: int, nodes: int, keep_last: int = 0) -> dict | None:
+    """Node rank 0: if every node's part of `step` is durable, write MANIFEST.json, then LATEST (only
+    forward), then prune. Returns the manifest, or None while a part is missing (nothing written)."""
+    listing = store.list(_key(prefix, step_name(step), ""))
+    parts = []
+    for node in range(nodes):
+        part = read_part(store, prefix, step, node, listing)
+        if part is None:
+            return None
+        parts.append({"node": node, "files": part["files"]})
+    manifest = {"step": step, "nodes": nodes, "parts": parts, "created": time.time(), "host": socket.gethostname()}
     store.put_bytes(_key(prefix, step_name(step), "MANIFEST.json"), json.dumps(manifest, indent=1).encode())
     current = read_latest(store, prefix)
     if current is None or step >= current:
@@ -71,14 +161,60 @@ def upload_step(store: ObjectStore, prefix: str, ckpt_dir: str, step: int, keep_
         latest = step
     else:
         latest = current
-    total = sum(e["size"] for e in entries)
-    log("durable", step=step, latest=latest, bytes=total, seconds=round(time.time() - t0, 3))
+    total = sum(e["size"] for p in parts for e in p["files"])
+    log("durable", step=step, latest=latest, nodes=nodes, bytes=total)
     if keep_last and keep_last > 0:
         try:
             prune(store, prefix, keep_last, latest)
         except Exception as e:  # noqa: BLE001
             log("prune_failed", error=str(e)[:300])
     return manifest
+
+
+def upload_step(
+    store: ObjectStore, prefix: str, ckpt_dir: str, step: int, keep_last: int = 0, commit_wait_s: float = 0.0
+) -> dict | None:
+    """Upload this node's part of `step`; on the node that saved as rank 0, also commit it, waiting up to
+    `commit_wait_s` for the other nodes' parts. Returns the manifest once committed, else None; the part
+    alone on another node. A part already durable in the bucket (same files, same sizes) is not uploaded again.
+    Local steps older than the newest `keep_last` are then removed from disk."""
+    who = step_part(ckpt_dir, step)
+    if who["restored"]:
+        log("sync_skip", step=step, reason="restored from the bucket, already committed there")
+        return None
+    if not part_in_bucket(store, prefix, ckpt_dir, step, who["node_rank"]):
+        upload_part(store, prefix, ckpt_dir, step)
+    result = None
+    if who["node_rank"] == 0:
+        until = time.time() + commit_wait_s
+        while True:
+            result = commit(store, prefix, step, who["nodes"], keep_last)
+            if result is not None or time.time() >= until:
+                break
+            time.sleep(0.2)
+        if result is None:
+            log("commit_waiting", step=step, nodes=who["nodes"], reason="a node's part is not durable yet")
+    prune_local(ckpt_dir, keep_last)
+    return result
+
+
+def prune_local(ckpt_dir: str, keep_last: int) -> list[int]:
+    """Remove local complete steps older than the newest `keep_last` (the newest always stays): at ~180 GB a
+    checkpoint, a node's disk would otherwise fill within hours."""
+    if not keep_last or keep_last < 1:
+        return []
+    doomed = complete_steps(ckpt_dir)[:-keep_last]
+    for step in doomed:
+        root = os.path.join(ckpt_dir, step_name(step))
+        # COMPLETE first, so a half-removed folder is never taken for a checkpoint
+        try:
+            os.remove(os.path.join(root, "COMPLETE"))
+        except OSError:
+            pass
+        shutil.rmtree(root, ignore_errors=True)
+    if doomed:
+        log("pruned_local", steps=doomed)
+    return doomed
 
 
 def bucket_steps(listing: dict[str, int], prefix: str) -> dict[int, dict[str, int]]:
@@ -134,13 +270,13 @@ def safe_relative_path(path) -> bool:
     return all(part not in ("", ".", "..") for part in path.split("/"))
 
 
-def manifest_problem(manifest) -> str | None:
-    """Why a parsed MANIFEST.json cannot be trusted, or None: a dict whose "files" is a list of entries with a
-    safe relative path, a non-negative integer size and a sha256, each path once."""
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
+def files_problem(files) -> str | None:
+    """Why a manifest's list of files cannot be trusted, or None: entries with a safe relative path, a
+    non-negative integer size and a checksum token, each path once."""
+    if not isinstance(files, list):
         return "not an object with a list of files"
     seen = set()
-    for e in manifest["files"]:
+    for e in files:
         if not isinstance(e, dict):
             return "an entry is not an object"
         path, size, checksum = e.get("path"), e.get("size"), entry_checksum(e)
@@ -154,6 +290,41 @@ def manifest_problem(manifest) -> str | None:
             return f"{path!r} listed twice"
         seen.add(path)
     return None
+
+
+def manifest_problem(manifest) -> str | None:
+    """Why a parsed MANIFEST.json (or PART.json) cannot be trusted, or None. A manifest is an object with
+    either "files" (one node's part, or a checkpoint from before parts) or "nodes" and "parts", one per node
+    rank in order, each with its "files"."""
+    if not isinstance(manifest, dict):
+        return "not an object with a list of files"
+    if "parts" not in manifest:
+        return files_problem(manifest.get("files"))
+    nodes, parts = manifest.get("nodes"), manifest.get("parts")
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        return "bad node count"
+    if not isinstance(parts, list) or len(parts) != nodes:
+        return "not one part per node"
+    for node, part in enumerate(parts):
+        if not isinstance(part, dict) or part.get("node") != node:
+            return f"part {node} is not node {node}'s"
+        problem = files_problem(part.get("files"))
+        if problem is not None:
+            return f"node {node}: {problem}"
+    return None
+
+
+def manifest_objects(manifest: dict) -> list[tuple[int | None, dict]]:
+    """(node, entry) for every file of a manifest; node None for a checkpoint from before parts."""
+    if "parts" not in manifest:
+        return [(None, e) for e in manifest["files"]]
+    return [(p["node"], e) for p in manifest["parts"] for e in p["files"]]
+
+
+def object_key(prefix: str, step: int, node: int | None, path: str) -> str:
+    if node is None:
+        return _key(prefix, step_name(step), path)
+    return _key(prefix, step_name(step), node_dir(node), path)
 
 
 def verify_manifest(store: ObjectStore, prefix: str, step: int, listing: dict | None = None) -> dict | None:
@@ -170,15 +341,54 @@ def verify_manifest(store: ObjectStore, prefix: str, step: int, listing: dict | 
         return None
     if listing is None:
         listing = store.list(_key(prefix, step_name(step), ""))
-    for e in manifest.get("files", []):
-        if listing.get(_key(prefix, step_name(step), e["path"])) != e["size"]:
-            log("manifest_mismatch", step=step, path=e["path"])
+    for node, e in manifest_objects(manifest):
+        if listing.get(object_key(prefix, step, node, e["path"])) != e["size"]:
+            log("manifest_mismatch", step=step, node=node, path=e["path"])
             return None
     return manifest
 
 
-def restore(store: ObjectStore, prefix: str, dest: str) -> int | None:
-    """Restore the newest verified checkpoint into dest/step-N (COMPLETE written last). None if nothing."""
+# DeepSpeed (0.19, runtime/engine.py `_load_checkpoint` and `_get_all_zero_checkpoint_state_dicts`): every rank
+# loads the model states file(s) without a ZeRO rank in their name (`mp_rank_00_model_states.pt`, saved by data-
+# parallel rank 0 under ZeRO-0/1/2), and only its own `zero_pp_rank_<dp rank>_...` files (optimizer states; under
+# ZeRO-3 its parameter shard too), unless `elastic_checkpoint` is on. So a node needs its own part plus the
+# other parts' files that are not some other rank's ZeRO shard.
+ZERO_SHARD_RE = re.compile(r"(^|/)zero_pp_rank_\d+_[^/]*$")
+
+
+def needed_files(manifest: dict, node_rank: int) -> list[tuple[int | None, dict]]:
+    """What node `node_rank` must have locally to resume: (node, entry), each local path once."""
+    objects = manifest_objects(manifest)
+    own = [(n, e) for n, e in objects if n is None or n == node_rank]
+    have = {e["path"] for _, e in own}
+    shared = [(n, e) for n, e in objects if n not in (None, node_rank) and not ZERO_SHARD_RE.search(e["path"])]
+    out = list(own)
+    for n, e in shared:
+        if e["path"] not in have:
+            have.add(e["path"])
+            out.append((n, e))
+    return [(n, e) for n, e in out if e["path"] != "COMPLETE"]
+
+
+def _local_copy(final: str, rel: str, size: int, out: str) -> bool:
+    """Reuse a file this node already has for the same step (its own part, or an earlier restore): linked
+    into the temp folder when its size is the manifest's."""
+    src = os.path.join(final, *rel.split("/"))
+    if not os.path.isfile(os.path.join(final, "COMPLETE")) or os.path.islink(src):
+        return False
+    try:
+        if os.path.getsize(src) != size:
+            return False
+        os.link(src, out)
+        return True
+    except OSError:
+        return False
+
+
+def restore(store: ObjectStore, prefix: str, dest: str, node_rank: int = 0, nodes: int | None = None) -> int | None:
+    """Make dest/step-N hold what node `node_rank` of `nodes` needs to resume from the newest verified step
+    (COMPLETE written last): its own part and the files every rank loads, fetched in parallel and verified,
+    reusing what it already has. None if nothing can be restored."""
     for name in os.listdir(dest):
         if name.startswith(".restore-step-"):  # left by a restore that was killed
             shutil.rmtree(os.path.join(dest, name), ignore_errors=True)
@@ -192,36 +402,56 @@ def restore(store: ObjectStore, prefix: str, dest: str) -> int | None:
         if manifest is None:
             log("restore_skip", step=step, reason="manifest missing or does not verify")
             continue
-        final = os.path.join(dest, step_name(step))
-        if os.path.isfile(os.path.join(final, "COMPLETE")):
-            log("restore_present", step=step)
-            return step
-        tmp = os.path.join(dest, f".restore-{step_name(step)}-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        ok = True
-        for e in manifest["files"]:
-            if e["path"] == "COMPLETE":
-                continue
-            out = os.path.join(tmp, *e["path"].split("/"))
-            os.makedirs(os.path.dirname(out), exist_ok=True)
-            # Checked again where it lands, once its folders exist: never outside the step's own temp folder
-            # (verify_manifest checked the text; this checks the filesystem, links included).
-            if not os.path.realpath(out).startswith(os.path.realpath(tmp) + os.sep):
-                log("restore_skip", step=step, reason="path leaves the destination", path=e["path"][:80])
-                ok = False
-                break
-            if not store.download(_key(prefix, step_name(step), e["path"]), out, entry_checksum(e)):
-                log("restore_skip", step=step, reason="checksum mismatch", path=e["path"])
-                ok = False
-                break
-        if not ok:
-            shutil.rmtree(tmp, ignore_errors=True)
+        saved_by = manifest.get("nodes", 1)
+        if "parts" in manifest and (node_rank >= saved_by or (nodes is not None and nodes != saved_by)):
+            log("restore_skip", step=step, reason=f"saved by {saved_by} node(s); this job has {nodes}")
             continue
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        open(os.path.join(final, "COMPLETE"), "w").close()
-        log("restored", step=step, files=len(manifest["files"]))
-        return step
+        if _restore_step(store, prefix, dest, step, manifest, node_rank, saved_by):
+            return step
     return None
 
 
+def _restore_step(store, prefix, dest, step, manifest, node_rank, nodes) -> bool:
+    final = os.path.join(dest, step_name(step))
+    needed = needed_files(manifest, node_rank)
+    have = step_part(dest, step) if os.path.isfile(os.path.join(final, "COMPLETE")) else None
+    if have is not None and all(
+        os.path.isfile(os.path.join(final, *e["path"].split("/")))
+        and os.path.getsize(os.path.join(final, *e["path"].split("/"))) == e["size"]
+        for _, e in needed
+    ):
+        log("restore_present", step=step)
+        return True
+    tmp = os.path.join(dest, f".restore-{step_name(step)}-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    fetch = []
+    for node, e in needed:
+        out = os.path.join(tmp, *e["path"].split("/"))
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        # Checked again where it lands, once its folders exist: never outside the step's own temp folder
+        # (verify_manifest checked the text; this checks the filesystem, links included).
+        if not os.path.realpath(out).startswith(os.path.realpath(tmp) + os.sep):
+            log("restore_skip", step=step, reason="path leaves the destination", path=e["path"][:80])
+            shutil.rmtree(tmp, ignore_errors=True)
+            return False
+        if not _local_copy(final, e["path"], e["size"], out):
+            fetch.append((object_key(prefix, step, node, e["path"]), out, e))
+
+    def one(key, out, e):
+        return e["path"] if not store.download(key, out, entry_checksum(e)) else None
+
+    t0 = time.time()
+    bad = [p for p in run_parallel([(lambda k=k, o=o, e=e: one(k, o, e)) for k, o, e in fetch], store.concurrency) if p]
+    if bad:
+        log("restore_skip", step=step, reason="checksum mismatch", path=bad[0])
+        shutil.rmtree(tmp, ignore_errors=True)
+        return False
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    marker = {"step": step, "node_rank": node_rank, "nodes": nodes, "restored": True}
+    with open(os.path.join(final, "COMPLETE"), "w") as f:
+        json.dump(marker, f)
+    fetched = sum(e["size"] for _, _, e in fetch)
+    log("restored", step=step, node=node_rank, files=len(needed), fetched_files=len(fetch), fetched_bytes=fetched,
+        seconds=round(time.time() - t0, 3))  # fmt: skip
+    return True

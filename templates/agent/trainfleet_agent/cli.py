@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 
-from .checkpoints import complete_steps, restore, upload_step
+from .checkpoints import complete_steps, restore, step_part, upload_step
 from .common import log
 from .membership import cmd_peers, cmd_scale_to_zero
 from .stores import make_store
@@ -17,7 +17,7 @@ from .watch import Watcher
 def cmd_restore(a) -> int:
     os.makedirs(a.dest, exist_ok=True)
     store = make_store(a.cloud, a.bucket, a.metadata_url)
-    step = restore(store, a.prefix, a.dest)
+    step = restore(store, a.prefix, a.dest, a.node_rank, a.nodes or None)
     if step is None:
         log("restore_nothing", bucket=a.bucket, prefix=a.prefix)
         return 0
@@ -31,8 +31,11 @@ def cmd_sync(a) -> int:
     if not steps:
         log("sync_nothing", ckpt_dir=a.ckpt_dir)
         return 0
-    upload_step(store, a.prefix, a.ckpt_dir, steps[-1], a.keep_last)
+    committed = upload_step(store, a.prefix, a.ckpt_dir, steps[-1], a.keep_last, a.commit_wait_s)
     print(steps[-1])
+    who = step_part(a.ckpt_dir, steps[-1])
+    if committed is None and who["node_rank"] == 0 and not who["restored"]:
+        return 5  # this node's part is durable; the step is not committed yet (another node's part is missing)
     return 0
 
 
@@ -50,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("restore", help="restore the newest complete checkpoint from the bucket")
     common(r)
     r.add_argument("--dest", required=True)
+    r.add_argument("--node-rank", type=int, default=0, help="this node's rank: restore its part of the checkpoint")
+    r.add_argument("--nodes", type=int, default=0, help="the job's node count (0: whatever saved the checkpoint)")
 
     w = sub.add_parser("watch", help="watch for spot notices; sync checkpoints")
     common(w)
@@ -66,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     common(s)
     s.add_argument("--ckpt-dir", required=True)
     s.add_argument("--keep-last", type=int, default=0)
+    s.add_argument(
+        "--commit-wait-s", type=float, default=0.0, help="rank 0: wait this long for the other nodes' parts"
+    )
 
     pe = sub.add_parser("peers", help="discover group members; write a DeepSpeed hostfile")
     common(pe, bucket=False)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sys
 import threading
 import time
+import warnings
 
 STEP_RE = re.compile(r"^step-(\d{8})$")
 NOTICE_WINDOW_S = {"aws": 120.0, "gcp": 30.0, "azure": 30.0}
@@ -45,3 +47,26 @@ def log(event: str, **fields) -> None:
             pass
 
 
+
+
+class _SdkLogHandler(logging.Handler):
+    """The SDKs' warnings (their loggers, and Python warnings they raise) as JSON log lines, like every other
+    line the agent writes to stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = " ".join(record.getMessage().split())[:500]  # one line
+            log("sdk_log", logger=record.name, level=record.levelname, message=message)
+        except Exception:  # noqa: BLE001 - logging must never kill the agent
+            pass
+
+
+def route_sdk_logs() -> None:
+    """Route the SDKs' warnings into the agent's JSON log, once per process (every SDK user calls this)."""
+    root = logging.getLogger()
+    if any(isinstance(h, _SdkLogHandler) for h in root.handlers):
+        return
+    root.addHandler(_SdkLogHandler(logging.WARNING))
+    logging.captureWarnings(True)
+    # google-api-core warns at each import that it will stop supporting this Python one day: not news per run
+    warnings.filterwarnings("ignore", message="You are using a Python version", category=FutureWarning)

@@ -1,49 +1,107 @@
-"""Group membership: who the peers are, ranks, hostfile, scale-to-zero."""
+"""Group membership: who the peers are, ranks, hostfile, scale-to-zero.
+
+The control-plane calls go through each cloud's own SDK, with its own credentials chain and retries:
+- AWS: boto3 (EC2 DescribeInstances, Auto Scaling SetDesiredCapacity; watch.py's CompleteLifecycleAction uses
+  `aws_client` too). Credentials and region from botocore's chain (env, config, then the instance role from
+  IMDSv2); region, when nothing in the chain names one, from IMDS `placement/region`. Adaptive retries.
+  `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_<SERVICE>` (botocore's own settings) point it elsewhere (tests).
+- GCP: google-cloud-compute over its REST transport (instanceGroupManagers / regionInstanceGroupManagers
+  listManagedInstances and resize, instances.get) with the metadata server's service-account token
+  (google-auth compute_engine). `TRAINFLEET_GCP_COMPUTE_ENDPOINT` replaces https://compute.googleapis.com.
+- Azure: azure-mgmt-network (the scale set's network interfaces) and azure-mgmt-compute (the scale set's
+  sku.capacity) with a managed-identity token from IMDS (azure-identity ManagedIdentityCredential).
+  `TRAINFLEET_AZURE_ARM_ENDPOINT` replaces https://management.azure.com. The two management packages are
+  about 46 MB installed (0.6 + 0.9 MB wheels) for two calls; they are used rather than azure-core's
+  PipelineClient with hand-written paths because their request shapes, api-versions, paging (nextLink) and
+  long-running-operation handling are Microsoft's, generated from the REST specs, and a node downloads the
+  wheels, not the installed size, at boot.
+Every SDK failure reaches the command line as one `CloudApiError` line naming the call; the SDKs' own log
+warnings (retries, metadata hiccups) become JSON `sdk_log` events on stderr instead of plain text.
+"""
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import datetime as _dt
+import functools
 import ipaddress
-import json
 import os
 import re
 import sys
 import time
 import urllib.parse
-import xml.etree.ElementTree as ET
 
-from .common import log
-from .credentials import AwsCredentials, BearerToken, aws_region, sigv4_sign
-from .http_client import HTTPError, http_request, with_retries
+from .common import DEFAULT_METADATA, log, route_sdk_logs
 from .metadata import AwsMetadata, AzureMetadata, GcpMetadata, metadata_base
 
+API_TIMEOUT_S = 30.0  # one control-plane request; retries come on top (each SDK's own policy, bounded below)
 
-def _aws_query(service: str, params: dict, metadata_url: str | None) -> bytes:
-    region = aws_region(metadata_url)
-    ep = os.environ.get(f"AWS_ENDPOINT_URL_{service.upper()}") or os.environ.get("AWS_ENDPOINT_URL")
-    host = {"ec2": f"ec2.{region}.amazonaws.com", "autoscaling": f"autoscaling.{region}.amazonaws.com"}[
-        service
-    ]
-    url = (ep.rstrip("/") if ep else "https://" + host) + "/"
-    body = urllib.parse.urlencode(params, quote_via=urllib.parse.quote).encode()
-    creds = AwsCredentials(metadata_url)
 
-    def once():
-        hdrs = sigv4_sign(
-            "POST",
-            url,
-            region,
-            service,
-            creds.get(),
-            {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"},
-            hashlib.sha256(body).hexdigest(),
-        )
-        r = http_request("POST", url, hdrs, body, timeout=30)
-        if r.status != 200:
-            raise HTTPError(r.status, r.data, f"{service} {params.get('Action')}")
-        return r.data
+class CloudApiError(Exception):
+    """A control-plane call failed (after the SDK's retries): one line naming the call and the service's answer."""
 
-    return with_retries(once, f"{service} {params.get('Action')}")
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:600]
+
+
+@contextlib.contextmanager
+def _calling(what: str):
+    """Turn any SDK failure inside into a CloudApiError that names `what` (the SDKs' messages may span lines)."""
+    try:
+        yield
+    except CloudApiError:
+        raise
+    except Exception as e:  # noqa: BLE001 - every SDK has its own error classes; all become one line
+        raise CloudApiError(f"{what}: {type(e).__name__}: {_one_line(e)}") from e
+
+
+def _metadata_override(cloud: str, metadata_url: str | None) -> str | None:
+    """The metadata base URL when it is not the cloud's default one (set by --metadata-url, TRAINFLEET_METADATA_URL
+    or the cloud's own variable), for handing to an SDK that has its own setting for it; else None."""
+    base = metadata_base(cloud, metadata_url)
+    return None if base == DEFAULT_METADATA[cloud] else base
+
+
+# --------------------------------------------------------------------------------------------------- AWS
+@functools.lru_cache(maxsize=None)  # noqa: UP033 - functools.cache is 3.9+
+def _aws_session(metadata_url: str | None):
+    import boto3
+    import botocore.session
+
+    route_sdk_logs()
+    core = botocore.session.get_session()
+    override = _metadata_override("aws", metadata_url)
+    if override:  # botocore's instance-role credentials come from this IMDS
+        core.set_config_variable("ec2_metadata_service_endpoint", override + "/")
+    # botocore's chain (AWS_DEFAULT_REGION, the config file), then AWS_REGION (the other AWS SDKs' variable)
+    region = core.get_config_variable("region") or os.environ.get("AWS_REGION")
+    if not region:  # botocore's chain reads no region from IMDS for clients; the instance's own is the one
+        with _calling("aws region from IMDS placement/region"):
+            region = (AwsMetadata(metadata_base("aws", metadata_url)).get("placement/region") or "").strip()
+        if not region:
+            raise CloudApiError("aws region: not set (AWS_REGION) and IMDS has no placement/region")
+    return boto3.session.Session(botocore_session=core, region_name=region)
+
+
+def aws_client(service: str, metadata_url: str | None):
+    """A boto3 client for `service` with adaptive retries (client-side rate limiting on throttling)."""
+    from botocore.config import Config
+
+    config = Config(
+        retries={"mode": "adaptive", "max_attempts": 5},
+        connect_timeout=5,
+        read_timeout=API_TIMEOUT_S,
+        user_agent_appid="trainfleet-agent",
+    )
+    return _aws_session(metadata_url).client(service, config=config)
+
+
+def _aws_time(t) -> str:
+    """DescribeInstances' launchTime as botocore parses it (a datetime), back in the API's own ISO form."""
+    if not isinstance(t, _dt.datetime):
+        return str(t or "")
+    return t.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"  # noqa: UP017 - nodes may run python3 < 3.11
 
 
 def aws_group_ips(group: str, metadata_url: str | None) -> list[str]:
@@ -54,135 +112,210 @@ def aws_group_members(group: str, metadata_url: str | None) -> list[tuple[str, b
     """(private IP, is spot, launch time) of every running or pending instance of the group. DescribeInstances
     marks a Spot Instance with instanceLifecycle "spot" and an on-demand one with no instanceLifecycle
     (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_Instance.html)."""
-    members, token = [], None
-    while True:
-        p = {
-            "Action": "DescribeInstances",
-            "Version": "2016-11-15",
-            "Filter.1.Name": "tag:aws:autoscaling:groupName",
-            "Filter.1.Value.1": group,
-            "Filter.2.Name": "instance-state-name",
-            "Filter.2.Value.1": "running",
-            "Filter.2.Value.2": "pending",
-        }
-        if token:
-            p["NextToken"] = token
-        root = ET.fromstring(_aws_query("ec2", p, metadata_url))
-        for el in root.iter():
-            if el.tag.split("}")[-1] == "instancesSet":
-                for inst in el:
-                    fields = {c.tag.split("}")[-1]: (c.text or "") for c in inst}
-                    if fields.get("privateIpAddress"):
-                        spot = fields.get("instanceLifecycle") == "spot"
-                        members.append((fields["privateIpAddress"], spot, fields.get("launchTime", "")))
-        token = None
-        for el in root:
-            if el.tag.split("}")[-1] == "nextToken" and el.text:
-                token = el.text
-        if not token:
-            return members
+    members = []
+    with _calling(f"aws ec2 DescribeInstances (group {group})"):
+        pages = aws_client("ec2", metadata_url).get_paginator("describe_instances").paginate(
+            Filters=[
+                {"Name": "tag:aws:autoscaling:groupName", "Values": [group]},
+                {"Name": "instance-state-name", "Values": ["running", "pending"]},
+            ]
+        )
+        for page in pages:
+            for reservation in page.get("Reservations", []):
+                for inst in reservation.get("Instances", []):
+                    if inst.get("PrivateIpAddress"):
+                        spot = inst.get("InstanceLifecycle") == "spot"
+                        members.append((inst["PrivateIpAddress"], spot, _aws_time(inst.get("LaunchTime"))))
+    return members
 
 
-def _gcp_api(method: str, path: str, metadata_url: str | None, body: dict | None = None) -> dict:
-    base = os.environ.get("TRAINFLEET_GCP_COMPUTE_ENDPOINT", "https://compute.googleapis.com").rstrip("/")
-    tok = BearerToken("gcp", metadata_url)
+# --------------------------------------------------------------------------------------------------- GCP
+@functools.lru_cache(maxsize=None)  # noqa: UP033 - functools.cache is 3.9+
+def _gcp_clients(metadata_url: str | None):
+    override = _metadata_override("gcp", metadata_url)
+    if override:
+        # google-auth reads the metadata server's host:port from GCE_METADATA_HOST when it is first imported
+        os.environ["GCE_METADATA_HOST"] = urllib.parse.urlsplit(override).netloc
+    route_sdk_logs()
+    from google.api_core.client_options import ClientOptions
+    from google.auth import compute_engine
+    from google.cloud.compute_v1.services.instance_group_managers import InstanceGroupManagersClient
+    from google.cloud.compute_v1.services.instances import InstancesClient
+    from google.cloud.compute_v1.services.region_instance_group_managers import (
+        RegionInstanceGroupManagersClient,
+    )
 
-    def once():
-        data = json.dumps(body).encode() if body is not None else None
-        hdrs = {"Authorization": "Bearer " + tok.get(), "Content-Type": "application/json"}
-        r = http_request(method, base + "/compute/v1/" + path, hdrs, data, timeout=30)
-        if r.status != 200:
-            raise HTTPError(r.status, r.data, "compute " + path)
-        return r.json()
+    endpoint = os.environ.get("TRAINFLEET_GCP_COMPUTE_ENDPOINT")
+    kw = dict(
+        credentials=compute_engine.Credentials(),
+        transport="rest",
+        client_options=ClientOptions(api_endpoint=endpoint.rstrip("/")) if endpoint else None,
+    )
+    return {
+        "zones": InstanceGroupManagersClient(**kw),
+        "regions": RegionInstanceGroupManagersClient(**kw),
+        "instances": InstancesClient(**kw),
+    }
 
-    return with_retries(once, "gcp " + path)
+
+@functools.lru_cache(maxsize=None)  # noqa: UP033 - functools.cache is 3.9+
+def _gcp_retry():
+    """Transient failures (429, 5xx, connection errors, metadata-server hiccups) retried with backoff, 60 s in all."""
+    from google.api_core import exceptions as gexc
+    from google.api_core import retry as gretry
+
+    transient = gretry.if_exception_type(gexc.BadGateway, gexc.GatewayTimeout)
+
+    def on_error(e: Exception) -> None:
+        log("retry", what="gcp compute", error=_one_line(e)[:200])
+
+    return gretry.Retry(
+        predicate=lambda e: gretry.if_transient_error(e) or transient(e),
+        initial=0.5,
+        maximum=8.0,
+        multiplier=2.0,
+        timeout=60.0,
+        on_error=on_error,
+    )
 
 
-def _gcp_group_paths(group: str, metadata_url: str | None) -> list[str]:
+def _gcp_group_paths(group: str, metadata_url: str | None) -> list[tuple[str, str, str, str]]:
     """--group is NAME (project and zone from the metadata server; a zonal MIG is tried first, then the
-    regional one of the zone's region) or a full projects/P/zones|regions/L/instanceGroupManagers/NAME."""
+    regional one of the zone's region) or a full projects/P/zones|regions/L/instanceGroupManagers/NAME.
+    Returns (project, "zones"|"regions", location, name) to try, in order."""
+    m = re.fullmatch(r"projects/([^/]+)/(zones|regions)/([^/]+)/instanceGroupManagers/([^/]+)", group)
+    if m:
+        return [m.groups()]
     if group.startswith("projects/"):
-        return [group]
+        raise CloudApiError(f"bad group {group!r}: expected projects/P/zones|regions/L/instanceGroupManagers/NAME")
     md = GcpMetadata(metadata_base("gcp", metadata_url))
-    project = (md.get("project/project-id")[0] or "").strip()
-    zone = (md.get("instance/zone")[0] or "").strip().rsplit("/", 1)[-1]
+    with _calling("gcp metadata project/zone"):
+        project = (md.get("project/project-id")[0] or "").strip()
+        zone = (md.get("instance/zone")[0] or "").strip().rsplit("/", 1)[-1]
     region = zone.rsplit("-", 1)[0]
-    return [
-        f"projects/{project}/zones/{zone}/instanceGroupManagers/{group}",
-        f"projects/{project}/regions/{region}/instanceGroupManagers/{group}",
-    ]
+    return [(project, "zones", zone, group), (project, "regions", region, group)]
 
 
-def _gcp_mig_call(group: str, metadata_url: str | None, suffix: str) -> dict:
-    paths = _gcp_group_paths(group, metadata_url)
-    for i, path in enumerate(paths):
-        try:
-            return _gcp_api("POST", path + suffix, metadata_url)
-        except HTTPError as e:
-            if e.status != 404 or i == len(paths) - 1:
-                raise
+def _gcp_mig_call(group: str, metadata_url: str | None, method: str, **kw):
+    """instanceGroupManagers.<method> on the group (zonal, else regional: a 404 moves to the next candidate)."""
+    clients = _gcp_clients(metadata_url)  # first: it sets up what google-auth and the SDK read at import
+    from google.api_core import exceptions as gexc
+
+    candidates = _gcp_group_paths(group, metadata_url)
+    for i, (project, scope, location, name) in enumerate(candidates):
+        where = {"zone": location} if scope == "zones" else {"region": location}
+        path = f"projects/{project}/{scope}/{location}/instanceGroupManagers/{name}"
+        with _calling(f"gcp {method} {path}"):
+            try:
+                return getattr(clients[scope], method)(
+                    project=project, instance_group_manager=name, **where, **kw,
+                    retry=_gcp_retry(), timeout=API_TIMEOUT_S,
+                )  # fmt: skip
+            except gexc.NotFound:
+                if i == len(candidates) - 1:
+                    raise
+                log("gcp_group_not_found", path=path, next="regional")
     raise AssertionError("unreachable")
 
 
+_INSTANCE_URL = re.compile(r"projects/([^/]+)/zones/([^/]+)/instances/([^/?]+)$")
+
+
 def gcp_group_ips(group: str, metadata_url: str | None) -> list[str]:
-    doc = _gcp_mig_call(group, metadata_url, "/listManagedInstances")
+    """The networkIP of every managed instance that exists and is not going away (instanceStatus unset while it
+    is being created; PROVISIONING, STAGING, RUNNING count; STOPPING, TERMINATED, ... do not)."""
+    pager = _gcp_mig_call(group, metadata_url, "list_managed_instances")
+    instances = _gcp_clients(metadata_url)["instances"]
     ips = []
-    for mi in doc.get("managedInstances", []):
-        if mi.get("instanceStatus") not in (None, "RUNNING", "PROVISIONING", "STAGING"):
+    with _calling(f"gcp listManagedInstances {group}"):
+        managed = list(pager)  # the pager follows nextPageToken
+    for mi in managed:
+        status = mi.instance_status if "instance_status" in mi else None
+        if status not in (None, "RUNNING", "PROVISIONING", "STAGING"):
             continue
-        inst_path = mi["instance"].split("/compute/v1/", 1)[-1]
-        inst = _gcp_api("GET", inst_path, metadata_url)
-        nics = inst.get("networkInterfaces") or []
-        if nics and nics[0].get("networkIP"):
-            ips.append(nics[0]["networkIP"])
+        m = _INSTANCE_URL.search(mi.instance)
+        if not m:
+            raise CloudApiError(f"gcp listManagedInstances {group}: unexpected instance URL {mi.instance!r}")
+        project, zone, name = m.groups()
+        with _calling(f"gcp instances.get projects/{project}/zones/{zone}/instances/{name}"):
+            inst = instances.get(
+                project=project, zone=zone, instance=name, retry=_gcp_retry(), timeout=API_TIMEOUT_S
+            )
+        nics = list(inst.network_interfaces)
+        if nics and nics[0].network_i_p:
+            ips.append(nics[0].network_i_p)
     return ips
 
 
-def _azure_api(method: str, path: str, metadata_url: str | None, body: dict | None = None, api="2023-09-01"):
-    base = os.environ.get("TRAINFLEET_AZURE_ARM_ENDPOINT", "https://management.azure.com").rstrip("/")
-    tok = BearerToken("azure", metadata_url, resource="https://management.azure.com/")
-    url = base + path + ("&" if "?" in path else "?") + "api-version=" + api
-
-    def once():
-        data = json.dumps(body).encode() if body is not None else None
-        hdrs = {"Authorization": "Bearer " + tok.get(), "Content-Type": "application/json"}
-        r = http_request(method, url, hdrs, data, timeout=30)
-        if r.status not in (200, 201, 202):
-            raise HTTPError(r.status, r.data, "arm " + path)
-        return r.json() if r.data else {}
-
-    return with_retries(once, "azure " + path)
+# ------------------------------------------------------------------------------------------------- Azure
+MANAGEMENT_SCOPE = "https://management.azure.com/.default"
 
 
-def _azure_group_path(group: str, metadata_url: str | None) -> str:
+@functools.lru_cache(maxsize=None)  # noqa: UP033 - functools.cache is 3.9+
+def _azure_clients(metadata_url: str | None, subscription: str):
+    override = _metadata_override("azure", metadata_url)
+    if override:
+        # azure-identity (through MSAL) asks the IMDS at this variable's URL (msal/managed_identity.py,
+        # _obtain_token_on_azure_vm; read per request), the one setting it has for the IMDS address
+        os.environ["AZURE_POD_IDENTITY_AUTHORITY_HOST"] = override
+    route_sdk_logs()
+    from azure.identity import ManagedIdentityCredential
+    from azure.mgmt.compute import ComputeManagementClient
+    from azure.mgmt.network import NetworkManagementClient
+
+    credential = ManagedIdentityCredential(client_id=os.environ.get("AZURE_CLIENT_ID") or None)
+    kw = dict(
+        base_url=(os.environ.get("TRAINFLEET_AZURE_ARM_ENDPOINT") or "https://management.azure.com").rstrip("/"),
+        credential_scopes=[MANAGEMENT_SCOPE],
+        # azure-core's RetryPolicy (429/5xx/connection errors, Retry-After honoured), bounded for a boot script
+        retry_total=5,
+        retry_backoff_factor=0.5,
+        retry_backoff_max=8,
+        connection_timeout=10,
+        read_timeout=API_TIMEOUT_S,
+    )
+    return {
+        "network": NetworkManagementClient(credential, subscription, **kw),
+        "compute": ComputeManagementClient(credential, subscription, **kw),
+    }
+
+
+def _azure_group(group: str, metadata_url: str | None) -> tuple[str, str, str]:
+    """(subscription, resource group, scale set name): G is a name (subscription and resource group from IMDS)
+    or the scale set's full resource id."""
     if group.startswith("/subscriptions/"):
-        return group
-    comp = AzureMetadata(metadata_base("azure", metadata_url)).get_json(
-        "/metadata/instance?api-version=2021-02-01"
-    )
-    c = comp["compute"]
-    return (
-        f"/subscriptions/{c['subscriptionId']}/resourceGroups/{c['resourceGroupName']}"
-        f"/providers/Microsoft.Compute/virtualMachineScaleSets/{group}"
-    )
+        m = re.fullmatch(
+            r"/subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/Microsoft\.Compute/"
+            r"virtualMachineScaleSets/([^/]+)",
+            group.rstrip("/"),
+            re.IGNORECASE,
+        )
+        if not m:
+            raise CloudApiError(f"bad group {group!r}: expected a Microsoft.Compute/virtualMachineScaleSets id")
+        return m.group(1), m.group(2), m.group(3)
+    with _calling("azure IMDS /metadata/instance"):
+        comp = AzureMetadata(metadata_base("azure", metadata_url)).get_json(
+            "/metadata/instance?api-version=2021-02-01"
+        )["compute"]
+    return comp["subscriptionId"], comp["resourceGroupName"], group
 
 
 def azure_group_ips(group: str, metadata_url: str | None) -> list[str]:
-    path = _azure_group_path(group, metadata_url) + "/networkInterfaces"
+    """The primary private IP of each VM's primary network interface in the scale set (Uniform orchestration)."""
+    sub, rg, name = _azure_group(group, metadata_url)
+    network = _azure_clients(metadata_url, sub)["network"]
     ips = []
-    while True:
-        doc = _azure_api("GET", path, metadata_url, api="2018-10-01")
-        for nic in doc.get("value", []):
-            for cfg in nic.get("properties", {}).get("ipConfigurations", []):
-                ip = cfg.get("properties", {}).get("privateIPAddress")
-                if ip and cfg.get("properties", {}).get("primary", True):
-                    ips.append(ip)
-        nxt = doc.get("nextLink")
-        if not nxt:
-            return ips
-        path = urllib.parse.urlsplit(nxt).path + "?" + urllib.parse.urlsplit(nxt).query
+    with _calling(f"azure networkInterfaces of virtualMachineScaleSets/{name} (resource group {rg})"):
+        for nic in network.network_interfaces.list_virtual_machine_scale_set_network_interfaces(rg, name):
+            if nic.primary is False:
+                continue
+            for cfg in nic.ip_configurations or []:
+                if cfg.private_ip_address and cfg.primary is not False:
+                    ips.append(cfg.private_ip_address)
+    return ips
 
 
+# ----------------------------------------------------------------------------------------------- peers
 def self_ip(cloud: str, metadata_url: str | None) -> str:
     base = metadata_base(cloud, metadata_url)
     if cloud == "aws":
@@ -264,26 +397,28 @@ def cmd_peers(a) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------------------------- scale-to-zero
 def cmd_scale_to_zero(a) -> int:
+    """Ask the group for zero instances and return: this node is one of those it then deletes, so it does not
+    wait for the operation (GCP, Azure) to finish."""
     if a.cloud == "aws":
-        _aws_query(
-            "autoscaling",
-            {
-                # SetDesiredCapacity only: the node role may not reconfigure its group (MinSize is 0 already).
-                "Action": "SetDesiredCapacity",
-                "Version": "2011-01-01",
-                "AutoScalingGroupName": a.group,
-                "DesiredCapacity": "0",
-            },
-            a.metadata_url,
-        )
+        with _calling(f"aws autoscaling SetDesiredCapacity {a.group}"):
+            # SetDesiredCapacity only: the node role may not reconfigure its group (MinSize is 0 already).
+            aws_client("autoscaling", a.metadata_url).set_desired_capacity(
+                AutoScalingGroupName=a.group, DesiredCapacity=0, HonorCooldown=False
+            )
+        detail = {}
     elif a.cloud == "gcp":
-        _gcp_mig_call(a.group, a.metadata_url, "/resize?size=0")
+        op = _gcp_mig_call(a.group, a.metadata_url, "resize", size=0)
+        detail = {"operation": op.name, "status": getattr(op.status, "name", str(op.status))}
     else:
-        _azure_api(
-            "PATCH", _azure_group_path(a.group, a.metadata_url), a.metadata_url, {"sku": {"capacity": 0}}
-        )
-    log("scaled_to_zero", cloud=a.cloud, group=a.group)
+        sub, rg, name = _azure_group(a.group, a.metadata_url)
+        compute = _azure_clients(a.metadata_url, sub)["compute"]
+        with _calling(f"azure PATCH virtualMachineScaleSets/{name} sku.capacity=0 (resource group {rg})"):
+            poller = compute.virtual_machine_scale_sets.begin_update(
+                rg, name, {"sku": {"capacity": 0}}, polling=False
+            )
+            vmss = poller.result()  # the PATCH's own answer (NoPolling): the scale set as updated
+        detail = {"provisioning_state": getattr(vmss, "provisioning_state", None)}
+    log("scaled_to_zero", cloud=a.cloud, group=a.group, **detail)
     return 0
-
-

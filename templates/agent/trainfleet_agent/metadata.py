@@ -103,8 +103,8 @@ class AzureMetadata:
         self.base = base
         self.timeout = timeout
 
-    def get_json(self, path: str):
-        r = http_request("GET", self.base + path, self.HDR, timeout=self.timeout)
+    def get_json(self, path: str, timeout: float | None = None):
+        r = http_request("GET", self.base + path, self.HDR, timeout=timeout or self.timeout)
         if r.status != 200:
             raise HTTPError(r.status, r.data, "Azure IMDS " + path.split("?")[0])
         return r.json()
@@ -120,5 +120,3 @@ class AzureMetadata:
         )
         if r.status not in (200, 201, 202, 204):
             raise HTTPError(r.status, r.data, "Azure scheduled events ack")
-
-

@@ -1,26 +1,135 @@
-"""Object stores: S3, GCS and Azure Blob behind one small interface."""
+"""Object stores: S3, GCS and Azure Blob behind one small interface, each over its cloud's own SDK.
+
+The SDKs speak the protocols: signing, credentials from the instance's identity (refreshed before they
+expire), files in parts uploaded in parallel, retries with backoff, and the integrity checks below. Each SDK
+is imported when its store is made, so a node loads only its own cloud's (infra/node_env.py AGENT_REQUIREMENTS
+pins them).
+
+Integrity: every upload carries a checksum that the SDK computes while it sends the bytes and the service
+checks; `put_file` returns the object's checksum as a token "<algorithm>:<value>", in the form the service
+reports it, for the manifest. `download` computes the token's algorithm over the bytes as it writes them and
+compares (no second pass over the file).
+
+- aws "crc64nvme:<base64 of 8 bytes>": S3 additional checksums. botocore sends `x-amz-checksum-crc64nvme` with
+  each PutObject and UploadPart and S3 rejects a body that does not match (400 BadDigest). A multipart upload
+  is created with ChecksumType FULL_OBJECT, so S3 combines the checked parts' CRCs into the whole object's
+  CRC64NVME, the same value a single PutObject gets and a download computes; HeadObject (ChecksumMode ENABLED)
+  reads it back once the upload is complete.
+- gcp "crc32c:<base64 of 4 bytes>": google-cloud-storage with checksum="crc32c". A small upload (<= 8 MiB)
+  sends the CRC32C in its metadata and GCS rejects a mismatch; a resumable upload compares its running CRC32C
+  with the one GCS computed over what it stored, and deletes the object and raises DataCorruption when they
+  differ. The token is the object's crc32c as GCS reports it.
+- azure "md5:<base64 of 16 bytes>": azure-storage-blob with validate_content="md5" sends each request's
+  Content-MD5, which the service checks (400 Md5Mismatch). Azure keeps no whole-blob checksum for a blob
+  built from blocks (Put Block List stores none), so the token is the MD5 of the bytes the SDK read, taken as
+  it reads them (front to back, once); for a blob sent in one Put Blob it must equal the MD5 the service
+  computed and returned.
+- "sha256:<hex>": manifests from before these SDK stores; verified on download.
+"""
 
 from __future__ import annotations
 
 import base64
-import email.utils
 import hashlib
-import hmac
-import json
 import os
 import urllib.parse
-import xml.etree.ElementTree as ET
 
-from .common import CHUNK
-from .credentials import AwsCredentials, BearerToken, _q, aws_region, sigv4_sign
-from .http_client import FileSlice, HTTPError, hash_file, http_open, http_request, run_parallel, with_retries
+from .common import DEFAULT_METADATA, log, route_sdk_logs
+from .credentials import aws_region
+from .metadata import metadata_base
+
+# ------------------------------------------------------------------------------------------ checksums
+
+
+class Checksum:
+    """A running checksum of one algorithm; `token()` is "<algorithm>:<value>" as its service writes it."""
+
+    ALGORITHMS = ("crc64nvme", "crc32c", "md5", "sha256")
+
+    def __init__(self, algorithm: str):
+        if algorithm not in self.ALGORITHMS:
+            raise ValueError(f"unsupported checksum {algorithm!r}")
+        self.algorithm = algorithm
+        self._crc = 0
+        self._hash = None
+        if algorithm in ("md5", "sha256"):
+            self._hash = hashlib.new(algorithm)
+        elif algorithm == "crc64nvme":
+            from awscrt import checksums  # botocore's own CRC64NVME (botocore[crt])
+
+            self._crc_fn = checksums.crc64nvme
+        else:
+            try:
+                import google_crc32c  # google-cloud-storage's own CRC32C
+
+                self._crc_fn = google_crc32c.extend
+            except ImportError:
+                from awscrt import checksums
+
+                self._crc_fn = lambda crc, data: checksums.crc32c(data, crc)
+
+    def update(self, data: bytes) -> None:
+        if self._hash is not None:
+            self._hash.update(data)
+        elif self.algorithm == "crc64nvme":
+            self._crc = self._crc_fn(data, self._crc)
+        else:
+            self._crc = self._crc_fn(self._crc, data)
+
+    def token(self) -> str:
+        if self.algorithm == "sha256":
+            return "sha256:" + self._hash.hexdigest()
+        if self.algorithm == "md5":
+            digest = self._hash.digest()
+        else:
+            digest = self._crc.to_bytes(8 if self.algorithm == "crc64nvme" else 4, "big")
+        return f"{self.algorithm}:{base64.b64encode(digest).decode()}"
+
+
+class _HashingWriter:
+    """The file a download is written to, as the SDKs see it: every chunk goes through the checksum, in
+    order. Not seekable, so the SDKs write front to back (s3transfer reorders its parallel ranges itself)."""
+
+    def __init__(self, f, checksum: Checksum):
+        self._f = f
+        self._checksum = checksum
+
+    def write(self, data) -> int:
+        self._checksum.update(data)
+        return self._f.write(data)
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def seekable(self) -> bool:
+        return False
+
+
+class _HashingReader:
+    """A file the Azure SDK reads front to back, once (it does when it validates content: it reads each block
+    into memory to hash it); hashes what it hands over. No seek or tell, so the SDK cannot read twice."""
+
+    def __init__(self, f, checksum: Checksum):
+        self._f = f
+        self._checksum = checksum
+        self.bytes_read = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._f.read(n)
+        self._checksum.update(data)
+        self.bytes_read += len(data)
+        return data
+
+
+# ------------------------------------------------------------------------------------------ the interface
 
 
 class ObjectStore:
     """The one interface the checkpoint code uses; keys are full object names in the bucket.
 
-    Integrity is a checksum token "<algorithm>:<value>" (e.g. "sha256:<hex>"): `put_file` returns the token of
-    what the service stored and checked, `download` verifies the bytes it wrote against a token.
+    `put_file` returns the checksum token of what the service stored and checked; `download` verifies the bytes
+    it wrote against a token. Part size and concurrency come from the environment (TRAINFLEET_PART_SIZE,
+    TRAINFLEET_UPLOAD_CONCURRENCY): files larger than a part go up in parts, `concurrency` at a time.
     """
 
     part_size = int(os.environ.get("TRAINFLEET_PART_SIZE", str(64 << 20)))
@@ -31,454 +140,313 @@ class ObjectStore:
 
     def put_file(self, key: str, path: str) -> str:
         """Upload a file, streamed (large ones in parts, in parallel); return its checksum token."""
-        size = os.path.getsize(path)
-        digest, part_hashes = hash_file(path, self.part_size)
-        self._put_file(key, path, size, digest, part_hashes)
-        return "sha256:" + digest
-
-    def _put_file(self, key: str, path: str, size: int, sha256: str, part_hashes: list[str] | None = None):
         raise NotImplementedError
 
     def get_bytes(self, key: str) -> bytes | None:
+        """The object's bytes, or None when there is no such object."""
         raise NotImplementedError
 
     def download(self, key: str, path: str, checksum: str) -> bool:
-        """Stream an object to `path`; True if what was written matches the checksum token."""
-        algorithm, _, value = checksum.partition(":")
-        if algorithm != "sha256":
-            raise ValueError(f"unsupported checksum {algorithm!r}")
-        return self._download(key, path) == value
+        """Stream an object to `path`; True if what was written matches the checksum token (False also when
+        the object is gone)."""
+        running = Checksum(checksum.partition(":")[0])
+        with open(path, "wb") as f:
+            if not self._download_to(key, _HashingWriter(f, running)):
+                return False
+        return running.token() == checksum
 
-    def _download(self, key: str, path: str) -> str:
+    def _download_to(self, key: str, sink) -> bool:
+        """Write the object to `sink` front to back; False when there is no such object."""
         raise NotImplementedError
 
     def list(self, prefix: str) -> dict[str, int]:
+        """{key: size} of every object whose key starts with `prefix`."""
         raise NotImplementedError
 
     def delete(self, key: str) -> None:
+        """Delete an object; deleting a missing one is not an error."""
         raise NotImplementedError
 
-    def _stream_to_file(self, resp, path: str) -> str:
-        h = hashlib.sha256()
-        with open(path, "wb") as f:
-            while True:
-                b = resp.read(CHUNK)
-                if not b:
-                    break
-                h.update(b)
-                f.write(b)
-        return h.hexdigest()
+
+# ------------------------------------------------------------------------------------------ S3
+
+
+def _max_attempts() -> int:
+    """Attempts per S3 call (AWS_MAX_ATTEMPTS, the SDKs' own variable, which a Config in code overrides)."""
+    return max(1, int(os.environ.get("AWS_MAX_ATTEMPTS") or "6"))
 
 
 class S3Store(ObjectStore):
+    """botocore's S3 client (the one boto3.client("s3") makes) and s3transfer's TransferManager; credentials from
+    botocore's default chain (env keys, else the IMDSv2 instance role, refreshed before it expires)."""
+
+    ALGORITHM = "CRC64NVME"
+
     def __init__(self, bucket: str, metadata_url: str | None = None):
+        import botocore.session
+        from botocore.config import Config
+
         self.bucket = bucket
-        self.creds = AwsCredentials(metadata_url)
-        self.region = aws_region(metadata_url)
-        ep = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        if ep:
-            self.base = ep.rstrip("/") + "/" + bucket  # path-style for custom endpoints
-        elif "." in bucket:  # a virtual-hosted name with dots would not match the TLS certificate
-            self.base = f"https://s3.{self.region}.amazonaws.com/{bucket}"
-        else:
-            self.base = f"https://{bucket}.s3.{self.region}.amazonaws.com"
+        session = botocore.session.get_session()
+        imds = metadata_base("aws", metadata_url)
+        if imds != DEFAULT_METADATA["aws"]:  # --metadata-url / TRAINFLEET_METADATA_URL: where the role is
+            session.set_config_variable("ec2_metadata_service_endpoint", imds)
+        if not os.environ.get("AWS_METADATA_SERVICE_NUM_ATTEMPTS"):  # botocore tries IMDS once by default;
+            session.set_config_variable("metadata_service_num_attempts", 3)  # a restore at boot must not give up
+        creds = session.get_credentials()
+        if creds is None:
+            raise RuntimeError("no AWS credentials: no env keys and no instance role")
+        log("aws_credentials", source=creds.method)
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+        config = Config(
+            retries={"mode": "adaptive", "total_max_attempts": _max_attempts()},
+            connect_timeout=10,
+            read_timeout=60,
+            # files in parallel, each with its parts in parallel
+            max_pool_connections=max(10, self.concurrency * self.concurrency),
+            s3={"addressing_style": "path" if endpoint else "auto"},
+            request_checksum_calculation="when_supported",
+            response_checksum_validation="when_supported",
+        )
+        # Region from env or IMDS placement/region (botocore's IMDS lookup trims an availability zone's name,
+        # wrong for Local Zones).
+        self.client = session.create_client(
+            "s3", region_name=aws_region(metadata_url), endpoint_url=endpoint, config=config
+        )
+        self._errors = self.client.exceptions
 
-    def _url(self, key: str, query: dict | None = None) -> str:
-        u = self.base + "/" + _q(key, safe="/-_.~")
-        if query is not None:
-            u += "?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
-        return u
+    def _transfer(self):
+        # s3transfer's own (classic) manager, never the CRT one boto3 picks on some instance types (p4d, p5):
+        # the same code path everywhere. One per call, so the part size is the store's at that moment.
+        from s3transfer.manager import TransferConfig, TransferManager
 
-    def _req(self, method, url, headers=None, body=None, payload_hash=None, ok=(200,), stream=False):
-        if payload_hash is None:
-            payload_hash = hashlib.sha256(body if isinstance(body, bytes) else b"").hexdigest()
-        hdrs = sigv4_sign(method, url, self.region, "s3", self.creds.get(), headers or {}, payload_hash)
-        if stream:
-            conn, resp = http_open(method, url, hdrs, body, timeout=60)
-            if resp.status not in ok:
-                data = resp.read()
-                conn.close()
-                raise HTTPError(resp.status, data, f"S3 {method} {url}")
-            return conn, resp
-        r = http_request(method, url, hdrs, body, timeout=60)
-        if r.status not in ok:
-            raise HTTPError(r.status, r.data, f"S3 {method} {url}")
-        return r
+        config = TransferConfig(
+            multipart_threshold=self.part_size + 1,  # larger than a part: multipart
+            multipart_chunksize=self.part_size,
+            max_request_concurrency=self.concurrency,
+        )
+        return TransferManager(self.client, config)
+
+    def _missing(self, e) -> bool:
+        """A missing key: 404, or 403 where the role may list only its prefix (S3 answers 403 instead of 404
+        to a principal without s3:ListBucket on the bucket: GetObject API reference, "Permissions")."""
+        code = str(e.response.get("Error", {}).get("Code", ""))
+        return code in ("NoSuchKey", "404", "NotFound", "403", "AccessDenied")
 
     def put_bytes(self, key, data):
-        with_retries(lambda: self._req("PUT", self._url(key), {}, data), "s3 put " + key)
+        self.client.put_object(Bucket=self.bucket, Key=key, Body=bytes(data), ChecksumAlgorithm=self.ALGORITHM)
 
-    def _put_file(self, key, path, size, sha256, part_hashes=None):
-        if size <= self.part_size:
-
-            def once():
-                with open(path, "rb") as f:
-                    self._req("PUT", self._url(key), {"Content-Length": str(size)}, f, payload_hash=sha256)
-
-            with_retries(once, "s3 put " + key)
-            return
-        if part_hashes is None:
-            part_hashes = hash_file(path, self.part_size)[1]
-        offsets = range(0, size, self.part_size)
-        if len(part_hashes) != len(offsets):
-            raise ValueError(
-                f"{path}: {len(part_hashes)} part hashes for {len(offsets)} parts (file changed?)"
+    def put_file(self, key, path):
+        size = os.path.getsize(path)
+        extra = {"ChecksumAlgorithm": self.ALGORITHM, "ChecksumType": "FULL_OBJECT"}
+        with self._transfer() as transfer:
+            future = transfer.upload(path, self.bucket, key, extra_args=extra)
+            future.result()  # the SDK's verdict: a failed part or completion (even a 200 with <Error>) raises
+        head = self.client.head_object(Bucket=self.bucket, Key=key, ChecksumMode="ENABLED")
+        value = head.get("ChecksumCRC64NVME")
+        if not value or head.get("ChecksumType", "FULL_OBJECT") != "FULL_OBJECT" or head["ContentLength"] != size:
+            raise RuntimeError(
+                f"s3://{self.bucket}/{key}: stored {head['ContentLength']} bytes (of {size}) with checksum "
+                f"{head.get('ChecksumType')} {value!r}, not a whole-object CRC64NVME"
             )
-        r = with_retries(lambda: self._req("POST", self._url(key, {"uploads": ""})), "s3 create multipart")
-        upload_id = _xml_find(r.data, "UploadId")
-
-        def part(n, off, ln, ph):
-            def once():
-                with FileSlice(path, off, ln) as body:
-                    url = self._url(key, {"partNumber": str(n), "uploadId": upload_id})
-                    return self._req("PUT", url, {"Content-Length": str(ln)}, body, payload_hash=ph)
-
-            return n, with_retries(once, f"s3 part {n} {key}").headers.get("etag", "")
-
-        jobs = [
-            (lambda n=n, off=off, ph=ph: part(n, off, min(self.part_size, size - off), ph))
-            for n, (off, ph) in enumerate(zip(offsets, part_hashes), start=1)  # noqa: B905 - py3.8 nodes
-        ]
-        try:
-            parts = run_parallel(jobs, self.concurrency)
-            xml = (
-                "<CompleteMultipartUpload>"
-                + "".join(f"<Part><PartNumber>{n}</PartNumber><ETag>{e}</ETag></Part>" for n, e in parts)
-                + "</CompleteMultipartUpload>"
-            )
-            def complete():
-                r = self._req("POST", self._url(key, {"uploadId": upload_id}), {}, xml.encode())
-                # S3 may answer 200 and still fail: "a 200 OK response can contain either a success or an
-                # error" (CompleteMultipartUpload API reference); the body is then an <Error> document.
-                if b"<Error>" in r.data[:512]:
-                    try:
-                        code = _xml_find(r.data, "Code") or "unknown"
-                    except Exception:  # noqa: BLE001 - an unreadable error document is still an error
-                        code = "unknown"
-                    status = 500 if code in ("InternalError", "SlowDown", "ServiceUnavailable") else 400
-                    raise HTTPError(status, r.data, f"S3 complete multipart {key}: 200 with error {code}")
-                return r
-
-            with_retries(complete, "s3 complete multipart")
-        except BaseException:
-            try:
-                self._req("DELETE", self._url(key, {"uploadId": upload_id}), ok=(200, 204))
-            except Exception:  # noqa: BLE001
-                pass
-            raise
+        return "crc64nvme:" + value
 
     def get_bytes(self, key):
         try:
-            return with_retries(lambda: self._req("GET", self._url(key)), "s3 get " + key).data
-        except HTTPError as e:
-            if e.status in (404, 403):
+            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except self._errors.ClientError as e:
+            if self._missing(e):
                 return None
             raise
 
-    def _download(self, key, path):
-        def once():
-            conn, resp = self._req("GET", self._url(key), stream=True)
-            try:
-                return self._stream_to_file(resp, path)
-            finally:
-                conn.close()
-
-        return with_retries(once, "s3 download " + key)
+    def _download_to(self, key, sink):
+        try:
+            with self._transfer() as transfer:
+                transfer.download(self.bucket, key, sink).result()
+        except self._errors.ClientError as e:
+            if self._missing(e):
+                return False
+            raise
+        return True
 
     def list(self, prefix):
         out: dict[str, int] = {}
-        token = None
-        while True:
-            q = {"list-type": "2", "prefix": prefix}
-            if token:
-                q["continuation-token"] = token
-            url = self.base + "/?" + urllib.parse.urlencode(q, quote_via=urllib.parse.quote)
-            r = with_retries(lambda url=url: self._req("GET", url), "s3 list")
-            root = ET.fromstring(r.data)
-            ns = root.tag.split("}")[0] + "}" if root.tag.startswith("{") else ""
-            for c in root.findall(f"{ns}Contents"):
-                out[c.findtext(f"{ns}Key")] = int(c.findtext(f"{ns}Size") or 0)
-            if (root.findtext(f"{ns}IsTruncated") or "false").lower() != "true":
-                return out
-            token = root.findtext(f"{ns}NextContinuationToken")
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                out[obj["Key"]] = int(obj["Size"])
+        return out
 
     def delete(self, key):
-        with_retries(lambda: self._req("DELETE", self._url(key), ok=(200, 204)), "s3 delete " + key)
+        self.client.delete_object(Bucket=self.bucket, Key=key)
 
 
-def _xml_find(data: bytes, tag: str) -> str:
-    for el in ET.fromstring(data).iter():
-        if el.tag.split("}")[-1] == tag:
-            return el.text or ""
-    raise ValueError(f"no <{tag}> in response")
+# ------------------------------------------------------------------------------------------ GCS
+
+GCS_CHUNK_ALIGN = 256 << 10  # a resumable upload's chunks are multiples of 256 KiB (JSON API, resumable uploads)
 
 
 class GcsStore(ObjectStore):
+    """google-cloud-storage, credentials from the metadata server (google-auth's compute_engine credentials),
+    or anonymous against an emulator (STORAGE_EMULATOR_HOST, as the client library itself does)."""
+
     def __init__(self, bucket: str, metadata_url: str | None = None):
-        self.bucket = bucket
-        emu = os.environ.get("STORAGE_EMULATOR_HOST")
-        if emu:
-            self.base = (emu if "://" in emu else "http://" + emu).rstrip("/")
-            self.token = None
+        md = metadata_base("gcp", metadata_url)
+        if md != DEFAULT_METADATA["gcp"]:
+            # google-auth finds the metadata server by GCE_METADATA_HOST (host[:port]), read when it is imported
+            os.environ["GCE_METADATA_HOST"] = urllib.parse.urlsplit(md).netloc or md
+        from google.cloud import storage
+
+        options = None
+        if os.environ.get("STORAGE_EMULATOR_HOST"):
+            from google.auth.credentials import AnonymousCredentials
+
+            credentials = AnonymousCredentials()
         else:
-            self.base = os.environ.get("TRAINFLEET_GCS_ENDPOINT", "https://storage.googleapis.com").rstrip(
-                "/"
-            )
-            self.token = BearerToken("gcp", metadata_url)
+            from google.auth import compute_engine
 
-    def _h(self, extra=None):
-        h = dict(extra or {})
-        if self.token is not None:
-            h["Authorization"] = "Bearer " + self.token.get()
-        return h
+            credentials = compute_engine.Credentials()
+            if os.environ.get("TRAINFLEET_GCS_ENDPOINT"):
+                options = {"api_endpoint": os.environ["TRAINFLEET_GCS_ENDPOINT"]}
+        self.client = storage.Client(project=None, credentials=credentials, client_options=options)
+        self.bucket = self.client.bucket(bucket)
+        from google.api_core.exceptions import NotFound
 
-    def _obj(self, key):
-        return f"{self.base}/storage/v1/b/{_q(self.bucket)}/o/{_q(key, safe='')}"
+        self._not_found = NotFound
 
-    def _check(self, r, what, ok=(200,)):
-        if r.status not in ok:
-            raise HTTPError(r.status, r.data, what)
-        return r
-
-    def _upload(self, key, body, size):
-        """Large files: a streamed ``uploadType=media`` request. Small ones: ``uploadType=multipart``."""
-        if isinstance(body, (bytes, bytearray)):  # noqa: UP038
-            boundary = "trainfleet" + hashlib.sha256(bytes(body)).hexdigest()[:24]
-            meta = json.dumps({"name": key}).encode()
-            data = b"".join(
-                [
-                    f"--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n".encode(),
-                    meta,
-                    f"\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n\r\n".encode(),
-                    bytes(body),
-                    f"\r\n--{boundary}--\r\n".encode(),
-                ]
-            )
-            url = f"{self.base}/upload/storage/v1/b/{_q(self.bucket)}/o?uploadType=multipart"
-            hdrs = self._h({"Content-Type": f"multipart/related; boundary={boundary}"})
-            self._check(http_request("POST", url, hdrs, data, timeout=60), "gcs upload " + key)
-            return
-        q = urllib.parse.urlencode({"uploadType": "media", "name": key})
-        url = f"{self.base}/upload/storage/v1/b/{_q(self.bucket)}/o?{q}"
-        hdrs = self._h({"Content-Type": "application/octet-stream", "Content-Length": str(size)})
-        self._check(http_request("POST", url, hdrs, body, timeout=60), "gcs upload " + key)
+    def _blob(self, key):
+        chunk = max(GCS_CHUNK_ALIGN, self.part_size // GCS_CHUNK_ALIGN * GCS_CHUNK_ALIGN)
+        return self.bucket.blob(key, chunk_size=chunk)
 
     def put_bytes(self, key, data):
-        with_retries(lambda: self._upload(key, data, len(data)), "gcs put " + key)
+        self._blob(key).upload_from_string(bytes(data), content_type="application/octet-stream", checksum="crc32c")
 
-    def _put_file(self, key, path, size, sha256, part_hashes=None):
-        if size < CHUNK:
-            with open(path, "rb") as f:
-                data = f.read()
-            return self.put_bytes(key, data)
-
-        def once():
-            with open(path, "rb") as f:
-                self._upload(key, f, size)
-
-        with_retries(once, "gcs put " + key)
+    def put_file(self, key, path):
+        blob = self._blob(key)
+        blob.upload_from_filename(path, content_type="application/octet-stream", checksum="crc32c")
+        if not blob.crc32c:
+            raise RuntimeError(f"gs://{self.bucket.name}/{key}: the upload's answer has no crc32c")
+        return "crc32c:" + blob.crc32c
 
     def get_bytes(self, key):
-        def once():
-            r = http_request("GET", self._obj(key) + "?alt=media", self._h(), timeout=60)
-            if r.status == 404:
-                return None
-            return self._check(r, "gcs get " + key).data
+        try:
+            return self._blob(key).download_as_bytes(checksum="crc32c")
+        except self._not_found:
+            return None
 
-        return with_retries(once, "gcs get " + key)
-
-    def _download(self, key, path):
-        def once():
-            conn, resp = http_open("GET", self._obj(key) + "?alt=media", self._h(), timeout=60)
-            try:
-                if resp.status != 200:
-                    raise HTTPError(resp.status, resp.read(), "gcs download " + key)
-                return self._stream_to_file(resp, path)
-            finally:
-                conn.close()
-
-        return with_retries(once, "gcs download " + key)
+    def _download_to(self, key, sink):
+        try:
+            self._blob(key).download_to_file(sink, checksum="crc32c")
+        except self._not_found:
+            return False
+        return True
 
     def list(self, prefix):
-        out: dict[str, int] = {}
-        page = None
-        while True:
-            q = {"prefix": prefix}
-            if page:
-                q["pageToken"] = page
-            url = f"{self.base}/storage/v1/b/{_q(self.bucket)}/o?" + urllib.parse.urlencode(q)
-            r = with_retries(
-                lambda url=url: self._check(http_request("GET", url, self._h()), "gcs list"), "gcs list"
-            )
-            doc = r.json()
-            for it in doc.get("items", []):
-                out[it["name"]] = int(it.get("size", 0))
-            page = doc.get("nextPageToken")
-            if not page:
-                return out
+        return {b.name: int(b.size or 0) for b in self.client.list_blobs(self.bucket, prefix=prefix)}
 
     def delete(self, key):
-        with_retries(
-            lambda: self._check(
-                http_request("DELETE", self._obj(key), self._h()), "gcs delete", (200, 204, 404)
-            ),
-            "gcs delete " + key,
-        )
+        try:
+            self._blob(key).delete()
+        except self._not_found:
+            pass
+
+
+# ------------------------------------------------------------------------------------------ Azure Blob
+
+# The Blob service version the agent speaks (x-ms-version). Pinned rather than the SDK's newest, which follows
+# each SDK release: this one Azure Storage and Azurite (the tests' stand-in, azurite@3) both serve.
+AZURE_BLOB_API_VERSION = "2025-11-05"
 
 
 class AzureBlobStore(ObjectStore):
-    """Azure Blob REST; --bucket is 'account/container'. Bearer token from managed identity, or shared key."""
-
-    VERSION = "2021-08-06"
+    """azure-storage-blob; --bucket is 'account/container'. Managed identity (azure-identity, the IMDS token for
+    https://storage.azure.com/), or the account key in AZURE_STORAGE_KEY. Part size and concurrency are the
+    store's when it is made."""
 
     def __init__(self, bucket: str, metadata_url: str | None = None):
         if "/" not in bucket:
             raise ValueError("azure --bucket must be 'storageaccount/container'")
-        self.account, self.container = bucket.split("/", 1)
-        ep = os.environ.get("TRAINFLEET_AZURE_BLOB_ENDPOINT")
-        self.base = (
-            (ep.rstrip("/") if ep else f"https://{self.account}.blob.core.windows.net") + "/" + self.container
+        self.account, container = bucket.split("/", 1)
+        md = metadata_base("azure", metadata_url)
+        if md != DEFAULT_METADATA["azure"]:
+            # azure-identity (and MSAL under it) find the IMDS by this variable, read at each token request
+            os.environ["AZURE_POD_IDENTITY_AUTHORITY_HOST"] = md
+        from azure.storage.blob import ContainerClient, ExponentialRetry
+
+        key = os.environ.get("AZURE_STORAGE_KEY")
+        if key:
+            credential = {"account_name": self.account, "account_key": key}
+        else:
+            from azure.identity import ManagedIdentityCredential
+
+            credential = ManagedIdentityCredential(client_id=os.environ.get("AZURE_CLIENT_ID") or None)
+        endpoint = os.environ.get("TRAINFLEET_AZURE_BLOB_ENDPOINT") or f"https://{self.account}.blob.core.windows.net"
+        self._single_put_max = self.part_size  # up to this size a blob goes in one Put Blob
+        self.container = ContainerClient(
+            endpoint.rstrip("/"),
+            container,
+            credential=credential,
+            api_version=AZURE_BLOB_API_VERSION,
+            max_block_size=self.part_size,
+            max_single_put_size=self._single_put_max,
+            # the SDK's default waits 15 s before its first retry: most of a 30 s notice window
+            retry_policy=ExponentialRetry(initial_backoff=1, increment_base=2, retry_total=5, random_jitter_range=1),
         )
-        self.key = os.environ.get("AZURE_STORAGE_KEY")
-        self.token = None if self.key else BearerToken("azure", metadata_url)
+        from azure.core.exceptions import ResourceNotFoundError
 
-    def _sign(self, method, url, headers):
-        h = dict(headers)
-        h["x-ms-version"] = self.VERSION
-        h["x-ms-date"] = email.utils.formatdate(usegmt=True)
-        if self.token is not None:
-            h["Authorization"] = "Bearer " + self.token.get()
-            return h
-        parts = urllib.parse.urlsplit(url)
-        low = {k.lower(): str(v) for k, v in h.items()}
-        length = low.get("content-length", "")
-        if length == "0":
-            length = ""
-        std = [
-            method,
-            low.get("content-encoding", ""),
-            low.get("content-language", ""),
-            length,
-            low.get("content-md5", ""),
-            low.get("content-type", ""),
-            "",
-            low.get("if-modified-since", ""),
-            low.get("if-match", ""),
-            low.get("if-none-match", ""),
-            low.get("if-unmodified-since", ""),
-            low.get("range", ""),
-        ]
-        xms = "".join(f"{k}:{low[k].strip()}\n" for k in sorted(low) if k.startswith("x-ms-"))
-        res = f"/{self.account}{urllib.parse.unquote(parts.path)}"
-        q = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
-        for k in sorted(q, key=str.lower):
-            res += f"\n{k.lower()}:{','.join(sorted(q[k]))}"
-        sts = "\n".join(std) + "\n" + xms + res
-        sig = base64.b64encode(
-            hmac.new(base64.b64decode(self.key), sts.encode(), hashlib.sha256).digest()
-        ).decode()
-        h["Authorization"] = f"SharedKey {self.account}:{sig}"
-        return h
-
-    def _url(self, key, query=None):
-        u = self.base + "/" + _q(key, safe="/-_.~")
-        if query:
-            u += "?" + urllib.parse.urlencode(query)
-        return u
-
-    def _req(self, method, url, headers=None, body=None, ok=(200, 201), stream=False):
-        hdrs = self._sign(method, url, headers or {})
-        if stream:
-            conn, resp = http_open(method, url, hdrs, body, timeout=60)
-            if resp.status not in ok:
-                data = resp.read()
-                conn.close()
-                raise HTTPError(resp.status, data, f"blob {method}")
-            return conn, resp
-        r = http_request(method, url, hdrs, body, timeout=60)
-        if r.status not in ok:
-            raise HTTPError(r.status, r.data, f"blob {method} {url}")
-        return r
+        self._not_found = ResourceNotFoundError
 
     def put_bytes(self, key, data):
-        hdrs = {"x-ms-blob-type": "BlockBlob", "Content-Length": str(len(data))}
-        with_retries(lambda: self._req("PUT", self._url(key), hdrs, data), "blob put " + key)
+        self.container.get_blob_client(key).upload_blob(bytes(data), overwrite=True, validate_content="md5")
 
-    def _put_file(self, key, path, size, sha256, part_hashes=None):
-        if size <= self.part_size:
-
-            def once():
-                with open(path, "rb") as f:
-                    hdrs = {"x-ms-blob-type": "BlockBlob", "Content-Length": str(size)}
-                    self._req("PUT", self._url(key), hdrs, f)
-
-            with_retries(once, "blob put " + key)
-            return
-
-        def block(n, off):
-            ln = min(self.part_size, size - off)
-            bid = base64.b64encode(f"{n:08d}".encode()).decode()
-
-            def once():
-                with FileSlice(path, off, ln) as body:
-                    url = self._url(key, {"comp": "block", "blockid": bid})
-                    self._req("PUT", url, {"Content-Length": str(ln)}, body)
-
-            with_retries(once, f"blob block {n} {key}")
-            return bid
-
-        jobs = [(lambda n=n, off=off: block(n, off)) for n, off in enumerate(range(0, size, self.part_size))]
-        ids = run_parallel(jobs, self.concurrency)
-        xml = '<?xml version="1.0" encoding="utf-8"?><BlockList>' + "".join(
-            f"<Latest>{i}</Latest>" for i in ids
-        )
-        xml = (xml + "</BlockList>").encode()
-        with_retries(
-            lambda: self._req(
-                "PUT", self._url(key, {"comp": "blocklist"}), {"Content-Length": str(len(xml))}, xml
-            ),
-            "blob block list",
-        )
+    def put_file(self, key, path):
+        size = os.path.getsize(path)
+        running = Checksum("md5")
+        with open(path, "rb") as f:
+            reader = _HashingReader(f, running)
+            # With validate_content each block in flight is held in memory, and files upload `concurrency` at a
+            # time (checkpoints.upload_part): a quarter of that per file keeps it to concurrency^2/4 blocks
+            # (8 x 2 x 64 MiB = 1 GiB at the defaults) instead of concurrency^2 (4 GiB).
+            answer = self.container.get_blob_client(key).upload_blob(
+                reader, length=size, overwrite=True, validate_content="md5",
+                max_concurrency=max(1, self.concurrency // 4),
+            )  # fmt: skip
+        if reader.bytes_read != size:
+            raise RuntimeError(f"{path}: read {reader.bytes_read} bytes of {size} (file changed?)")
+        token = running.token()
+        if size <= self._single_put_max and answer.get("content_md5"):  # one Put Blob: the service's own MD5
+            stored = "md5:" + base64.b64encode(answer["content_md5"]).decode()
+            if stored != token:
+                raise RuntimeError(f"{key}: the service stored MD5 {stored}, the file read as {token}")
+        return token
 
     def get_bytes(self, key):
         try:
-            return with_retries(lambda: self._req("GET", self._url(key), ok=(200,)), "blob get").data
-        except HTTPError as e:
-            if e.status == 404:
-                return None
-            raise
+            return self.container.download_blob(key).readall()
+        except self._not_found:
+            return None
 
-    def _download(self, key, path):
-        def once():
-            conn, resp = self._req("GET", self._url(key), ok=(200,), stream=True)
-            try:
-                return self._stream_to_file(resp, path)
-            finally:
-                conn.close()
-
-        return with_retries(once, "blob download " + key)
+    def _download_to(self, key, sink):
+        try:
+            # one connection: the chunks arrive in order, for the running checksum
+            self.container.download_blob(key, max_concurrency=1).readinto(sink)
+        except self._not_found:
+            return False
+        return True
 
     def list(self, prefix):
-        out: dict[str, int] = {}
-        marker = ""
-        while True:
-            q = {"restype": "container", "comp": "list", "prefix": prefix}
-            if marker:
-                q["marker"] = marker
-            url = self.base + "?" + urllib.parse.urlencode(q)
-            r = with_retries(lambda url=url: self._req("GET", url, ok=(200,)), "blob list")
-            root = ET.fromstring(r.data)
-            for b in root.iter("Blob"):
-                out[b.findtext("Name")] = int(b.findtext("Properties/Content-Length") or 0)
-            marker = root.findtext("NextMarker") or ""
-            if not marker:
-                return out
+        return {b.name: int(b.size) for b in self.container.list_blobs(name_starts_with=prefix)}
 
     def delete(self, key):
-        with_retries(lambda: self._req("DELETE", self._url(key), ok=(200, 202, 404)), "blob delete " + key)
+        try:
+            self.container.delete_blob(key)
+        except self._not_found:
+            pass
+
+
+# ------------------------------------------------------------------------------------------ factory
 
 
 def make_store(cloud: str, bucket: str, metadata_url: str | None = None) -> ObjectStore:
+    route_sdk_logs()
     return {"aws": S3Store, "gcp": GcsStore, "azure": AzureBlobStore}[cloud](bucket, metadata_url)
-
 

@@ -8,11 +8,11 @@ import sys
 import threading
 import time
 
-from .checkpoints import complete_steps, read_latest, upload_step
+from .checkpoints import commit, complete_steps, prune_local, read_latest, step_part, upload_part
 from .common import ASG_HOOK_NAME, NOTICE_WINDOW_S, log
-from .membership import _aws_query
+from .membership import aws_client
 from .metadata import AwsMetadata, metadata_base
-from .notices import Notice, NoticeSource
+from .notices import Notice, NoticeBoard, NoticeSource, read_handled, release_azure_events, write_handled
 from .stores import make_store
 
 
@@ -80,10 +80,16 @@ class Watcher:
         self._cadence_rank: str | None = None  # the node rank last read from node-rank (for the log)
         self.window = args.notice_window_s or NOTICE_WINDOW_S[args.cloud]
         self.synced: int | None = None
-        self.notice: Notice | None = None
+        self.uploaded: set[int] = set()  # steps whose part this agent uploaded
+        self.pending: int | None = None  # a step rank 0 uploaded but could not commit yet
+        self.notice: Notice | None = None  # the hard notice with the earliest deadline
+        self.board = NoticeBoard(self.window)  # every hard notice in force, by its real deadline
+        self.exit_baseline: int | None = None  # the newest complete step when the trainer was asked to exit
         self._lock = threading.Lock()
         self.stop = threading.Event()
         self.sigterm_at: float | None = None
+        self._sigterm_noticed = False
+        self.handled = read_handled(args.run_dir)  # terminations handled before a restart, still being served
         base = metadata_base(args.cloud, args.metadata_url)
         self.source = NoticeSource(args.cloud, base, self.window, args.poll_s, args.http_timeout_s)
 
@@ -96,24 +102,69 @@ class Watcher:
         self.sigterm_at = time.time()  # only a flag here: the main loop turns it into a notice
 
     def on_notice(self, n: Notice) -> None:
-        log(
-            "notice",
-            kind=n.kind,
-            hard=n.hard,
-            detail=n.detail,
-            deadline_in_s=round(n.deadline - time.time(), 1),
-        )
+        """A soft notice asks for a checkpoint and training goes on. A hard one goes on the board, which keeps
+        the earliest deadline: with no more than the notice window left, the trainer is asked to checkpoint and
+        exit at once; with more, it is asked for a checkpoint now (and goes on), and the main loop asks it to
+        exit when only the window is left. Either way the agent keeps watching."""
+        if n.hard and not n.cancelled and n.key in self.handled:  # handled before this restart: not again
+            log("notice_already_handled", kind=n.kind, deadline_in_s=round(n.deadline - time.time(), 1))
+            return
+        if n.hard:
+            change = self.board.add(n)
+            if change == "cancelled":
+                log("notice_cancelled", kind=n.kind, detail=n.detail)
+            if change in ("same", "cancelled"):
+                with self._lock:
+                    self.notice = self.board.earliest()
+                return
+        left = n.deadline - time.time()
+        fields = {"deadline_in_s": round(left, 1), "exit_in_s": round(max(0.0, left - self.window), 1)}
+        log("notice", kind=n.kind, hard=n.hard, detail=n.detail, **(fields if n.hard else {}))
         try:
-            self.trainer.request(exit_after=n.hard)
+            if not n.hard:
+                self.trainer.request(exit_after=False)
+            elif left <= self.window or self.board.exiting:
+                self._ask_exit()
+            elif change == "new":
+                self.trainer.request(exit_after=False)  # a checkpoint now, in case; training goes on
         except Exception as e:  # noqa: BLE001
             log("signal_failed", error=str(e)[:200])
         if n.hard:
             with self._lock:
-                self.notice = n
+                self.notice = self.board.earliest()
+
+    def _ask_exit(self) -> None:
+        """Ask the trainer to checkpoint and exit, once; the newest step at that moment is the baseline its
+        notice checkpoint must beat."""
+        with self._lock:  # the poll thread and the main loop may both get here: the baseline is set first
+            if self.board.exiting:
+                return
+            self.exit_baseline = self.newest()
+            self.board.start_exit()
+            self.trainer.request(exit_after=True)
 
     def sync(self, step: int, reason: str) -> bool:
+        """True once this node's part of `step` is durable and, on the node that saved it as rank 0, the step
+        is committed (every node's part there, MANIFEST.json and LATEST written). Rank 0 waiting for another
+        node's part returns False and is called again: its part is uploaded once."""
+        a = self.args
         try:
-            upload_step(self.store, self.args.prefix, self.args.ckpt_dir, step, self.args.keep_last)
+            who = step_part(a.ckpt_dir, step)
+            if step not in self.uploaded and not who["restored"]:
+                upload_part(self.store, a.prefix, a.ckpt_dir, step)
+                self.uploaded.add(step)
+                prune_local(a.ckpt_dir, a.keep_last)
+            if who["node_rank"] == 0 and not who["restored"]:
+                # a notice or the final sync waits a little for the other nodes' parts; a periodic one does not
+                until = time.time() + (0.0 if reason == "periodic" else 1.0)
+                while commit(self.store, a.prefix, step, who["nodes"], a.keep_last) is None:
+                    if time.time() >= until:
+                        if self.pending != step:
+                            log("commit_waiting", step=step, nodes=who["nodes"], reason=reason)
+                        self.pending = step
+                        return False
+                    time.sleep(0.2)
+            self.pending = None
             self.synced = step if self.synced is None else max(self.synced, step)
             return True
         except Exception as e:  # noqa: BLE001
@@ -143,20 +194,14 @@ class Watcher:
         self.next_periodic = time.time() + self.interval if self.interval > 0 else float("inf")
         try:
             while True:
-                if not t.is_alive() and self.notice is None and not self.stop.is_set():
-                    log("metadata_thread_restarted")  # it only ends on a hard notice; never go blind
+                if not t.is_alive() and not self.stop.is_set():
+                    log("metadata_thread_restarted")  # it never ends on its own; never go blind
                     t = self._start_source()
-                if self.sigterm_at is not None and self.notice is None:
-                    self.on_notice(
-                        Notice(
-                            "sigterm",
-                            True,
-                            "agent received SIGTERM",
-                            self.sigterm_at + min(self.window, 30.0),
-                        )
-                    )
-                with self._lock:
-                    notice = self.notice
+                if self.sigterm_at is not None and not self._sigterm_noticed:
+                    self._sigterm_noticed = True  # a real termination: its deadline is within the window
+                    deadline = self.sigterm_at + min(self.window, 30.0)
+                    self.on_notice(Notice("sigterm", True, "agent received SIGTERM", deadline))
+                notice = self.board.due()  # the earliest deadline, once only the notice window is left
                 if notice is not None:
                     return self.handle_notice(notice)
                 try:
@@ -214,14 +259,29 @@ class Watcher:
         return 0
 
     def handle_notice(self, n: Notice) -> int:
-        baseline = self.newest()
-        # Leave time to upload: stop waiting for the trainer's notice checkpoint with a quarter of the window
+        """Only the notice window is left before the earliest deadline: the trainer checkpoints and exits, that
+        checkpoint is made durable, then the termination is released (the group's lifecycle action; each Azure
+        event once every VM it names is safe) and the agent exits. The deadline is read again throughout: a
+        sooner notice may still come."""
+        try:
+            self._ask_exit()
+        except Exception as e:  # noqa: BLE001
+            log("signal_failed", error=str(e)[:200])
+        baseline = self.exit_baseline
+        # Leave time to upload: stop waiting for the trainer's notice checkpoint with a quarter of what was left
         # (at least 5 s, at most half) to spare, and fall back to the newest complete checkpoint on disk.
-        span = max(0.0, n.deadline - n.at)
-        wait_until = n.deadline - min(max(5.0, 0.25 * span), 0.5 * span)
-        log("notice_wait", baseline=baseline, deadline_in_s=round(n.deadline - time.time(), 1))
+        start = time.time()
+
+        def deadline() -> float:
+            return self.board.deadline() or n.deadline
+
+        def wait_until() -> float:
+            span = max(0.0, deadline() - start)
+            return deadline() - min(max(5.0, 0.25 * span), 0.5 * span)
+
+        log("notice_wait", kind=n.kind, baseline=baseline, deadline_in_s=round(deadline() - start, 1))
         target = None
-        while time.time() < wait_until:
+        while time.time() < wait_until():
             newest = self.newest()
             if newest is not None and (baseline is None or newest > baseline):
                 target = newest
@@ -239,19 +299,25 @@ class Watcher:
             log("notice_fallback", step=target, reason="no new checkpoint from the trainer in time")
         ok = True
         if target is not None and (self.synced is None or target > self.synced):
-            ok = False
-            while not ok and time.time() < n.deadline:
+            ok = self.sync(target, "notice")  # at least once, even when the deadline is already here
+            while not ok and time.time() < deadline():
                 ok = self.sync(target, "notice")
+        notices = self.board.notices()
+        if ok:
+            write_handled(self.args.run_dir, notices)
         if ok and target is not None:
-            log("notice_durable", step=target, notice_to_durable_s=round(time.time() - n.at, 3), kind=n.kind)
-        if n.kind == "aws-asg-terminate":
+            first = min([x.at for x in notices] or [n.at])
+            log("notice_durable", step=target, kind=n.kind, notice_to_durable_s=round(time.time() - first, 3),
+                exit_to_durable_s=round(time.time() - start, 3))  # fmt: skip
+        if any(x.kind == "aws-asg-terminate" for x in notices):
             complete_lifecycle_action(self.args.metadata_url)
-        if self.args.cloud == "azure" and n.event_ids:
-            try:
-                self.source.md.ack(n.event_ids)
-                log("azure_event_acknowledged", event_ids=n.event_ids)
-            except Exception as e:  # noqa: BLE001
-                log("azure_ack_failed", error=str(e)[:200])
+        azure = [x for x in notices if x.event_ids]
+        if self.args.cloud == "azure" and azure:
+            if ok:
+                release_azure_events(self.store, self.args.prefix, self.source, azure)
+            else:
+                log("azure_event_not_acknowledged", event_ids=[e for x in azure for e in x.event_ids],
+                    reason="this VM's checkpoint is not durable")  # fmt: skip
         return 0 if ok else 1
 
 
@@ -261,20 +327,14 @@ def complete_lifecycle_action(metadata_url: str | None) -> None:
     group = os.environ.get("TRAINFLEET_GROUP", "")
     try:
         instance = (AwsMetadata(metadata_base("aws", metadata_url)).get("instance-id") or "").strip()
-        _aws_query(
-            "autoscaling",
-            {
-                "Action": "CompleteLifecycleAction",
-                "Version": "2011-01-01",
-                "AutoScalingGroupName": group,
-                "LifecycleHookName": ASG_HOOK_NAME,
-                "InstanceId": instance,
-                "LifecycleActionResult": "CONTINUE",
-            },
-            metadata_url,
+        aws_client("autoscaling", metadata_url).complete_lifecycle_action(
+            AutoScalingGroupName=group,
+            LifecycleHookName=ASG_HOOK_NAME,
+            InstanceId=instance,
+            LifecycleActionResult="CONTINUE",
         )
         log("lifecycle_action_completed", group=group, instance=instance)
     except Exception as e:  # noqa: BLE001
-        log("lifecycle_action_failed", group=group, error=str(e)[:200])
+        log("lifecycle_action_failed", group=group, error=" ".join(f"{type(e).__name__}: {e}".split())[:300])
 
 

@@ -1,0 +1,173 @@
+"""Sharded checkpoints (issue 13 #1): every node uploads the files its own ranks wrote, node rank 0 commits the
+step once every node's part is durable, and a node restores only what it needs to resume.
+
+The file layout is DeepSpeed 0.19's own (runtime/engine.py `_get_ckpt_name`, `_get_zero_ckpt_name`): data-
+parallel rank 0 writes `mp_rank_00_model_states.pt` (ZeRO-0/1/2), every rank r writes
+`zero_pp_rank_<r>_mp_rank_00_optim_states.pt`. On load (`_get_all_zero_checkpoint_state_dicts`) each rank
+reads the model states and only its own ZeRO file, so node 1 of 2 needs node 0's model states but not node
+0's optimizer shards. The bucket is the in-memory stand-in of tests/test_agent_commit_restore.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_agent_commit_restore import PREFIX, BucketStandIn, agent
+
+TAG = "global_step7"
+RANKS_PER_NODE = 2
+
+
+def node_files(node: int, step: int) -> dict[str, bytes]:
+    """What node `node`'s two ranks write for `step` (rank r = node * 2 + local rank)."""
+    files = {}
+    for local in range(RANKS_PER_NODE):
+        rank = node * RANKS_PER_NODE + local
+        files[f"{TAG}/zero_pp_rank_{rank}_mp_rank_00_optim_states.pt"] = f"optim r{rank} s{step} ".encode() * 40
+    if node == 0:
+        files[f"{TAG}/mp_rank_00_model_states.pt"] = f"model s{step} ".encode() * 60
+    return files
+
+
+def save_part(ckpt: Path, step: int, node: int, nodes: int) -> None:
+    """As templates/train.py saves: the node's files, then COMPLETE naming its node rank and the node count."""
+    d = ckpt / f"step-{step:08d}"
+    for rel, data in node_files(node, step).items():
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_bytes(data)
+    (d / "COMPLETE").write_text(json.dumps({"step": step, "node_rank": node, "nodes": nodes}))
+
+
+@pytest.fixture
+def bucket():
+    return BucketStandIn()
+
+
+def upload(bucket, tmp_path, step: int, node: int, nodes: int, keep_last: int = 0):
+    ckpt = tmp_path / f"node{node}"
+    save_part(ckpt, step, node, nodes)
+    return agent.upload_step(bucket, PREFIX, str(ckpt), step, keep_last=keep_last)
+
+
+def test_each_node_uploads_its_own_part_and_rank_0_commits_only_when_all_are_durable(bucket, tmp_path):
+    assert upload(bucket, tmp_path, 7, 0, 2) is None  # node 1's part is not there yet: no commit
+    assert f"{PREFIX}/step-00000007/MANIFEST.json" not in bucket.objects
+    assert f"{PREFIX}/LATEST" not in bucket.objects
+    upload(bucket, tmp_path, 7, 1, 2)
+    assert f"{PREFIX}/LATEST" not in bucket.objects  # only rank 0 commits
+    manifest = agent.commit(bucket, PREFIX, 7, 2)
+    assert manifest is not None and manifest["nodes"] == 2
+    assert bucket.objects[f"{PREFIX}/LATEST"] == b"step-00000007"
+    for node in (0, 1):
+        for rel, data in node_files(node, 7).items():
+            assert bucket.objects[f"{PREFIX}/step-00000007/node-{node}/{rel}"] == data
+        listed = {e["path"]: e["checksum"] for e in manifest["parts"][node]["files"]}
+        assert listed == {rel: "sha256:" + hashlib.sha256(d).hexdigest() for rel, d in node_files(node, 7).items()}
+    puts = [k for op, k in bucket.ops if op == "put"]
+    parts_at = [puts.index(f"{PREFIX}/step-00000007/node-{n}/PART.json") for n in (0, 1)]
+    assert max(parts_at) < puts.index(f"{PREFIX}/step-00000007/MANIFEST.json") < puts.index(f"{PREFIX}/LATEST")
+
+
+def test_a_part_whose_file_is_missing_in_the_bucket_blocks_the_commit(bucket, tmp_path):
+    upload(bucket, tmp_path, 7, 1, 2)
+    del bucket.objects[f"{PREFIX}/step-00000007/node-1/{TAG}/zero_pp_rank_3_mp_rank_00_optim_states.pt"]
+    assert upload(bucket, tmp_path, 7, 0, 2) is None
+    assert f"{PREFIX}/LATEST" not in bucket.objects
+
+
+def test_a_part_claiming_another_node_blocks_the_commit(bucket, tmp_path):
+    upload(bucket, tmp_path, 7, 1, 2)
+    key = f"{PREFIX}/step-00000007/node-1/PART.json"
+    part = json.loads(bucket.objects[key])
+    bucket.objects[key] = json.dumps(part | {"node": 0}).encode()
+    assert upload(bucket, tmp_path, 7, 0, 2) is None
+
+
+def committed(bucket, tmp_path, step: int = 7, nodes: int = 2) -> None:
+    for node in range(nodes):
+        upload(bucket, tmp_path / f"save{step}", step, node, nodes)
+    assert agent.commit(bucket, PREFIX, step, nodes) is not None
+
+
+def local_tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file() and p.name != "COMPLETE"}
+
+
+@pytest.mark.parametrize("node", [0, 1])
+def test_a_fresh_node_restores_its_own_part_and_the_model_states_only(bucket, tmp_path, node):
+    committed(bucket, tmp_path)
+    dest = tmp_path / "fresh"
+    dest.mkdir()
+    assert agent.restore(bucket, PREFIX, str(dest), node_rank=node, nodes=2) == 7
+    want = node_files(node, 7) | {f"{TAG}/mp_rank_00_model_states.pt": node_files(0, 7)[f"{TAG}/mp_rank_00_model_states.pt"]}
+    assert local_tree(dest / "step-00000007") == want
+    marker = json.loads((dest / "step-00000007" / "COMPLETE").read_text())
+    assert marker == {"step": 7, "node_rank": node, "nodes": 2, "restored": True}
+    # 2 nodes x (2 optimizer shards) + model states: a node fetches 2 of the 4 optimizer shards
+    other = 1 - node
+    assert not any(f"zero_pp_rank_{other * 2}" in p for p in local_tree(dest / "step-00000007"))
+
+
+def test_a_node_with_its_own_part_on_disk_fetches_only_the_shared_files(bucket, tmp_path, capfd):
+    committed(bucket, tmp_path)
+    own = tmp_path / "save7" / "node1"  # node 1's own save of step 7, still on its disk
+    capfd.readouterr()
+    assert agent.restore(bucket, PREFIX, str(own), node_rank=1, nodes=2) == 7
+    restored = [json.loads(line) for line in capfd.readouterr().err.splitlines() if '"restored"' in line]
+    assert restored[-1]["fetched_files"] == 1  # the model states; its two optimizer shards were reused
+    assert local_tree(own / "step-00000007")[f"{TAG}/mp_rank_00_model_states.pt"] == node_files(0, 7)[
+        f"{TAG}/mp_rank_00_model_states.pt"
+    ]
+
+
+def test_a_step_saved_by_another_node_count_is_not_restored(bucket, tmp_path):
+    committed(bucket, tmp_path, step=5, nodes=3)
+    committed(bucket, tmp_path, step=7, nodes=2)
+    dest = tmp_path / "d"
+    dest.mkdir()
+    assert agent.restore(bucket, PREFIX, str(dest), node_rank=0, nodes=3) == 5  # falls back to the 3-node step
+
+
+def test_a_parts_manifest_with_a_part_missing_is_malformed_and_restore_falls_back(bucket, tmp_path):
+    committed(bucket, tmp_path, step=5)
+    committed(bucket, tmp_path, step=7)
+    key = f"{PREFIX}/step-00000007/MANIFEST.json"
+    manifest = json.loads(bucket.objects[key])
+    manifest["parts"] = manifest["parts"][:1]
+    bucket.objects[key] = json.dumps(manifest).encode()
+    dest = tmp_path / "d"
+    dest.mkdir()
+    assert agent.restore(bucket, PREFIX, str(dest), node_rank=1, nodes=2) == 5
+
+
+def test_a_restored_step_is_not_uploaded_again(bucket, tmp_path):
+    committed(bucket, tmp_path)
+    dest = tmp_path / "d"
+    dest.mkdir()
+    agent.restore(bucket, PREFIX, str(dest), node_rank=1, nodes=2)
+    before = list(bucket.ops)
+    assert agent.upload_step(bucket, PREFIX, str(dest), 7) is None
+    assert bucket.ops == before  # node 1 would otherwise upload node 0's model states as its own part
+
+
+def test_local_steps_beyond_keep_last_are_removed_after_an_upload(bucket, tmp_path):
+    for step in (1, 2, 3, 4):
+        upload(bucket, tmp_path, step, 0, 1, keep_last=2)
+    assert agent.complete_steps(str(tmp_path / "node0")) == [3, 4]
+    assert sorted(p.name for p in (tmp_path / "node0").iterdir()) == ["step-00000003", "step-00000004"]
+
+
+def test_a_part_already_durable_is_not_uploaded_again(bucket, tmp_path):
+    """The agent uploaded node 1's part; the boot script's `sync` before a relaunch must not send it again
+    (at 13B that is tens of GB per node)."""
+    upload(bucket, tmp_path, 7, 1, 2)
+    puts_before = [k for op, k in bucket.ops if op == "put"]
+    assert agent.upload_step(bucket, PREFIX, str(tmp_path / "node1"), 7) is None
+    assert [k for op, k in bucket.ops if op == "put"] == puts_before
+    # a part that changed on disk since (another save of the same step) is uploaded again
+    (tmp_path / "node1" / "step-00000007" / TAG / "zero_pp_rank_2_mp_rank_00_optim_states.pt").write_bytes(b"x")
+    agent.upload_step(bucket, PREFIX, str(tmp_path / "node1"), 7)
+    assert len([k for op, k in bucket.ops if op == "put"]) > len(puts_before)
