@@ -24,6 +24,7 @@ from infra.userdata import (
     AWS_USER_DATA_LIMIT,
     AZURE_CUSTOM_DATA_LIMIT,
     GCP_METADATA_LIMIT,
+    NODE_HOME,
     _environment,
     render_fleets,
     render_user_data,
@@ -219,8 +220,11 @@ def test_python_parts_compile_and_units_are_well_formed(stack, fleet, tmp_path):
         exec_start = ini["Service"]["ExecStart"].split()
         # the boot script, or the agent venv's python running the agent zipapp
         assert exec_start[0] in paths or (exec_start[0] == f"{AGENT_VENV}/bin/python" and exec_start[1] in paths)
-        # the fetched files are checked (and fetched if missing) before each start, on every cloud
-        assert ini["Service"]["ExecStartPre"].split()[2] in {f.path for f in r.files}
+        # before each start, every cloud: the fetched files are checked (and fetched if missing); the agent's
+        # venv is built if it is not there yet. Each step is one of the node's own files.
+        pre = [line.split("=", 1)[1].split() for line in r.parts[unit].splitlines() if line.startswith("ExecStartPre=")]
+        assert any(argv[:3] == ["/usr/bin/env", "python3", f"{NODE_HOME}/trainfleet-fetch.py"] for argv in pre), pre
+        assert all(set(argv[1:3]) & paths for argv in pre), pre
         for var in re.findall(r"\$\{(\w+)\}", ini["Service"]["ExecStart"]):
             assert re.search(rf"^{var}=", r.parts["trainfleet.env"], re.M), var
 
