@@ -39,6 +39,7 @@ import yaml
 
 from infra.agent_artifact import ZIPAPP_NAME, zipapp_base64
 from infra.config import LAUNCH_ARG_FORBIDDEN, Fleet, StackConfig
+from infra.deepspeed_settings import zero_communication
 from infra.errors import TrainfleetError, shown
 from infra.naming import check_stack_name
 from infra.node_env import AGENT_REQUIREMENTS, AGENT_VENV, VENV, node_image
@@ -230,8 +231,8 @@ def ds_config(config: StackConfig, fleet: Fleet) -> dict:
         fp16.update({"loss_scale": 0, "initial_scale_power": 16, "hysteresis": 2, "min_loss_scale": 1})
     out["fp16"] = fp16
     zero: dict = {"stage": ds.zero_stage}
-    if ds.zero_stage >= 1:
-        zero.update({"overlap_comm": True, "contiguous_gradients": True, "reduce_bucket_size": 5e8})
+    # Bucket sizes and overlap: infra/deepspeed_settings.py, which the planner's memory model reads too.
+    zero.update(zero_communication(ds.zero_stage))
     if ds.zero_stage == 3:
         zero.update({"stage3_gather_16bit_weights_on_model_save": False})
     nvme_path = f"{NODE_STATE}/nvme-offload"

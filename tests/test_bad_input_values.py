@@ -112,6 +112,16 @@ def test_bad_time_value_is_one_line(capsys, value):
     assert_says(line, "--time-value", repr(value))
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "1e400", "-1", "-0.05", "0.95", "10%", "abc", ""])
+@pytest.mark.parametrize("command", ["plan", "estimate"])
+def test_bad_memory_headroom_is_one_line(capsys, command, value):
+    """A share of device memory from 0 to 0.9; anything else (10% as text included) is refused by name."""
+    base = PLAN if command == "plan" else ["estimate", "--model", "llama-7b", "--tokens", "1B", "--accelerator",
+                                            "A100-80GB", "--devices", "8"]  # fmt: skip
+    line = one_line_error(capsys, *base, "--memory-headroom", value)
+    assert_says(line, "--memory-headroom", repr(value))
+
+
 @pytest.mark.parametrize("value", ["nan", "inf", "1e400", "-1"])
 def test_bad_min_memory_is_one_line_not_an_unfiltered_list(capsys, value):
     line = one_line_error(capsys, "catalog", "list", "--min-memory", value, "--json")
@@ -428,7 +438,8 @@ def test_every_float_option_refuses_non_finite_values():
             with pytest.raises(TrainfleetError, match="not a finite number"):
                 parser(bad)
         checked.add(key)
-    assert {("plan", "time_value"), ("catalog list", "min_memory")} <= checked
+    assert {("plan", "time_value"), ("plan", "memory_headroom"), ("estimate", "memory_headroom"),
+            ("catalog list", "min_memory")} <= checked  # fmt: skip
 
 
 # ---------------------------------------------------------------- usage files: bounded like the stack's own figures

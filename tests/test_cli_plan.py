@@ -50,6 +50,32 @@ def test_quick_start_plan_meets_its_deadline():
         assert other["wallclock_hours"] <= 72
 
 
+def test_default_quick_start_prints_a_plan_that_fits_with_its_memory():
+    """`trainfleet plan --model llama-7b --tokens 200B` (and the README's, with --deadline 72h): a plan whose
+    memory line shows used, reserved and available, at least 10% of the device available."""
+    for extra in ((), ("--deadline", "72h")):
+        result = run_trainfleet("plan", "--model", "llama-7b", "--tokens", "200B", *extra)
+        assert result.code == 0, result.stderr
+        assert "Best plan for llama-7b" in result.stdout
+        assert "GiB used +" in result.stdout and "GiB reserved," in result.stdout
+        assert "GiB available (at least 10% kept free)" in result.stdout
+        assert "assumption: device memory: 10% kept available (--memory-headroom)" in " ".join(result.stdout.split())
+        best = plan_json("--model", "llama-7b", "--tokens", "200B", *extra)["best"]
+        assert best["memory_available_gib"] >= 0.1 * best["device_memory_gib"] - 0.01
+        assert best["memory_used_gib"] > best["memory_breakdown_gib"]["model_states"]
+
+
+def test_estimate_shows_memory_and_takes_the_headroom():
+    args = ("estimate", "--model", "llama-7b", "--tokens", "20B", "--accelerator", "A100-80GB", "--devices", "8")
+    data = run_trainfleet(*args, "--json").json()
+    assert data["memory_headroom"] == 0.1 and data["memory_available_gib"] >= 8.0 - 0.01
+    tight = run_trainfleet(*args, "--memory-headroom", "0.5", "--json").json()
+    assert tight["memory_headroom"] == 0.5 and tight["memory_available_gib"] >= 40.0 - 0.01
+    result = run_trainfleet("estimate", "--params", "70B", "--tokens", "20B", "--accelerator", "A100-80GB",
+                            "--devices", "8", "--memory-headroom", "0.9")  # fmt: skip
+    assert_one_line_error(result, "--memory-headroom")
+
+
 def test_filters_budget_and_purchase_are_respected():
     data = plan_json("--params", "13B", "--tokens", "100B", "--budget", "40000", "--clouds", "aws,gcp",
                      "--purchase", "spot", "--top", "5")  # fmt: skip
@@ -119,7 +145,8 @@ def test_lora_lands_on_one_device():
 def test_explain_shows_formulas_and_inputs():
     result = run_trainfleet("plan", "--model", "llama-7b", "--tokens", "20B", "--explain")
     assert result.code == 0, result.stderr
-    for needle in ("6N + 12*L*h*s", "ln HFU", "Young/Daly", "device memory =", "cost =", "egress $0"):
+    for needle in ("6N + 12*L*h*s", "ln HFU", "Young/Daly", "device memory used =", "communication buffers",
+                   "reserved = CUDA context + NCCL", "available =", "cost =", "egress $0"):  # fmt: skip
         assert needle in result.stdout, needle
     data = plan_json("--model", "llama-7b", "--tokens", "20B", "--explain")
     assert any("tokens/s per device" in line for line in data["best"]["explain"])

@@ -82,7 +82,8 @@ plan_argv = command_line(
     {**WORKLOAD, "--clouds": ["aws", "aws,gcp", "azure", "gcp"], "--regions": ["us-east-1", "us-central1,eastus"],
      "--accelerators": ["H100-80GB", "A100-80GB,A100-40GB"], "--max-nodes": ["1", "8", "64"],
      "--deadline": ["72h", "3d", "30d"], "--budget": ["40000", "40K", "1M"], "--purchase": ["spot", "on-demand", "any"],
-     "--objective": ["cost", "time"], "--time-value": ["0", "12.5"], "--top": ["1", "5"]},
+     "--objective": ["cost", "time"], "--time-value": ["0", "12.5"], "--top": ["1", "5"],
+     "--memory-headroom": ["0", "0.1", "0.25"]},
     ["--json", "--explain", "--wide", "--local-zones"],
 )
 estimate_argv = command_line(
@@ -90,7 +91,7 @@ estimate_argv = command_line(
                    "--devices": ["8", "64", "1"]},
     {**WORKLOAD, "--instance-type": ["p4d.24xlarge", "p5.48xlarge", "a2-highgpu-8g"],
      "--cloud": ["aws", "gcp", "azure"], "--region": ["us-east-1", "us-central1", "eastus"],
-     "--purchase": ["spot", "on-demand"]},
+     "--purchase": ["spot", "on-demand"], "--memory-headroom": ["0", "0.1", "0.25"]},
     ["--json", "--explain", "--wide"],
 )
 catalog_argv = st.one_of(

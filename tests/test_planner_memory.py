@@ -185,7 +185,11 @@ def test_more_devices_never_need_more_memory_per_device(preset, sharding, mb, ck
     a = memory.estimate(w, sharding, mb, ckpt, 80, gpn, nodes, 1024)
     b = memory.estimate(w, sharding, mb, ckpt, 80, gpn, nodes + 1, 1024)
     assert b.model_states_bytes <= a.model_states_bytes
-    assert a.device_bytes == a.model_states_bytes + a.activation_bytes + a.reserve_bytes
+    assert b.device_bytes <= a.device_bytes
+    assert a.used_bytes == a.model_states_bytes + a.activation_bytes + a.comm_buffer_bytes
+    assert a.reserved_bytes == a.runtime_reserve_bytes + a.fragmentation_bytes
+    assert a.device_bytes == a.used_bytes + a.reserved_bytes
+    assert a.available_bytes == a.device_memory_bytes - a.device_bytes
 
 
 @pytest.mark.parametrize(
@@ -202,3 +206,180 @@ def test_no_plan_exceeds_device_memory(args):
     data = result.json()
     for plan in [data["best"], *data["alternatives"], *data["frontier"]]:
         assert 0 < plan["memory_per_device_gib"] <= plan["usable_memory_per_device_gib"]
+
+
+# ---------------------------------------------------------------- issue 14: ZeRO-1, the ds_config's buffers, headroom
+
+ZERO1_CASES = [(p, gpn, nodes, off) for p in (125_000_000, 6_738_415_616, 1_234_567) for gpn in (1, 8)
+               for nodes in (1, 3, 16) for off in (False, True)]  # fmt: skip
+
+
+def test_zero1_keeps_the_full_16_bit_gradients_by_hand():
+    """Stage 1 partitions only the optimizer states (fp32 master, fp32 grads, Adam m and v: 16 bytes per
+    parameter); every device keeps the 16-bit parameters (2P) and the full 16-bit gradients (2P).
+    7B on 6 devices: 4 x 7e9 + 16 x 7e9 / 6 = 28e9 + 18.67e9 = 46.67e9 bytes, against ZeRO-2's
+    2 x 7e9 + 18 x 7e9 / 6 = 14e9 + 21e9 = 35e9: 11.67e9 more (the 2P - 2P/6 gradients ZeRO-2 shards)."""
+    p = 7_000_000_000
+    assert memory.zero1_model_states_mem_needs(p, 1, 6, False)[1] == 28_000_000_000 + 18_666_666_666
+    assert memory.estimate_zero2_model_states_mem_needs(p, 1, 6, False)[1] == 35_000_000_000
+    # offload: the fp32 states go to the host, the 16-bit parameters and full gradients stay: 4P vs ZeRO-2's 2P
+    assert memory.zero1_model_states_mem_needs(p, 1, 6, True)[1] == 28_000_000_000
+    assert memory.zero1_model_states_mem_needs(p, 1, 6, True)[0] == memory.estimate_zero2_model_states_mem_needs(
+        p, 1, 6, True
+    )[0]
+
+
+@pytest.mark.parametrize("params,gpn,nodes,offload", ZERO1_CASES)
+def test_zero1_is_deepspeeds_zero2_estimate_with_the_gradients_unpartitioned(params, gpn, nodes, offload):
+    """DeepSpeed has no ZeRO-1 estimator: ours is its ZeRO-2 estimate with the 16-bit gradient share (2P/gpus,
+    inside its 18P/gpus) replaced by the whole 2P, and the same host memory."""
+    ds = need_module("deepspeed.runtime.zero.stage_1_and_2", DEEPSPEED)
+    cpu, gpu = ds.estimate_zero2_model_states_mem_needs(
+        total_params=params, num_gpus_per_node=gpn, num_nodes=nodes, cpu_offload=offload
+    )
+    gpus = gpn * nodes
+    ours = memory.zero1_model_states_mem_needs(params, gpn, nodes, offload)
+    if offload:  # DeepSpeed's 2P on the device is the 16-bit parameters alone
+        assert ours == (cpu, gpu + 2 * params)
+    else:  # DeepSpeed's 2P + int(18P/gpus) becomes 2P + 2P + int(16P/gpus)
+        assert gpu == 2 * params + int(18 * params / gpus)
+        assert ours == (cpu, gpu - int(18 * params / gpus) + 2 * params + int(16 * params / gpus))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    preset=st.sampled_from(sorted(PRESETS)),
+    offload=st.booleans(),
+    mb=st.sampled_from([1, 2, 4]),
+    ckpt=st.booleans(),
+    gpn=st.sampled_from([1, 4, 8]),
+    nodes=st.integers(1, 64),
+)
+def test_zero1_needs_more_device_memory_than_zero2_for_the_same_job(preset, offload, mb, ckpt, gpn, nodes):
+    """Same job, same hardware: ZeRO-1 holds the full gradients where ZeRO-2 holds a share, so it needs more
+    (equal only without offload on a single device, where both hold everything: 2P + 18P = 4P + 16P)."""
+    w = Workload(PRESETS[preset], 10**9)
+    one = memory.estimate(w, Sharding(1, offload_optimizer=offload), mb, ckpt, 80, gpn, nodes, 1024)
+    two = memory.estimate(w, Sharding(2, offload_optimizer=offload), mb, ckpt, 80, gpn, nodes, 1024)
+    assert one.comm_buffer_bytes == two.comm_buffer_bytes and one.activation_bytes == two.activation_bytes
+    if gpn * nodes == 1 and not offload:
+        assert one.device_bytes == two.device_bytes
+    else:
+        assert one.device_bytes > two.device_bytes
+
+
+def test_communication_buffers_follow_deepspeeds_documented_rule():
+    """DeepSpeed's guide (huggingface.co/docs/transformers/deepspeed, ZeRO-2): overlap_comm "uses 4.5x the
+    allgather_bucket_size and reduce_bucket_size values ... set to 5e8 which means it requires 9GB":
+    4.5 x 2 bytes x (5e8 + 5e8) = 9e9 bytes. ZeRO-3 (stage3.py): reduce bucket + reduce-scatter staging,
+    2 x 2 bytes x 5e8 = 2e9, plus the 5e7-element prefetch bucket, 1e8: 2.1e9. ZeRO-0: one flattened
+    all-reduce bucket, 2 bytes x min(5e8, trained params)."""
+    assert memory.comm_buffers(Sharding(1), 7 * 10**9)[0] == 9_000_000_000
+    assert memory.comm_buffers(Sharding(2, offload_optimizer=True), 10**6)[0] == 9_000_000_000
+    assert memory.comm_buffers(Sharding(3), 7 * 10**9)[0] == 2_100_000_000
+    assert memory.comm_buffers(Sharding(3, True, True), 7 * 10**9)[0] == 2_100_000_000
+    assert memory.comm_buffers(Sharding(0), 7 * 10**9)[0] == 1_000_000_000
+    assert memory.comm_buffers(Sharding(0), 4_194_304)[0] == 8_388_608  # a LoRA's adapters: one small bucket
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_planner_and_rendered_ds_config_read_the_same_bucket_sizes(stage, monkeypatch):
+    """One source of truth: change the settings and both the rendered ds_config and the planner follow."""
+    from infra import deepspeed_settings
+    from infra.userdata import ds_config
+    from tests.test_userdata_node import stack
+
+    def rendered() -> dict:
+        config = stack(deepspeed={"zero_stage": stage, "micro_batch": 1, "grad_accum": 1},
+                       job={"name": "tj", "params": "1B", "tokens": "1B", "precision": "bf16"})  # fmt: skip
+        return ds_config(config, config.fleets[0])["zero_optimization"]
+
+    zero = rendered()
+    if stage == 0:
+        assert not {"overlap_comm", "reduce_bucket_size", "allgather_bucket_size"} & set(zero)
+    else:
+        assert zero["overlap_comm"] is deepspeed_settings.OVERLAP_COMM is True
+        assert zero["reduce_bucket_size"] == deepspeed_settings.REDUCE_BUCKET_SIZE == 5 * 10**8
+    if stage in (1, 2):
+        assert zero["allgather_bucket_size"] == deepspeed_settings.ALLGATHER_BUCKET_SIZE == 5 * 10**8
+    if stage == 3:
+        assert zero["stage3_prefetch_bucket_size"] == deepspeed_settings.STAGE3_PREFETCH_BUCKET_SIZE
+    before = memory.comm_buffers(Sharding(stage), 7 * 10**9)[0]
+    monkeypatch.setattr(deepspeed_settings, "REDUCE_BUCKET_SIZE", 2 * 10**8)
+    monkeypatch.setattr(deepspeed_settings, "ALLGATHER_BUCKET_SIZE", 2 * 10**8)
+    monkeypatch.setattr(deepspeed_settings, "ALLREDUCE_BUCKET_SIZE", 2 * 10**8)
+    after = memory.comm_buffers(Sharding(stage), 7 * 10**9)[0]
+    assert after < before
+    if stage in (1, 2):  # the guide's smaller setting: "about 2e8, which would require 3.6GB"
+        assert after == 3_600_000_000
+    if stage >= 1:
+        assert rendered()["reduce_bucket_size"] == 2 * 10**8
+
+
+def test_quick_start_plan_memory_by_hand():
+    """The default quick start (`trainfleet plan --model llama-7b --tokens 200B`) plans, at the time of writing,
+    1 x p4d.24xlarge:
+    8 x A100-40GB (40 GiB = 42,949,672,960 bytes each), ZeRO-3 without offload, micro batch 1, no activation
+    checkpointing. llama-7b: P = 6,738,415,616, L = 32, h = 4096, V = 32000, s = 2048, largest layer =
+    the embedding V x h = 131,072,000 parameters.
+      model states  = 4 x 131,072,000 + int(18 x 6,738,415,616 / 8)   = 524,288,000 + 15,161,435,136
+                    = 15,685,723,136 (14.61 GiB)
+      activations   = 32 x 34 x 2048 x 4096 + 6 x 2048 x 32000         = 9,126,805,504 + 393,216,000
+                    = 9,520,021,504 (8.87 GiB)
+      buffers       = 2 x 2 x 5e8 + 2 x 5e7                            = 2,100,000,000 (1.96 GiB)
+      used          = 27,305,744,640 (25.43 GiB)
+      reserved      = 2 GiB + 5% x 40 GiB = 2,147,483,648 + 2,147,483,648 = 4,294,967,296 (4.00 GiB)
+      available     = 42,949,672,960 - 27,305,744,640 - 4,294,967,296 = 11,348,961,024 (10.57 GiB, 26.4%)
+    >= 10% of 40 GiB (4 GiB): it fits. The plan it replaced, ZeRO-1 on 6 x g6e.2xlarge (1 x L40S, 44.7 GiB =
+    47,996,068,659 bytes), needs model states 4P + int(16P/6) = 26,953,662,464 + 17,969,108,309 =
+    44,922,770,773 bytes plus 9e9 of overlap_comm buffers: 53.9e9 before activations, more than the card."""
+    w = Workload(PRESETS["llama-7b"], 200 * 10**9)
+    m = memory.estimate(w, Sharding(3), 1, False, 40, 8, 1, 1152)
+    assert m.model_states_bytes == 15_685_723_136
+    assert m.activation_bytes == 9_520_021_504
+    assert m.comm_buffer_bytes == 2_100_000_000
+    assert m.used_bytes == 27_305_744_640
+    assert m.reserved_bytes == 4_294_967_296
+    assert m.available_bytes == 11_348_961_024
+    assert m.fits and m.available_bytes >= 0.10 * 40 * memory.GIB
+    old = memory.estimate(w, Sharding(1), 1, True, 44.7, 1, 6, 64)
+    assert old.model_states_bytes == 44_922_770_773
+    assert old.used_bytes > 44.7 * memory.GIB and not old.fits
+
+
+REFERENCE_JOBS = {
+    "7B, 200B tokens": ["--model", "llama-7b", "--tokens", "200B"],
+    "7B, 200B tokens in 72 h": ["--model", "llama-7b", "--tokens", "200B", "--deadline", "72h"],
+    "13B, 1T tokens": ["--params", "13B", "--tokens", "1T"],
+    "70B, 1T tokens": ["--model", "llama-70b", "--tokens", "1T"],
+    "7B LoRA": ["--model", "llama-7b", "--tokens", "1B", "--method", "lora"],
+    "405B, 1T tokens": ["--params", "405B", "--tokens", "1T"],
+}
+
+
+@pytest.mark.parametrize("args", REFERENCE_JOBS.values(), ids=REFERENCE_JOBS.keys())
+def test_every_listed_plan_keeps_ten_percent_of_device_memory_free(args):
+    """Best, runners-up and the frontier: used + reserved leaves >= 10% of the device available (figures are
+    rounded to 0.01 GiB, hence the 0.01 slack), and used + reserved + available is the whole device."""
+    result = run_trainfleet("plan", *args, "--top", "5", "--json")
+    assert result.code == 0, result.stderr
+    data = result.json()
+    for plan in [data["best"], *data["alternatives"], *data["frontier"]]:
+        device = plan["device_memory_gib"]
+        assert plan["memory_headroom"] == 0.1
+        assert plan["memory_available_gib"] >= 0.10 * device - 0.01, plan
+        assert plan["memory_used_gib"] + plan["memory_reserved_gib"] + plan["memory_available_gib"] == (
+            pytest.approx(device, abs=0.02)
+        )
+        assert plan["memory_breakdown_gib"]["communication_buffers"] > 0
+        assert plan["memory_per_device_gib"] <= plan["usable_memory_per_device_gib"]
+
+
+def test_memory_headroom_option_moves_the_bound():
+    result = run_trainfleet("plan", "--model", "llama-7b", "--tokens", "200B", "--memory-headroom", "0.3",
+                            "--top", "5", "--json")  # fmt: skip
+    assert result.code == 0, result.stderr
+    data = result.json()
+    for plan in [data["best"], *data["alternatives"], *data["frontier"]]:
+        assert plan["memory_headroom"] == 0.3
+        assert plan["memory_available_gib"] >= 0.30 * plan["device_memory_gib"] - 0.01, plan

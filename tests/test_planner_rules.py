@@ -17,13 +17,22 @@ from tests.conftest import run_trainfleet
 OFFLOAD_ALL = Sharding(3, offload_optimizer=True, offload_param=True)
 
 
-def test_usable_memory_is_95_percent_of_the_device_and_90_percent_of_host_ram():
-    """The README's stated headroom: 5% of device memory lost to allocator fragmentation, 10% of node RAM
-    left to the OS and data loaders."""
+def test_device_memory_reserves_and_headroom_and_90_percent_of_host_ram():
+    """The stated reserves: 2 GiB per device for the CUDA context and NCCL and 5% of device memory lost to
+    allocator fragmentation are reserved; used + reserved may reach 90% of the device (10% kept available by
+    default, --memory-headroom); 10% of node RAM is left to the OS and data loaders. 80 GiB device:
+    fragmentation 4 GiB, reserved 6 GiB, used + reserved at most 72 GiB."""
     w = Workload(PRESETS["llama-7b"], 10**9)
     est = memory.estimate(w, Sharding(2), 1, True, 80, 8, 1, 1152)
-    assert est.device_capacity_bytes == int(80 * GIB * 0.95)
+    assert est.device_memory_bytes == 80 * GIB
+    assert est.fragmentation_bytes == 4 * GIB and est.runtime_reserve_bytes == 2 * GIB
+    assert est.reserved_bytes == 6 * GIB
+    assert est.device_capacity_bytes == 72 * GIB
+    assert est.available_bytes == 80 * GIB - est.used_bytes - 6 * GIB
     assert est.host_capacity_bytes == int(1152 * GIB * 0.9)
+    loose = memory.estimate(w, Sharding(2), 1, True, 80, 8, 1, 1152, headroom=0.25)
+    assert loose.device_capacity_bytes == 60 * GIB
+    assert memory.estimate(w, Sharding(2), 1, True, 80, 8, 1, 1152, headroom=0.0).device_capacity_bytes == 80 * GIB
 
 
 def test_cpu_offload_that_needs_more_host_ram_than_the_node_has_does_not_fit():

@@ -55,8 +55,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "the CUDA context / NCCL reserve is left out of device memory",
-        "original": "return self.model_states_bytes + self.activation_bytes + self.reserve_bytes",
-        "replacement": "return self.model_states_bytes + self.activation_bytes",
+        "original": "return self.runtime_reserve_bytes + self.fragmentation_bytes",
+        "replacement": "return self.fragmentation_bytes",
     },
     {
         "file": F,
@@ -79,8 +79,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "allocator fragmentation is ignored: the whole device memory counts as usable",
-        "original": "device_capacity_bytes=int(device_memory_gib * GIB * (1 - FRAGMENTATION)),",
-        "replacement": "device_capacity_bytes=int(device_memory_gib * GIB),",
+        "original": "fragmentation_bytes=int(device * FRAGMENTATION),",
+        "replacement": "fragmentation_bytes=0,",
     },
     {
         "file": F,
@@ -111,5 +111,24 @@ MUTANTS = [
         "bug": "ZeRO-3 with param offload keeps its frozen LoRA base on the device anyway",
         "original": "                frozen_gpu = 2 * w.shape.largest_layer_params",
         "replacement": "                pass",
+    },
+    # Issue 14 item 1: ZeRO-1 keeps whole gradients; the ds_config's buffers; the headroom every plan keeps.
+    {
+        "file": F,
+        "bug": "ZeRO-1 is sized like ZeRO-2 (its gradients taken as partitioned): the quick-start plan ran out of memory",
+        "original": "    return cpu, 2 * total_params + 2 * total_params + int(16 * total_params / total_gpus)",
+        "replacement": "    return cpu, 2 * total_params + int(18 * total_params / total_gpus)",
+    },
+    {
+        "file": F,
+        "bug": "overlap_comm's buffers (4.5x the bucket sizes) are not counted",
+        "original": "OVERLAP_COMM_FACTOR = 4.5",
+        "replacement": "OVERLAP_COMM_FACTOR = 0.0",
+    },
+    {
+        "file": F,
+        "bug": "the headroom is not kept: a plan may fill the device",
+        "original": "return self.device_memory_bytes - math.ceil(self.headroom * self.device_memory_bytes)",
+        "replacement": "return self.device_memory_bytes",
     },
 ]

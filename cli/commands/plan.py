@@ -30,6 +30,14 @@ BatchOpt = Annotated[
     typer.Option("--global-batch", help="tokens per optimizer step; default 4M (full), 256K (lora)"),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of tables.")]
+HeadroomOpt = Annotated[
+    float,
+    typer.Option(
+        "--memory-headroom",
+        parser=finite_float("--memory-headroom", minimum=0, maximum=0.9, example="0.15"),
+        help="share of device memory every plan leaves available (0 to 0.9; default 0.1 = 10%)",
+    ),
+]
 ExplainOpt = Annotated[
     bool, typer.Option("--explain", help="Show the formulas and inputs behind every figure.")
 ]
@@ -97,6 +105,7 @@ def plan_command(
     local_zones: Annotated[
         bool, typer.Option("--local-zones", help="also plan in AWS Local Zones (they need an account opt-in)")
     ] = False,
+    memory_headroom: HeadroomOpt = 0.1,
     top: Annotated[int, typer.Option(min=1, max=50, help="plans to list (best + runners-up)")] = 3,
     write_stack: Annotated[
         str | None, typer.Option(help="write stacks/Pulumi.ENV.yaml from the best plan")
@@ -134,6 +143,7 @@ def plan_command(
         objective=_choice(objective, ("cost", "time"), "--objective"),
         time_value_usd_per_hour=time_value,
         local_zones=local_zones,
+        memory_headroom=memory_headroom,
     )
     stack_target = None
     if write_stack is not None:  # `--write-stack ''` is an error, not "write nothing"
@@ -228,8 +238,8 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
         f"{b['grad_accum']}, activation checkpointing {'on' if b['activation_checkpointing'] else 'off'}, "
         f"checkpoint every {b['checkpoint_interval_minutes']:g} min\n"
         f"  {b['wallclock_hours']:,.1f} h wall clock (expected), {money(b['expected_cost_usd'])} expected, "
-        f"{b['tokens_per_second']:,.0f} tokens/s, MFU {b['mfu']:.1%}, "
-        f"{b['memory_per_device_gib']:.1f} of {b['usable_memory_per_device_gib']:.1f} GiB per device",
+        f"{b['tokens_per_second']:,.0f} tokens/s, MFU {b['mfu']:.1%}\n"
+        f"  memory per device: {_memory_line(b)}",
         highlight=False,
     )
     show(_breakdown_table(b["breakdown"], b["expected_cost_usd"], wide), wide=wide)
@@ -276,6 +286,12 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
         console.print(f"wrote {out['stack_file']}", highlight=False)
 
 
+def _memory_line(p: dict) -> str:
+    return (f"{p['memory_used_gib']:.1f} GiB used + {p['memory_reserved_gib']:.1f} GiB reserved, "
+            f"{p['memory_available_gib']:.1f} of {p['device_memory_gib']:.1f} GiB available "
+            f"(at least {p['memory_headroom']:.0%} kept free)")  # fmt: skip
+
+
 def _breakdown_table(bd: dict, total: float, wide: bool):
     from cli.output import Col, money, table
 
@@ -307,6 +323,7 @@ def estimate_command(
     cloud: Annotated[str | None, typer.Option(help="aws, gcp or azure")] = None,
     region: Annotated[str | None, typer.Option(help="e.g. us-east-1")] = None,
     purchase: Annotated[str, typer.Option(help="spot or on-demand")] = "on-demand",
+    memory_headroom: HeadroomOpt = 0.1,
     json_out: JsonOpt = False,
     explain: ExplainOpt = False,
     wide: WideOpt = False,
@@ -314,7 +331,7 @@ def estimate_command(
     """Price a fixed hardware choice (accelerator x devices): time, cost, MFU, no search over hardware."""
     from cli.planner.calibration import default_fit
     from cli.planner.optimizer import Request, best_setup, candidate, hardware_for, price_points
-    from cli.planner.report import assumptions, explain_lines
+    from cli.planner.report import assumptions, explain_lines, memory_figures
     from infra.catalog import default_catalog
 
     work = _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch)
@@ -337,7 +354,7 @@ def estimate_command(
         raise TrainfleetError(
             f"--devices {devices} is not a whole number of {accelerator} nodes ({'/'.join(map(str, sizes))} per node); use a multiple"
         )
-    req = Request(work, purchase=purchase, max_nodes=1024)
+    req = Request(work, purchase=purchase, max_nodes=1024, memory_headroom=memory_headroom)
     fit = default_fit()
     best = unbearable = None
     points = price_points(offers, purchase)
@@ -354,10 +371,12 @@ def estimate_command(
                 f"{accelerator} has no peak TFLOP/s for {precision} in the catalog; try --precision bf16"
             )
         nodes = devices // hw.devices_per_node
-        setup = best_setup(work, hw, nodes, fit)
+        setup = best_setup(work, hw, nodes, fit, headroom=memory_headroom)
         if setup is None:
             raise TrainfleetError(
-                f"{work.shape.name} does not fit in memory on {devices} x {accelerator} with any ZeRO stage or offload; add devices or use --method lora"
+                f"{work.shape.name} does not fit in memory on {devices} x {accelerator} with any ZeRO stage or offload "
+                f"while keeping {memory_headroom:.0%} of device memory free; add devices, lower --memory-headroom "
+                "or use --method lora"
             )
         c = candidate(req, offer, kind, zones, nodes, hw, setup)
         if not c.rel.feasible:
@@ -394,6 +413,7 @@ def estimate_command(
         "micro_batch": st.micro_batch,
         "grad_accum": st.grad_accum,
         "activation_checkpointing": best.setup.checkpointing,
+        **memory_figures(best.setup.memory),
         "breakdown": {k: round(v, 2) for k, v in best.breakdown.items()},
         "assumptions": [
             f"node type {best.offer.instance_type} in {best.offer.cloud} {best.offer.region}: the cheapest "
@@ -414,7 +434,8 @@ def estimate_command(
         f"{work.shape.name} on {devices} x {accelerator} ({best.nodes} x {best.offer.instance_type}, {purchase}, "
         f"{best.offer.cloud} {best.offer.region}): {out['wallclock_hours']:,.1f} h wall clock, "
         f"{out['gpu_hours']:,.0f} device-hours, {money(out['cost_usd'])} expected, "
-        f"{out['tokens_per_second']:,.0f} tokens/s, MFU {out['mfu']:.1%}",
+        f"{out['tokens_per_second']:,.0f} tokens/s, MFU {out['mfu']:.1%}\n"
+        f"  memory per device: {_memory_line(out)}",
         highlight=False,
     )
     show(_breakdown_table(out["breakdown"], out["cost_usd"], wide), wide=wide)

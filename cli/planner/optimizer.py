@@ -52,6 +52,7 @@ class Request:
     objective: str = "cost"  # cost | time
     time_value_usd_per_hour: float = 0.0
     local_zones: bool = False  # AWS Local Zones need an account opt-in; plan in them only when asked
+    memory_headroom: float = memory.DEFAULT_HEADROOM  # share of device memory every plan leaves available
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +135,9 @@ def micro_batch_allowed(w: Workload, devices: int, mb: int) -> bool:
     return mb * w.seq_len <= MAX_MICRO_TOKENS and mb * w.seq_len * devices <= w.global_batch_tokens
 
 
-def setups(w: Workload, hw: Hardware, nodes: int, fit: Fit) -> Iterable[Setup]:
-    """Every setup in the search space that fits memory (the brute-force view)."""
+def setups(w: Workload, hw: Hardware, nodes: int, fit: Fit,
+           headroom: float = memory.DEFAULT_HEADROOM) -> Iterable[Setup]:  # fmt: skip
+    """Every setup in the search space that fits memory with `headroom` of it left (the brute-force view)."""
     devices = hw.devices_per_node * nodes
     for sharding in SHARDINGS:
         for ckpt in (False, True):
@@ -143,7 +145,7 @@ def setups(w: Workload, hw: Hardware, nodes: int, fit: Fit) -> Iterable[Setup]:
                 if not micro_batch_allowed(w, devices, mb):
                     break
                 mem = memory.estimate(w, sharding, mb, ckpt, hw.device_memory_gib, hw.devices_per_node, nodes,
-                                      hw.host_memory_gib)  # fmt: skip
+                                      hw.host_memory_gib, headroom)  # fmt: skip
                 if not mem.fits:
                     break  # activations grow with the micro batch: larger ones do not fit either
                 yield Setup(sharding, ckpt, throughput.step(w, hw, nodes, sharding, mb, ckpt, fit), mem)
@@ -156,9 +158,10 @@ def setup_key(s: Setup) -> tuple:
             s.checkpointing, s.step.micro_batch)  # fmt: skip
 
 
-def best_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, stats: Stats | None = None) -> Setup | None:
+def best_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, stats: Stats | None = None,
+               headroom: float = memory.DEFAULT_HEADROOM) -> Setup | None:  # fmt: skip
     best, best_key = None, None
-    for s in setups(w, hw, nodes, fit):
+    for s in setups(w, hw, nodes, fit, headroom):
         if stats is not None:
             stats.setups_evaluated += 1
         key = setup_key(s)
@@ -259,7 +262,7 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
             key = (hw, nodes)
             if key not in hw_cache:
                 stats.hardware_evaluated += 1
-                hw_cache[key] = best_setup(w, hw, nodes, fit, stats)
+                hw_cache[key] = best_setup(w, hw, nodes, fit, stats, req.memory_headroom)
             setup = hw_cache[key]
             if setup is None:
                 continue

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from cli.planner.calibration import Fit
+from cli.planner.memory import GIB, MemoryEstimate
+from cli.planner.memory import assumptions as memory_assumptions
 from cli.planner.optimizer import Candidate, Request, Search, rank
 from cli.planner.throughput import explain_step
 from infra.errors import TrainfleetError
@@ -44,7 +46,29 @@ def assumptions(c: Candidate, req: Request) -> list[str]:
             f"master copy); throughput uses the accelerator's {w.precision} peak"
         )
     out.append(f"global batch {w.global_batch_tokens:,} tokens; flash attention; 16-bit gradients")
+    out += memory_assumptions(c.setup.memory)
     return out
+
+
+def memory_figures(m: MemoryEstimate) -> dict:
+    """Per-device memory of a plan, GiB: used (states, activations, buffers), reserved, available."""
+    return {
+        "device_memory_gib": round(m.device_memory_bytes / GIB, 2),
+        "memory_used_gib": round(m.used_bytes / GIB, 2),
+        "memory_reserved_gib": round(m.reserved_bytes / GIB, 2),
+        "memory_available_gib": round(m.available_bytes / GIB, 2),
+        "memory_headroom": m.headroom,
+        "memory_breakdown_gib": {
+            "model_states": round(m.model_states_bytes / GIB, 2),
+            "activations": round(m.activation_bytes / GIB, 2),
+            "communication_buffers": round(m.comm_buffer_bytes / GIB, 2),
+            "cuda_context_and_nccl": round(m.runtime_reserve_bytes / GIB, 2),
+            "fragmentation": round(m.fragmentation_bytes / GIB, 2),
+        },
+        # used + reserved, and the most it may be with the headroom kept free
+        "memory_per_device_gib": round(m.device_bytes / GIB, 2),
+        "usable_memory_per_device_gib": round(m.device_capacity_bytes / GIB, 2),
+    }
 
 
 def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None = None) -> dict:
@@ -74,8 +98,7 @@ def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None
         "tokens_per_second": round(st.tokens_per_second, 1),
         "tokens_per_second_per_device": round(st.tokens_per_second_per_device, 1),
         "mfu": round(st.effective_mfu, 4),
-        "memory_per_device_gib": round(s.memory.device_bytes / 2**30, 2),
-        "usable_memory_per_device_gib": round(s.memory.device_capacity_bytes / 2**30, 2),
+        **memory_figures(s.memory),
         "checkpoint_gb": round(w.checkpoint_bytes / 1e9, 2),
         "checkpoint_write_seconds": round(c.rel.checkpoint_write_s, 1),
         "expected_interruptions": round(c.rel.expected_interruptions, 2),
