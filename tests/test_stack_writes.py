@@ -45,9 +45,21 @@ def test_a_new_stack_file_holds_what_the_plan_showed(project):
         best["zones"],
         best["nodes"],
     )
-    # the plan fits in memory only with the optimizer offloaded: the file must say so (else OOM at step 1)
-    assert best["offload"] == "optimizer" and config["trainfleet:deepspeed"]["offload_optimizer"] == "cpu"
-    assert config["trainfleet:deepspeed"]["zero_stage"] == best["zero_stage"]
+    deepspeed = config["trainfleet:deepspeed"]
+    assert (deepspeed["zero_stage"], deepspeed["offload_optimizer"]) == (best["zero_stage"], "none")
+    assert best["offload"] == "none"
+
+
+def test_a_plan_that_fits_only_with_offload_writes_the_offload(project):
+    """7B on one 4 x A10G node fits only with the optimizer states in host memory: the stack file must say so,
+    or the job runs out of GPU memory at its first step."""
+    job = ("--model", "llama-7b", "--tokens", "1B", "--accelerators", "A10G", "--max-nodes", "1")
+    result = run_trainfleet("plan", *job, "--json", "--write-stack", "off", cwd=project)
+    assert result.code == 0, result.stderr
+    best = result.json()["best"]
+    deepspeed = config_of(project / "stacks" / "Pulumi.off.yaml")["trainfleet:deepspeed"]
+    assert best["offload"] == "optimizer" and deepspeed["offload_optimizer"] == "cpu"
+    assert deepspeed["offload_param"] == "none" and deepspeed["zero_stage"] == best["zero_stage"]
 
 
 def test_an_on_demand_plan_keeps_every_zone_of_its_region(project):
