@@ -111,20 +111,19 @@ def _user_data_of(run: ProgramRun) -> list[tuple[str, str]]:
 
 
 def _fetch_constants(document: str) -> dict:
-    """BUCKET and FILES of the trainfleet-fetch.py a cloud-config writes (Python literals, read with ast)."""
-    import ast
+    """BUCKET and FILES of the trainfleet-fetch.py a cloud-config writes. The template writes each as one line of
+    JSON (`tojson`), so they are read as JSON; not with ast.parse, which CPython 3.11 can fail at random after
+    the mock runtime's threads ("AST constructor recursion depth mismatch", CPython gh-106905)."""
+    import json
+    import re
 
     import yaml
 
     files = yaml.safe_load(document)["write_files"]
     (entry,) = [e for e in files if e["path"].endswith("/trainfleet-fetch.py")]
-    return {
-        t.id: ast.literal_eval(node.value)
-        for node in ast.parse(entry["content"]).body
-        if isinstance(node, ast.Assign)
-        for t in node.targets
-        if isinstance(t, ast.Name) and t.id in ("BUCKET", "FILES")
-    }
+    found = dict(re.findall(r"(?m)^(BUCKET|FILES) = (.+)$", entry["content"]))
+    assert set(found) == {"BUCKET", "FILES"}, found
+    return {name: json.loads(text) for name, text in found.items()}
 
 
 def _asset_text(resource) -> str:
