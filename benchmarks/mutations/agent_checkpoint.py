@@ -141,8 +141,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "a half-restored step directory (no COMPLETE) is taken as already present",
-        "original": 'have = step_part(dest, step) if os.path.isfile(os.path.join(final, "COMPLETE")) else None',
-        "replacement": "have = step_part(dest, step) if os.path.isdir(final) else None",
+        "original": 'complete = os.path.isfile(os.path.join(final, "COMPLETE"))',
+        "replacement": "complete = os.path.isdir(final)",
     },
     {
         "file": F,

@@ -370,16 +370,21 @@ def needed_files(manifest: dict, node_rank: int) -> list[tuple[int | None, dict]
     return [(n, e) for n, e in out if e["path"] != "COMPLETE"]
 
 
+def _local_size(final: str, rel: str) -> int | None:
+    """The size of a regular file (not a link) at `rel` in a local step folder, or None."""
+    path = os.path.join(final, *rel.split("/"))
+    if os.path.islink(path) or not os.path.isfile(path):
+        return None
+    return os.path.getsize(path)
+
+
 def _local_copy(final: str, rel: str, size: int, out: str) -> bool:
     """Reuse a file this node already has for the same step (its own part, or an earlier restore): linked
-    into the temp folder when its size is the manifest's."""
-    src = os.path.join(final, *rel.split("/"))
-    if not os.path.isfile(os.path.join(final, "COMPLETE")) or os.path.islink(src):
+    into the temp folder when its size is the manifest's. Only from a folder marked COMPLETE (the caller's)."""
+    if _local_size(final, rel) != size:
         return False
     try:
-        if os.path.getsize(src) != size:
-            return False
-        os.link(src, out)
+        os.link(os.path.join(final, *rel.split("/")), out)
         return True
     except OSError:
         return False
@@ -414,12 +419,8 @@ def restore(store: ObjectStore, prefix: str, dest: str, node_rank: int = 0, node
 def _restore_step(store, prefix, dest, step, manifest, node_rank, nodes) -> bool:
     final = os.path.join(dest, step_name(step))
     needed = needed_files(manifest, node_rank)
-    have = step_part(dest, step) if os.path.isfile(os.path.join(final, "COMPLETE")) else None
-    if have is not None and all(
-        os.path.isfile(os.path.join(final, *e["path"].split("/")))
-        and os.path.getsize(os.path.join(final, *e["path"].split("/"))) == e["size"]
-        for _, e in needed
-    ):
+    complete = os.path.isfile(os.path.join(final, "COMPLETE"))  # only a complete folder's files are reused
+    if complete and all(_local_size(final, e["path"]) == e["size"] for _, e in needed):
         log("restore_present", step=step)
         return True
     tmp = os.path.join(dest, f".restore-{step_name(step)}-{os.getpid()}")
@@ -434,7 +435,7 @@ def _restore_step(store, prefix, dest, step, manifest, node_rank, nodes) -> bool
             log("restore_skip", step=step, reason="path leaves the destination", path=e["path"][:80])
             shutil.rmtree(tmp, ignore_errors=True)
             return False
-        if not _local_copy(final, e["path"], e["size"], out):
+        if not (complete and _local_copy(final, e["path"], e["size"], out)):
             fetch.append((object_key(prefix, step, node, e["path"]), out, e))
 
     def one(key, out, e):
