@@ -89,29 +89,23 @@ class NodeIdentity(pulumi.ComponentResource):
                 lambda sub: f"/subscriptions/{sub}/providers/Microsoft.Authorization/roleDefinitions/{role}"
             )
 
-        azure_native.authorization.RoleAssignment(
-            f"{name}-checkpoints",
-            principal_id=identity.principal_id,
-            principal_type="ServicePrincipal",
-            role_definition_id=built_in(STORAGE_BLOB_DATA_CONTRIBUTOR),
-            scope=args.container_id,
-            condition=prefix_condition(args.prefix),
-            condition_version="2.0",
-            description=f"trainfleet {args.group_name}: own checkpoint prefix",
-            opts=child,
-        )
-        if args.files_container_id is not None:
+        def prefix_role(suffix: str, role: str, container_id, what: str) -> None:
+            """A data-plane role on one container, limited to the job's prefix by the ABAC condition."""
             azure_native.authorization.RoleAssignment(
-                f"{name}-node-files",
+                f"{name}-{suffix}",
                 principal_id=identity.principal_id,
                 principal_type="ServicePrincipal",
-                role_definition_id=built_in(STORAGE_BLOB_DATA_READER),
-                scope=args.files_container_id,
+                role_definition_id=built_in(role),
+                scope=container_id,
                 condition=prefix_condition(args.prefix),
                 condition_version="2.0",
-                description=f"trainfleet {args.group_name}: read own node files",
+                description=f"trainfleet {args.group_name}: {what}",
                 opts=child,
             )
+
+        prefix_role("checkpoints", STORAGE_BLOB_DATA_CONTRIBUTOR, args.container_id, "own checkpoint prefix")
+        if args.files_container_id is not None:
+            prefix_role("node-files", STORAGE_BLOB_DATA_READER, args.files_container_id, "read own node files")
         role = azure_native.authorization.RoleDefinition(
             f"{name}-group-role",
             role_definition_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"trainfleet:{args.role_seed}")),
