@@ -10,8 +10,8 @@ node's step folder (rename + COMPLETE, as templates/train.py does) once that nod
 (and signalled its trainer): the trainer's own save time, model-dependent, is not in the measurement. Measured: notice -> LATEST naming the step
 (every node's part uploaded by its own agent, node 0's commit), from outside (polling S3) and as each agent
 logs it. Then the planner's prediction for the same bytes and node count (cli/planner/reliability.py
-`checkpoint_write_s`), once at its own per-node bandwidth assumption and once at the bandwidth one node
-measured here alone, so the two can be compared. All nodes share this machine's cores and loopback: the
+`checkpoint_times`: upload + commit, the part of the emergency checkpoint after the save), once at its own
+per-node upload rate and once at the bandwidth one node measured here alone, so the two can be compared. All nodes share this machine's cores and loopback: the
 aggregate does not scale with nodes here as it does across real machines.
 """
 
@@ -84,7 +84,7 @@ def main() -> int:
 
     import boto3
 
-    from cli.planner.reliability import CHECKPOINT_GBPS_PER_NODE, NOTICE_S, checkpoint_write_s
+    from cli.planner.reliability import NOTICE_S, checkpoint_times
     from tests.agent_support import AGENT, Proc
     from tests.metadata_servers import AwsImds
     from tests.moto_server import MotoServer
@@ -147,14 +147,14 @@ def main() -> int:
         print("LATEST never named the notice's step within 600 s")
         return 1
     measured = latest_at - noticed
-    planned = checkpoint_write_s(total, a.nodes, None)
-    at_measured_bw = total / (a.nodes * solo_bw)
+    planned = checkpoint_times("aws", total, a.nodes, None, 0.0)  # the benchmark's trainers are at a step boundary
+    at_measured_bw = total / (a.nodes * solo_bw) + planned.commit_s
     print(f"checkpoint: {total / (1 << 30):.2f} GiB over {a.nodes} nodes ({shard / (1 << 20):.0f} MiB shard each, "
           f"+{model >> 20} MiB model states on node 0); local save of all parts {write_s:.1f} s (not in the timing)")
     print(f"measured  notice -> LATEST (seen in S3): {measured:.1f} s; each agent's notice_to_durable_s: "
           f"{', '.join(f'{x:.1f}' for x in logged)} s")
-    print(f"planner   checkpoint_write_s at its {CHECKPOINT_GBPS_PER_NODE:g} GB/s per node: {planned:.2f} s "
-          f"(AWS notice {NOTICE_S['aws']:.0f} s)")
+    print(f"planner   upload + commit at its {planned.upload_gbps_per_node:g} GB/s per node: "
+          f"{planned.upload_s + planned.commit_s:.2f} s (AWS notice {NOTICE_S['aws']:.0f} s; save not timed here)")
     print(f"planner   same formula at the {solo_bw / 1e6:.0f} MB/s one node measured alone here: {at_measured_bw:.1f} s "
           f"(measured / predicted = {measured / at_measured_bw:.2f}; the nodes share 1 machine here)")
     return 0

@@ -1,9 +1,13 @@
-"""How close the throughput model comes to the llm-foundry table: tokens/s per device, per row.
+"""How close the planner comes to published measurements: step throughput and whole runs.
 
     .venv/bin/python benchmarks/plan_calibration.py [--rows]
 
-Prints the fitted formula, the median / p90 / worst relative error over all 216 rows (in-sample), the
-same with each model held out of the fit (out-of-sample), per-section medians and the worst rows.
+1. llm-foundry (A100/H100): the fitted formula, the median / p90 / worst relative error over all 216 rows
+   (in-sample), the same with each model held out of the fit, per-section medians and the worst rows.
+2. Every other family (family_throughput.csv): per family, the predicted MFU (its curve x its factor, capped)
+   against each published row's, in-sample and with the row's model left out of the factor and the cap.
+3. Whole runs (training_runs.csv, the development set): reported vs predicted device-hours per run, with the
+   calibrated evaluation/stall share, and with that share fitted leaving each run out.
 """
 
 from __future__ import annotations
@@ -14,9 +18,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli.planner.calibration import default_fit, fit_rows, load_rows  # noqa: E402
+import math  # noqa: E402
+from dataclasses import replace  # noqa: E402
+
+from cli.planner import evidence, reliability  # noqa: E402
+from cli.planner.calibration import attention_share, default_fit, fit_rows, load_rows  # noqa: E402
 from cli.planner.presets import LLMFOUNDRY_MODELS  # noqa: E402
-from cli.planner.validation import replay, summary  # noqa: E402
+from cli.planner.validation import calibrated_stall_share, load_runs, replay, replay_run, summary  # noqa: E402
 from infra.catalog import default_catalog  # noqa: E402
 
 
@@ -52,6 +60,69 @@ def main() -> None:
         print(f"  {r.model:>5} {r.gpu:<10} s={r.seq_len:<6} n={r.devices:<4} mb={r.micro_batch:<3} "
               f"ckpt={str(r.activation_checkpointing):<5} {e.predicted:10,.0f} vs {e.measured:10,.0f}  "
               f"{e.relative:6.1%}")  # fmt: skip
+    families(fit)
+    runs(fit, accelerators)
+
+
+def curve_mfu(fit, x) -> float:
+    """The fitted curve of x's family at x's own shape (what a family's factor divides by)."""
+    return fit.mfu(evidence.base_curve(x.family, x.precision), x.hidden,
+                   attention_share(x.layers, x.hidden, x.seq_len, int(x.params)), x.devices,
+                   x.micro_tokens or x.seq_len, bool(x.checkpointing))  # fmt: skip
+
+
+def predicted_row_mfu(fit, r) -> float:
+    share = attention_share(r.layers, r.hidden, r.seq_len, int(r.params))
+    return fit.device_mfu(r.accelerator, r.precision, r.hidden, share, r.devices, r.micro_tokens or r.seq_len,
+                          bool(r.checkpointing))  # fmt: skip
+
+
+def families(fit) -> None:
+    print("\nfamilies: predicted vs published MFU per row (in-sample | the row's model left out of factor and cap)")
+    for fam, ev in sorted(fit.families.items()):
+        if fam in evidence.FITTED:
+            continue
+        ins, out = [], []
+        for r in ev.rows:
+            rest = tuple(x for x in ev.rows if x.model != r.model)
+            held = replace(ev, rows=rest, factors={k: v for k, v in ev.factors.items()
+                                                   if any(evidence.precision_class(x.precision) == k for x in rest)})
+            if rest:
+                held = replace(held, factors=evidence.family_factors(list(rest), lambda x: curve_mfu(fit, x)))
+            held_fit = replace(fit, families={**fit.families, fam: held})
+            p_in, p_out = predicted_row_mfu(fit, r), predicted_row_mfu(held_fit, r)
+            ins.append((p_in - r.mfu) / r.mfu)
+            out.append((p_out - r.mfu) / r.mfu)
+            if "--rows" in sys.argv:
+                print(f"    {r.accelerator:<6} {r.model[:34]:<34} {r.precision:<4} n={r.devices:<5} published MFU "
+                      f"{r.mfu:.3f}  predicted {p_in:.3f} | {p_out:.3f}")
+        print(f"  {fam:<7} rows {len(ev.rows):>2}  factors {', '.join(f'{k} {v:.2f}' for k, v in ev.factors.items())}"
+              f"  in-sample: median |err| {statistics.median(abs(x) for x in ins):5.1%}, above published in "
+              f"{sum(x > 1e-9 for x in ins)} rows | model left out: median |err| "
+              f"{statistics.median(abs(x) for x in out):5.1%}, worst over-prediction {max(out):+.1%}")
+
+
+def runs(fit, accelerators) -> None:
+    dev = load_runs()
+    share = calibrated_stall_share(dev, fit, accelerators)
+    print(f"\nwhole runs (development set, {len(dev)} runs): failures {reliability.FAILURES_PER_DEVICE_HOUR:g} per "
+          f"device-hour, restart {reliability.PROVISION_S / 60:.0f} min; evaluation/stall share fitted {share:.3f} "
+          f"(the planner uses {reliability.STALL_SHARE:g})")
+    errs, held = [], []
+    for i, run in enumerate(dev):
+        e = replay_run(run, fit, accelerators, reliability.STALL_SHARE)
+        loo_share = calibrated_stall_share(dev[:i] + dev[i + 1 :], fit, accelerators)
+        h = replay_run(run, fit, accelerators, loo_share)
+        errs.append(e.ratio)
+        held.append(h.ratio)
+        print(f"  {run.name[:42]:<42} {run.accelerator:<9} x{run.devices:<5} reported {run.device_hours:>11,.0f} "
+              f"predicted {e.predicted_device_hours:>11,.0f}  reported/predicted {e.ratio:5.2f}  left out "
+              f"{h.ratio:5.2f}")
+    for title, ratios in (("in-sample", errs), ("leave-one-run-out", held)):
+        logs = [abs(math.log(x)) for x in ratios]
+        print(f"  {title:<18} median reported/predicted {statistics.median(ratios):.2f}, median |log error| "
+              f"{statistics.median(logs):.2f} (x{math.exp(statistics.median(logs)):.2f}), runs under-predicted "
+              f"{sum(x > 1 for x in ratios)} of {len(ratios)}")
 
 
 if __name__ == "__main__":

@@ -38,10 +38,14 @@ MAX_MICRO_BATCH_TOKENS = 65536  # the calibration table's largest micro-batch
 DEEPSPEED_CANNOT_DRIVE = {"Trainium1", "Trainium2", "Qualcomm-AI100", "Radeon-MI25"}  # need their own SDKs
 # reliability.py docstring: AWS Spot Advisor bucket midpoints per month, >20% taken as 25%, unknown as >20%.
 MONTHLY_INTERRUPTED_SHARE = {0: 0.025, 1: 0.075, 2: 0.125, 3: 0.175, 4: 0.25}
-FAILURES_PER_DEVICE_HOUR = 419 / (54 * 24 * 16384)  # Llama 3 paper: 419 interruptions, 54 days, 16,384 GPUs
+FAILURES_PER_DEVICE_HOUR = 5e-5  # failure_rates.md: between MegaScale's 1-2e-5 and Aegis' 1-2e-4
+STALL_SHARE = 0.27  # evaluation and data stalls: training_runs.csv's median reported / predicted, less one
 NOTICE_SECONDS = {"aws": 120.0, "gcp": 30.0, "azure": 30.0}
-PROVISION_SECONDS = 600.0
-CHECKPOINT_GB_PER_S_PER_NODE = 2.0  # at most half the node's network
+PROVISION_SECONDS = 900.0
+# checkpoint_io.md's conservative rates: local NVMe save, upload per node (never over half the node's network)
+LOCAL_SAVE_GB_PER_S = 2.0
+UPLOAD_GB_PER_S = {"aws": 1.0, "gcp": 0.35, "azure": 0.35}
+COMMIT_SECONDS = 10.0
 STORAGE_USD_PER_GB_MONTH = {"aws": 0.023, "gcp": 0.020, "azure": 0.018}
 CHECKPOINTS_KEPT = 3
 HOURS_PER_MONTH = 730.0
@@ -111,11 +115,11 @@ def hardware(row: dict, precision: str) -> Hardware | None:
     if not per_node or per_node < 1 or not device_gib or not peak:
         return None
     return Hardware(row["accelerator"], peak, int(per_node), device_gib, number(row["memory_gib"]) or 0.0,
-                    number(row["vcpus"]) or 0.0, number(row["network_gbps"]))  # fmt: skip
+                    number(row["vcpus"]) or 0.0, number(row["network_gbps"]), row.get("fabric", ""))  # fmt: skip
 
 
-def best_tokens_per_second(w: Workload, hw: Hardware, nodes: int) -> float | None:
-    """The fastest DeepSpeed setup that fits, trying every one (no early exits)."""
+def best_tokens_per_second(w: Workload, hw: Hardware, nodes: int) -> tuple[float, float] | None:
+    """(tokens/s, step seconds) of the fastest DeepSpeed setup that fits, trying every one (no early exits)."""
     devices = hw.devices_per_node * nodes
     best = None
     for sharding in SHARDINGS:
@@ -127,8 +131,9 @@ def best_tokens_per_second(w: Workload, hw: Hardware, nodes: int) -> float | Non
                 fits = memory.estimate(w, sharding, mb, checkpointing, hw.device_memory_gib,
                                        hw.devices_per_node, nodes, hw.host_memory_gib).fits  # fmt: skip
                 if fits:
-                    rate = throughput.step(w, hw, nodes, sharding, mb, checkpointing, default_fit())
-                    best = max(best or 0.0, rate.tokens_per_second)
+                    st = throughput.step(w, hw, nodes, sharding, mb, checkpointing, default_fit())
+                    if best is None or st.tokens_per_second > best[0]:
+                        best = (st.tokens_per_second, st.step_s)
     return best
 
 
@@ -141,28 +146,39 @@ def checkpoint_bytes(w: Workload) -> float:
 
 
 def expected_wall_hours(useful_hours: float, nodes: int, hw: Hardware, cloud: str, spot: bool,
-                        bucket: float | None, ckpt_bytes: float) -> float | None:  # fmt: skip
+                        bucket: float | None, ckpt_bytes: float, step_s: float) -> float | None:  # fmt: skip
     """Daly's expected wall time, spot interruptions and failures included (reliability.py's docstring);
     None when the plan is refused (restarts would take half the time, or useful work under a third)."""
     share = MONTHLY_INTERRUPTED_SHARE[4 if bucket is None else int(bucket)]
     spot_per_node_hour = -math.log(1 - share) / HOURS_PER_MONTH if spot else 0.0
     failures_per_node_hour = hw.devices_per_node * FAILURES_PER_DEVICE_HOUR
-    write_gb_per_s = CHECKPOINT_GB_PER_S_PER_NODE
+    # The node protocol: each node saves its 1/nodes share locally (the trainer blocks for that only), its agent
+    # uploads it; on a notice the step in flight finishes first; rank 0 commits once all parts are in.
+    per_node_gb = ckpt_bytes / 1e9 / nodes
+    upload = UPLOAD_GB_PER_S[cloud]
+    if cloud == "gcp" and nodes > 35:
+        upload = 0.19
+    if cloud == "azure":
+        upload = min(upload, 7.5 / nodes)  # one storage account's 60 Gbit/s ingress, shared
     if hw.network_gbits:
-        write_gb_per_s = min(write_gb_per_s, hw.network_gbits / 8 / 2)
-    d = ckpt_bytes / 1e9 / (nodes * write_gb_per_s)  # seconds to write one checkpoint
-    restart = PROVISION_SECONDS + d
-    noticed = d <= NOTICE_SECONDS[cloud]  # an emergency checkpoint fits the notice: no work lost
+        upload = min(upload, hw.network_gbits / 8 / 2)
+    d = per_node_gb / LOCAL_SAVE_GB_PER_S  # seconds the trainer blocks per checkpoint
+    transfer = per_node_gb / upload
+    restart = PROVISION_SECONDS + transfer + d  # replace, download own part, load it
+    emergency = step_s + d + transfer + COMMIT_SECONDS
+    noticed = emergency <= NOTICE_SECONDS[cloud]  # an emergency checkpoint fits the notice: no work lost
     lossy_per_s = nodes * (failures_per_node_hour + (0.0 if noticed else spot_per_node_hour)) / 3600
     safe_per_s = nodes * (spot_per_node_hour if noticed else 0.0) / 3600
     m = 1 / lossy_per_s
     tau = m if d >= 2 * m else math.sqrt(2 * d * m) * (1 + math.sqrt(d / (2 * m)) / 3 + d / (18 * m)) - d
     useful_s = useful_hours * 3600
     try:
-        daly_s = m * math.exp(restart / m) * (math.exp((tau + d) / m) - 1) * useful_s / tau
+        worked_s = useful_s * (1 + STALL_SHARE)
+        lossy_restart = restart + transfer + COMMIT_SECONDS  # the step not yet durable is lost too
+        daly_s = m * math.exp(lossy_restart / m) * (math.exp((tau + d) / m) - 1) * worked_s / tau
     except OverflowError:
         return None
-    load = safe_per_s * (d + restart)
+    load = safe_per_s * (emergency + restart)
     if load >= 0.5 or not math.isfinite(daly_s):
         return None
     wall_s = daly_s / (1 - load)
@@ -222,12 +238,12 @@ def reference_plans(rows: list[dict], job: Job, max_hours: float = TEN_YEARS_HOU
         for nodes in counts:
             if (hw, nodes) not in speed:
                 speed[hw, nodes] = best_tokens_per_second(w, hw, nodes)
-            tokens_per_s = speed[hw, nodes]
-            if tokens_per_s is None:
+            if speed[hw, nodes] is None:
                 continue
+            tokens_per_s, step_s = speed[hw, nodes]
             useful_hours = w.tokens / tokens_per_s / 3600
             wall = expected_wall_hours(useful_hours, nodes, hw, row["cloud"], purchase == "spot",
-                                       number(row["interruption_bucket"]), ckpt)  # fmt: skip
+                                       number(row["interruption_bucket"]), ckpt, step_s)  # fmt: skip
             if wall is None or wall > max_hours:
                 continue
             kept_gb_months = CHECKPOINTS_KEPT * ckpt / 1e9 * wall / HOURS_PER_MONTH

@@ -65,24 +65,42 @@ def test_hazard_follows_the_advisor_bucket():
 
 def assess(**kw):
     args = dict(useful_hours=100.0, nodes=8, devices_per_node=8, cloud="aws", spot=True,
-                interruption_bucket=2, checkpoint_bytes=14 * 7e9, node_network_gbits=400.0)  # fmt: skip
+                interruption_bucket=2, checkpoint_bytes=14 * 7e9, node_network_gbits=400.0, step_s=5.0)  # fmt: skip
     args.update(kw)
     return rel.assess(**args)
 
 
-def test_notice_window_decides_whether_spot_interruptions_lose_work():
-    # 98 GB over 8 nodes at 2 GB/s each: about 6 s, fits any notice
-    assert assess().emergency_checkpoint_fits
-    # 1.4 TB over 4 nodes at 2 GB/s each: 175 s: fits neither AWS's 120 s nor GCP's 30 s
-    big = assess(checkpoint_bytes=14 * 100e9, nodes=4)
-    assert not big.emergency_checkpoint_fits
-    # 300 GB on 4 nodes: 37.5 s: inside AWS's 120 s notice, outside GCP's and Azure's 30 s
-    mid = dict(checkpoint_bytes=300e9, nodes=4)
-    assert assess(cloud="aws", **mid).emergency_checkpoint_fits
-    assert not assess(cloud="gcp", **mid).emergency_checkpoint_fits
-    assert not assess(cloud="azure", **mid).emergency_checkpoint_fits
-    # losing work costs more
-    assert assess(cloud="gcp", **mid).wall_hours > assess(cloud="aws", **mid).wall_hours
+def test_emergency_checkpoint_is_the_nodes_protocol_worked_by_hand():
+    # 7B full training, 98 GB over 8 nodes: 12.25 GB each. AWS: step 5 s + save 12.25/2 + upload 12.25/1.0 + commit 10
+    aws = assess()
+    assert aws.times.emergency_s == pytest.approx(5 + 6.125 + 12.25 + 10)
+    assert aws.emergency_checkpoint_fits  # 33.4 s of 120 s
+    # GCS at 0.35 GB/s per node: 5 + 6.125 + 35 + 10 = 56.1 s, more than GCP's 30 s
+    gcp = assess(cloud="gcp")
+    assert gcp.times.emergency_s == pytest.approx(5 + 6.125 + 12.25 / 0.35 + 10)
+    assert not gcp.emergency_checkpoint_fits
+    assert gcp.wall_hours > aws.wall_hours  # losing work costs more
+    # 13B (182 GB, the case) on AWS: 4 nodes fit (10 + 22.75 + 45.5 + 10 = 88.25 s), 2 do not (156.5 s)
+    assert assess(checkpoint_bytes=182e9, nodes=4, step_s=10.0).times.emergency_s == pytest.approx(88.25)
+    assert assess(checkpoint_bytes=182e9, nodes=4, step_s=10.0).emergency_checkpoint_fits
+    assert not assess(checkpoint_bytes=182e9, nodes=2, step_s=10.0).emergency_checkpoint_fits
+    # a long step alone can miss the notice: the trainer must finish it first
+    assert not assess(step_s=100.0).emergency_checkpoint_fits
+
+
+def test_upload_rate_per_node_is_capped_by_the_account_and_the_nic():
+    assert rel.upload_gbps_per_node("aws", 8, 400.0) == 1.0
+    assert rel.upload_gbps_per_node("aws", 8, 10.0) == pytest.approx(10 / 8 / 2)  # half a 10 Gbit/s NIC
+    assert rel.upload_gbps_per_node("gcp", 35, None) == 0.35
+    assert rel.upload_gbps_per_node("gcp", 36, None) == 0.19  # Dataflux at hundreds of nodes
+    assert rel.upload_gbps_per_node("azure", 64, None) == pytest.approx(7.5 / 64)  # one account's 60 Gbit/s
+
+
+def test_periodic_checkpoints_block_only_for_the_local_save_and_lose_the_upload_lag():
+    r = assess(cloud="gcp")
+    assert r.checkpoint_write_s == pytest.approx(6.125)
+    # restart: provision 900 s + download own part 35 s + load 6.125 s + the not-yet-durable lag 35 + 10 s
+    assert r.restart_s == pytest.approx(900 + 35 + 6.125 + 35 + 10)
 
 
 def test_job_hazard_scales_with_nodes_and_spot_costs_time():
@@ -95,7 +113,7 @@ def test_job_hazard_scales_with_nodes_and_spot_costs_time():
     assert on_demand.wall_hours < assess().wall_hours
     for r in (small, large, on_demand):
         assert r.wall_hours > r.useful_hours
-        parts = r.useful_hours + r.checkpoint_overhead_hours + r.interruption_loss_hours
+        parts = r.useful_hours + r.stall_hours + r.checkpoint_overhead_hours + r.interruption_loss_hours
         assert parts == pytest.approx(r.wall_hours, rel=1e-9)
 
 

@@ -180,7 +180,7 @@ def plan_command(
     out = {
         "best": plan_dict(best, req, explain, fit),
         "alternatives": [plan_dict(c, req, explain, fit) for c in alts],
-        "frontier": [plan_dict(c, req) for c in front],
+        "frontier": [plan_dict(c, req, False, fit) for c in front],
         "notes": notes(best, front, req),
         "search": {
             "offers": result.stats.offers_considered,
@@ -297,10 +297,11 @@ def _breakdown_table(bd: dict, total: float, wide: bool):
 
     return table(
         "Expected cost breakdown (USD)",
-        [Col("compute", "right"), Col("interruption loss", "right"), Col("checkpoint overhead", "right"),
-         Col("storage", "right"), Col("egress", "right", drop=1), Col("total", "right")],
-        [[money(bd["compute_usd"]), money(bd["interruption_loss_usd"]), money(bd["checkpoint_overhead_usd"]),
-          money(bd["storage_usd"]), money(bd["egress_usd"]), money(total)]],
+        [Col("compute", "right"), Col("eval/stalls", "right"), Col("interruption loss", "right"),
+         Col("checkpoint overhead", "right"), Col("storage", "right", drop=2), Col("egress", "right", drop=1),
+         Col("total", "right")],
+        [[money(bd["compute_usd"]), money(bd["eval_and_stalls_usd"]), money(bd["interruption_loss_usd"]),
+          money(bd["checkpoint_overhead_usd"]), money(bd["storage_usd"]), money(bd["egress_usd"]), money(total)]],
         wide=wide,
     )  # fmt: skip
 
@@ -419,7 +420,7 @@ def estimate_command(
             f"node type {best.offer.instance_type} in {best.offer.cloud} {best.offer.region}: the cheapest "
             f"{purchase} offer carrying {accelerator}"
         ]
-        + assumptions(best, req),  # fmt: skip
+        + assumptions(best, req, fit),  # fmt: skip
     }
     if explain:
         out["explain"] = explain_lines(best, req, fit)

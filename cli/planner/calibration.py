@@ -1,32 +1,33 @@
-"""MFU calibrated on the llm-foundry throughput table (216 published rows, embedded in the catalog).
+"""MFU calibrated on the llm-foundry throughput table (216 published rows, embedded in the catalog), and held
+to the published evidence of each accelerator family (cli/planner/evidence.py).
 
-The model is a log-linear fit of hardware FLOP utilisation (HFU, which counts recomputed FLOPs):
+The curve is a log-linear fit of hardware FLOP utilisation (HFU, which counts recomputed FLOPs):
 
-    ln HFU = c[family, precision] + b1 ln(h / 4096) + b2 * attention share + b3 ln(devices / 8)
+    ln HFU = c[curve, precision] + b1 ln(h / 4096) + b2 * attention share + b3 ln(devices / 8)
              + b4 ln(tokens per micro-batch / 2048)
 
 fitted by ordinary least squares over every row. MFU = HFU with no activation checkpointing and
 3/4 HFU with it (the forward pass runs twice: 8N instead of 6N hardware FLOPs per token).
 Features are clamped to the range the table covers, so nothing is extrapolated beyond it.
-Families: `a100` (A100 rows), `hopper` (H100 rows, also used for H200/B200), `hopper-fp8`; other
-accelerators have no published rows and use the A100 curve, which every plan states as an assumption.
+Curves: `a100` (A100 rows), `hopper` (H100 rows), `hopper-fp8`. Each accelerator family is scaled from
+one of them by its own published rows and capped at the best MFU published for it (evidence.py).
 """
 
 from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
+from cli.planner import evidence
+from cli.planner.evidence import EvidenceRow, FamilyEvidence, base_curve, family_of
 from cli.planner.presets import LLMFOUNDRY_MODELS
 from infra.catalog.loader import DATA_DIR
 
 TABLE = DATA_DIR / "calibration" / "llmfoundry_throughput_full.csv"
-FAMILIES = ("a100", "hopper", "hopper-fp8")
-HOPPER = {"H100-80GB", "H100-NVL", "H200", "B200"}
-CALIBRATED = {"A100-40GB": "a100", "A100-80GB": "a100", "H100-80GB": "hopper"}
+FAMILIES = ("a100", "hopper", "hopper-fp8")  # the fitted curves
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,15 +52,15 @@ class Row:
 
     @property
     def family(self) -> str:
-        return family_of(self.accelerator, self.precision)[0]
+        """The fitted curve this row belongs to."""
+        return base_curve(family_of(self.accelerator), self.precision)
 
-
-def family_of(accelerator: str, precision: str) -> tuple[str, bool]:
-    """(calibration family, calibrated?) for an accelerator and precision."""
-    if accelerator in HOPPER:
-        fam = "hopper-fp8" if precision == "fp8" else "hopper"
-        return fam, accelerator == "H100-80GB" and precision in ("bf16", "fp8")
-    return "a100", accelerator in CALIBRATED and precision in ("bf16", "fp16")
+    def evidence(self) -> EvidenceRow:
+        shape = LLMFOUNDRY_MODELS[self.model]
+        return EvidenceRow(self.accelerator, self.model, shape.hidden, shape.layers, shape.params, self.seq_len,
+                           self.devices, self.micro_batch * self.seq_len, self.precision, "full",
+                           self.tokens_per_s_per_device, self.mfu, self.activation_checkpointing,
+                           "mosaicml/llm-foundry scripts/train/benchmarking/README.md")  # fmt: skip
 
 
 def load_rows(path: Path = TABLE) -> list[Row]:
@@ -98,6 +99,7 @@ class Fit:
     lo: tuple[float, float, float, float]  # feature ranges seen in the table
     hi: tuple[float, float, float, float]
     rows: int
+    families: dict[str, FamilyEvidence] = field(default_factory=dict, compare=False, hash=False)
 
     def hfu(self, family: str, hidden: int, attention_share: float, devices: int, micro_tokens: int) -> float:
         x = _features(hidden, attention_share, devices, micro_tokens)
@@ -108,6 +110,58 @@ class Fit:
             checkpointing: bool) -> float:  # fmt: skip
         hfu = self.hfu(family, hidden, attention_share, devices, micro_tokens)
         return min(hfu, 1.0) * (0.75 if checkpointing else 1.0)
+
+    def device_mfu(self, accelerator: str, precision: str, hidden: int, attention_share: float, devices: int,
+                   micro_tokens: int, checkpointing: bool) -> float:  # fmt: skip
+        """The family's MFU: its curve x its factor, capped at the best MFU published for it near this size."""
+        fam = family_of(accelerator)
+        curve = base_curve(fam, precision)
+        m = self.mfu(curve, hidden, attention_share, devices, micro_tokens, checkpointing)
+        ev = self.families.get(fam)
+        if fam not in evidence.FITTED:
+            m *= ev.factor(precision) if ev is not None else self._no_evidence_factor(fam, precision)
+        cap = self._cap(fam, curve, hidden, precision)
+        return min(m, cap) if cap is not None else m
+
+    def _no_evidence_factor(self, fam: str, precision: str) -> float:
+        analog = self.families.get(evidence.ANALOG.get(fam, ""))
+        return min(evidence.NO_EVIDENCE_FACTOR, analog.factor(precision)) if analog else evidence.NO_EVIDENCE_FACTOR
+
+    def _cap(self, fam: str, curve: str, hidden: int, precision: str) -> float | None:
+        for name in (fam, evidence.PEER[curve]):  # its own rows, else those of the family its curve is fitted on
+            ev = self.families.get(name)
+            cap = ev.cap(hidden, precision) if ev is not None else None
+            if cap is not None:
+                return cap
+        return None
+
+    def assumption(self, accelerator: str, precision: str) -> str | None:
+        """What a plan on this accelerator assumes about its MFU where no published rows of its precision exist."""
+        fam = family_of(accelerator)
+        ev = self.families.get(fam)
+        if fam in evidence.FITTED or (ev is not None and ev.rows_for(precision)):
+            return None
+        curve = base_curve(fam, precision)
+        peer = evidence.PEER[curve]
+        if ev is not None and ev.rows:
+            return (f"{accelerator} {precision}: published rows are {', '.join(sorted(ev.factors))} only; "
+                    f"{ev.factor(precision):.2f} x the {curve} curve and the {peer} caps assumed")
+        factor = self._no_evidence_factor(fam, precision)
+        analog = evidence.ANALOG.get(fam)
+        why = f" (as its closest published analog, {analog})" if factor < evidence.NO_EVIDENCE_FACTOR else ""
+        return (f"{accelerator} {precision}: no published training throughput in the calibration data; "
+                f"{factor:.2f} x the {curve} curve{why}, capped as {peer}, assumed")
+
+    def evidence_line(self, accelerator: str, precision: str, hidden: int) -> str:
+        fam = family_of(accelerator)
+        ev = self.families.get(fam)
+        if ev is None or not ev.rows_for(precision):
+            return self.assumption(accelerator, precision) or ""
+        curve = base_curve(fam, precision)
+        factor = "fitted on its own rows" if fam in evidence.FITTED else f"x {ev.factor(precision):.2f} (median of its rows)"
+        cap = self._cap(fam, curve, hidden, precision)
+        return (f"{accelerator}: {curve} curve {factor}; capped at MFU {cap:.3f}, the best of "
+                f"{len(ev.rows_for(precision))} published {fam} {precision} rows at the nearest model sizes")
 
     def formula(self) -> str:
         c = ", ".join(f"{k} {v:+.3f}" for k, v in self.intercepts.items())
@@ -166,6 +220,36 @@ def fit_rows(rows: list[Row]) -> Fit:
     )
 
 
+def with_evidence(fit: Fit, rows: list[Row], family_rows: list[EvidenceRow]) -> Fit:
+    """The fit with every family's evidence: the llm-foundry rows for A100/H100, the collected rows for all."""
+    by_family: dict[str, list[EvidenceRow]] = {}
+    for r in [r.evidence() for r in rows] + family_rows:
+        by_family.setdefault(r.family, []).append(r)
+
+    def curve_mfu(r: EvidenceRow) -> float:
+        share = attention_share(r.layers, r.hidden, r.seq_len, int(r.params))
+        # Unknown micro batch: one sequence; unknown recompute: none (the higher curve, so a lower factor).
+        return fit.mfu(base_curve(r.family, r.precision), r.hidden, share, r.devices, r.micro_tokens or r.seq_len,
+                       bool(r.checkpointing))  # fmt: skip
+
+    families = {}
+    for fam, fam_rows in by_family.items():
+        factors = {} if fam in evidence.FITTED else evidence.family_factors(fam_rows, curve_mfu)
+        families[fam] = FamilyEvidence(fam, tuple(sorted(fam_rows, key=lambda r: r.hidden)), factors)
+    return replace(fit, families=families)
+
+
+def catalog_peaks() -> dict[str, dict[str, float]]:
+    from infra.catalog import default_catalog
+
+    peaks = {name: {p: a.peak(p) for p in ("bf16", "fp8") if a.peak(p)}
+             for name, a in default_catalog().accelerators.items()}  # fmt: skip
+    for name, extra in evidence.EVIDENCE_PEAKS.items():
+        peaks[name] = extra | peaks.get(name, {})
+    return peaks
+
+
 @cache
 def default_fit() -> Fit:
-    return fit_rows(load_rows())
+    rows = load_rows()
+    return with_evidence(fit_rows(rows), rows, evidence.load_family_rows(catalog_peaks()))

@@ -9,8 +9,10 @@ cost + time-value x hours.
 
 Why the search is exact though it evaluates far less than the product: for a fixed offer, node count
 and purchase, the expected wall time and cost depend on the DeepSpeed setup only through useful hours
-(tokens / tokens per second): checkpoint size, hazards and restart time do not depend on it, and
-wall time (Daly) and cost are increasing in useful hours. So the setup with the highest tokens/s on
+(tokens / tokens per second) and the step time an emergency checkpoint waits for: checkpoint size, hazards
+and restart time do not depend on it, wall time (Daly) and cost are increasing in both, and the step time
+(tokens per step / tokens per second, tokens per step being the global batch) is shortest for the fastest
+setup too, up to the rounding of grad accumulation. So the setup with the highest tokens/s on
 that hardware and node count is best for every objective and every bound; `best_setup` finds it once
 per distinct hardware and node count. tests/test_planner_optimizer.py checks this against brute force.
 Multi-node plans use one offer, so they stay in one region (and one zone for spot).
@@ -123,7 +125,7 @@ def hardware_for(offer: Offer, accel: Accelerator | None, precision: str) -> Har
     if not peak:
         return None
     return Hardware(offer.accelerator, peak, offer.accelerators_per_node, offer.accelerator_memory_gib,
-                    offer.memory_gib, offer.vcpus, offer.network_gbps)  # fmt: skip
+                    offer.memory_gib, offer.vcpus, offer.network_gbps, offer.fabric)  # fmt: skip
 
 
 def micro_batch_allowed(w: Workload, devices: int, mb: int) -> bool:
@@ -192,7 +194,8 @@ def candidate(req: Request, offer: Offer, purchase: str, zones: tuple[str, ...],
     w = req.workload
     useful_h = w.tokens / setup.step.tokens_per_second / 3600
     rel = reliability.assess(useful_h, nodes, hw.devices_per_node, offer.cloud, purchase == "spot",
-                             offer.interruption_bucket, w.checkpoint_bytes, hw.network_gbits)  # fmt: skip
+                             offer.interruption_bucket, w.checkpoint_bytes, hw.network_gbits,
+                             setup.step.step_s)  # fmt: skip
     price = offer.price(purchase) or math.inf
     rate = price * nodes
     storage = (
@@ -200,6 +203,7 @@ def candidate(req: Request, offer: Offer, purchase: str, zones: tuple[str, ...],
     )
     breakdown = {
         "compute_usd": rate * rel.useful_hours,
+        "eval_and_stalls_usd": rate * rel.stall_hours,
         "interruption_loss_usd": rate * rel.interruption_loss_hours,
         "checkpoint_overhead_usd": rate * rel.checkpoint_overhead_hours,
         "storage_usd": storage,

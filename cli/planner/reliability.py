@@ -4,12 +4,23 @@ Hazards (events per hour):
   spot, per node   = -ln(1 - p) / 730 h, p = the catalog's monthly interruption share (AWS Spot Advisor
                      bucket midpoints 2.5/7.5/12.5/17.5%, >20% taken as 25%; GCP/Azure publish none and
                      carry the catalog's labelled assumption; unknown buckets are taken as >20%)
-  failure, per node = devices x 1.97e-5 per device-hour (Llama 3 paper: 419 unexpected interruptions in
-                     54 days on 16,384 GPUs), spot or not
+  failure, per node = devices x FAILURES_PER_DEVICE_HOUR, spot or not (failure_rates.csv/.md beside the
+                     catalog's calibration data: MegaScale's >100 restarts on >10k GPUs over weeks is 1-2e-5;
+                     Alibaba's Aegis and ByteDance's fleet 1-2e-4; 5e-5 taken, the conservative middle)
   job              = nodes x node hazard
-Checkpoint write time d = checkpoint bytes / (nodes x per-node write bandwidth), every node writing its
-shard. When the cloud's notice (AWS 120 s, GCP 30 s, Azure 30 s) covers d, an interruption triggers an
-emergency checkpoint and loses no work; it costs d + R (restart R = provisioning + reading the checkpoint).
+Checkpoints follow the node's protocol (templates/agent: every node saves its own shard, its agent uploads
+it while training goes on, node rank 0 commits the manifest), with B = checkpoint bytes / nodes per node:
+  periodic checkpoint  the trainer blocks only for the local save: d = B / LOCAL_SAVE_GBPS; the step becomes
+                       durable upload + commit later (that lag is lost too when a failure strikes before it)
+  emergency checkpoint on a notice: wait for the step boundary (up to one step) + save + upload + commit
+  restart              provisioning a replacement + each node downloading and loading its own part
+Per-node upload rates are the calibration data's conservative figures (checkpoint_io.csv/.md: S3 1 GB/s as
+Mountpoint measured for one file; GCS 0.35 GB/s, 0.19 GB/s beyond 35 nodes, as Dataflux measured; Azure 0.35
+GB/s with no per-VM measurement, and at most 60 Gbit/s of ingress for the whole storage account), never more
+than half the node's network. When the cloud's notice (AWS 120 s, GCP 30 s, Azure 30 s) covers the
+emergency checkpoint, an interruption loses no work and costs emergency checkpoint + restart; when it does
+not, the plan says so and each interruption loses the work since the last durable checkpoint (up to one
+interval plus the upload lag), like a failure.
 Events that lose work (failures, and spot interruptions whose checkpoint does not fit the notice) are
 handled by periodic checkpoints every tau, with Daly's optimum (Young/Daly, higher order):
     tau = sqrt(2 d M) [1 + sqrt(d / 2M) / 3 + d / 18M] - d   (d < 2M; else tau = M),  M = 1 / hazard
@@ -26,14 +37,64 @@ from dataclasses import dataclass
 
 HOURS_PER_MONTH = 730.0
 BUCKET_MONTHLY = {0: 0.025, 1: 0.075, 2: 0.125, 3: 0.175, 4: 0.25}
-FAILURES_PER_DEVICE_HOUR = 419 / (54 * 24 * 16384)
+FAILURES_PER_DEVICE_HOUR = 5e-5
 NOTICE_S = {"aws": 120.0, "gcp": 30.0, "azure": 30.0}
-PROVISION_S = 600.0  # replacing a node and rejoining the job
-CHECKPOINT_GBPS_PER_NODE = 2.0  # GB/s a node writes to object storage, at most half its network
+# Regaining a full set of nodes after an interruption or failure: MegaScale (arXiv 2402.15627 sec. 6.3) detects
+# in under 10 min and recovers in under 15; Ai2's Olmo run on Lambda B200s took a mean of 38.9 min
+# (failure_rates.md). A replacement node boots, installs and rejoins: 15 min taken.
+PROVISION_S = 900.0
+# Evaluation, data stalls, logging and the rest whole published runs lose beyond what is modelled here: the
+# median of reported / predicted device-hours over the development set of published runs, less one
+# (training_runs.csv; benchmarks/plan_calibration.py prints the fit and each run's error).
+STALL_SHARE = 0.27
+LOCAL_SAVE_GBPS = 2.0  # GB/s a node's ranks write their shards to local NVMe (torch.save; checkpoint_io.md)
+UPLOAD_GBPS_PER_NODE = {"aws": 1.0, "gcp": 0.35, "azure": 0.35}  # GB/s to the bucket (checkpoint_io.md)
+GCP_MANY_NODES, GCP_MANY_NODES_GBPS = 35, 0.19  # Dataflux: 0.35 GB/s per node at 35 nodes, 0.19 at 548
+AZURE_ACCOUNT_INGRESS_GBPS = 7.5  # 60 Gbit/s per storage account (Azure scalability targets, large regions)
+COMMIT_S = 10.0  # PART.json, MANIFEST.json and LATEST round trips, rank 0 verifying every part
 STORAGE_USD_PER_GB_MONTH = {"aws": 0.023, "gcp": 0.020, "azure": 0.018}  # standard object storage
 KEEP_LAST = 3  # checkpoints kept (the schema's default keep_last)
 MAX_SAFE_LOAD = 0.5  # refuse plans that would spend half their time restarting
 MIN_EFFICIENCY = 1 / 3  # refuse plans where less than a third of the paid time is useful work
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointTimes:
+    """Seconds each part of the node's checkpoint protocol takes (every node in parallel)."""
+
+    step_boundary_s: float  # worst case: the step that was running when the notice came
+    save_s: float
+    upload_s: float
+    commit_s: float
+    download_s: float
+    upload_gbps_per_node: float
+
+    @property
+    def emergency_s(self) -> float:
+        return self.step_boundary_s + self.save_s + self.upload_s + self.commit_s
+
+    @property
+    def durable_lag_s(self) -> float:
+        return self.upload_s + self.commit_s
+
+
+def upload_gbps_per_node(cloud: str, nodes: int, node_network_gbits: float | None) -> float:
+    rate = UPLOAD_GBPS_PER_NODE.get(cloud, min(UPLOAD_GBPS_PER_NODE.values()))
+    if cloud == "gcp" and nodes > GCP_MANY_NODES:
+        rate = GCP_MANY_NODES_GBPS
+    if cloud == "azure":
+        rate = min(rate, AZURE_ACCOUNT_INGRESS_GBPS / nodes)
+    if node_network_gbits:
+        rate = min(rate, node_network_gbits / 8 / 2)
+    return rate
+
+
+def checkpoint_times(cloud: str, checkpoint_bytes: float, nodes: int, node_network_gbits: float | None,
+                     step_s: float) -> CheckpointTimes:  # fmt: skip
+    per_node_gb = checkpoint_bytes / nodes / 1e9
+    rate = upload_gbps_per_node(cloud, nodes, node_network_gbits)
+    transfer = per_node_gb / rate
+    return CheckpointTimes(step_s, per_node_gb / LOCAL_SAVE_GBPS, transfer, COMMIT_S, transfer, rate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,23 +103,25 @@ class Reliability:
     failure_hazard_per_node_hour: float
     nodes: int
     notice_s: float
-    checkpoint_write_s: float
+    checkpoint_write_s: float  # the trainer's blocking local save (periodic checkpoints)
+    times: CheckpointTimes
     restart_s: float
     emergency_checkpoint_fits: bool
     interval_s: float  # periodic checkpoint interval tau
     mtbf_loss_hours: float  # M for events that lose work
     useful_hours: float
+    stall_hours: float  # evaluation, data stalls and the rest (STALL_SHARE of the useful hours)
     daly_hours: float  # wall time with periodic checkpoints and lossy events
     wall_hours: float  # plus safe (noticed) interruptions
     feasible: bool
 
     @property
     def checkpoint_overhead_hours(self) -> float:
-        return self.useful_hours * self.checkpoint_write_s / self.interval_s
+        return (self.useful_hours + self.stall_hours) * self.checkpoint_write_s / self.interval_s
 
     @property
     def interruption_loss_hours(self) -> float:
-        return max(0.0, self.wall_hours - self.useful_hours - self.checkpoint_overhead_hours)
+        return max(0.0, self.wall_hours - self.useful_hours - self.stall_hours - self.checkpoint_overhead_hours)
 
     @property
     def expected_interruptions(self) -> float:
@@ -69,17 +132,22 @@ class Reliability:
         )
 
     def explain(self) -> list[str]:
+        t = self.times
         return [
             f"hazard per node: spot {self.spot_hazard_per_node_hour:.2e}/h, failure "
             f"{self.failure_hazard_per_node_hour:.2e}/h; job ({self.nodes} nodes) expects "
             f"{self.expected_interruptions:.1f} interruptions",
-            f"checkpoint write {self.checkpoint_write_s:.0f} s vs notice {self.notice_s:.0f} s: "
-            + ("emergency checkpoint fits, spot interruptions lose no work"
-               if self.emergency_checkpoint_fits else "does not fit, spot interruptions lose work"),
+            f"emergency checkpoint {t.emergency_s:.0f} s = step boundary {t.step_boundary_s:.1f} s + save "
+            f"{t.save_s:.1f} s + upload {t.upload_s:.1f} s at {t.upload_gbps_per_node:g} GB/s per node + commit "
+            f"{t.commit_s:.0f} s, vs notice {self.notice_s:.0f} s: "
+            + ("fits, spot interruptions lose no work" if self.emergency_checkpoint_fits else
+               f"does not fit, each spot interruption loses the work since the last durable checkpoint (up to "
+               f"{(self.interval_s + t.durable_lag_s) / 60:.1f} min)"),
             f"restart {self.restart_s:.0f} s; Young/Daly interval {self.interval_s / 60:.1f} min for "
             f"M = {self.mtbf_loss_hours:.1f} h between work-losing events",
-            f"wall = {self.useful_hours:.2f} h useful + {self.checkpoint_overhead_hours:.2f} h checkpoints + "
-            f"{self.interruption_loss_hours:.2f} h lost/restarting = {self.wall_hours:.2f} h",
+            f"wall = {self.useful_hours:.2f} h useful + {self.stall_hours:.2f} h evaluation and data stalls "
+            f"({STALL_SHARE:.0%}, calibrated on published whole runs) + {self.checkpoint_overhead_hours:.2f} h "
+            f"checkpoints + {self.interruption_loss_hours:.2f} h lost/restarting = {self.wall_hours:.2f} h",
         ]  # fmt: skip
 
 
@@ -111,13 +179,6 @@ def daly_wall(useful_s: float, interval_s: float, write_s: float, restart_s: flo
     )
 
 
-def checkpoint_write_s(checkpoint_bytes: float, nodes: int, node_network_gbits: float | None) -> float:
-    per_node = CHECKPOINT_GBPS_PER_NODE
-    if node_network_gbits:
-        per_node = min(per_node, node_network_gbits / 8 / 2)
-    return checkpoint_bytes / (nodes * per_node * 1e9)
-
-
 def assess(
     useful_hours: float,
     nodes: int,
@@ -127,26 +188,31 @@ def assess(
     interruption_bucket: int | None,
     checkpoint_bytes: float,
     node_network_gbits: float | None,
+    step_s: float,
+    stall_share: float | None = None,
 ) -> Reliability:
+    stall = STALL_SHARE if stall_share is None else stall_share
     spot_node = spot_hazard(interruption_bucket) if spot else 0.0
     fail_node = devices_per_node * FAILURES_PER_DEVICE_HOUR
-    write = checkpoint_write_s(checkpoint_bytes, nodes, node_network_gbits)
-    restart = PROVISION_S + write  # reading back is as fast as writing
+    times = checkpoint_times(cloud, checkpoint_bytes, nodes, node_network_gbits, step_s)
+    write = times.save_s
+    restart = PROVISION_S + times.download_s + times.save_s  # replace, fetch own part, load it
+    lossy_restart = restart + times.durable_lag_s  # a step not yet durable is lost as well
     notice = NOTICE_S.get(cloud, 30.0)
-    fits = write <= notice
+    fits = times.emergency_s <= notice
     loss_rate = nodes * (fail_node + (0.0 if fits else spot_node)) / 3600  # per second
     safe_rate = nodes * (spot_node if fits else 0.0) / 3600
     mtbf = 1 / loss_rate
     tau = daly_interval(write, mtbf)
     useful_s = useful_hours * 3600
-    daly = daly_wall(useful_s, tau, write, restart, mtbf)
-    load = safe_rate * (write + restart)
+    daly = daly_wall(useful_s * (1 + stall), tau, write, lossy_restart, mtbf)
+    load = safe_rate * (times.emergency_s + restart)
     feasible = load < MAX_SAFE_LOAD and math.isfinite(daly)
     wall = daly / (1 - load) if feasible else math.inf
     if useful_s < MIN_EFFICIENCY * wall:
         feasible, wall = False, math.inf
-    return Reliability(spot_node, fail_node, nodes, notice, write, restart, fits, tau, mtbf / 3600,
-                       useful_hours, daly / 3600, wall / 3600, feasible)  # fmt: skip
+    return Reliability(spot_node, fail_node, nodes, notice, write, times, lossy_restart, fits, tau, mtbf / 3600,
+                       useful_hours, useful_hours * stall, daly / 3600, wall / 3600, feasible)  # fmt: skip
 
 
 def storage_usd(cloud: str, checkpoint_bytes: float, wall_hours: float) -> float:

@@ -25,9 +25,9 @@ def interruption_label(c: Candidate) -> str:
     return c.offer.interruption_label
 
 
-def assumptions(c: Candidate, req: Request) -> list[str]:
+def assumptions(c: Candidate, req: Request, fit: Fit | None = None) -> list[str]:
     w = req.workload
-    out = c.hardware.assumptions(w.precision)
+    out = c.hardware.assumptions(w.precision, fit)
     o = c.offer
     if c.purchase == "spot":
         if o.interruption_bucket is None:
@@ -103,7 +103,7 @@ def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None
         "checkpoint_write_seconds": round(c.rel.checkpoint_write_s, 1),
         "expected_interruptions": round(c.rel.expected_interruptions, 2),
         "interruption": interruption_label(c),
-        "assumptions": assumptions(c, req),
+        "assumptions": assumptions(c, req, fit),
     }
     if explain:
         d["explain"] = explain_lines(c, req, fit)
