@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -308,3 +309,45 @@ def test_multi_node_spot_plan_by_hand_nodes_price_and_interruption_overhead():
     overhead = 1.27 * (1 + d / tau + (tau + d) / (2 * m) + lossy_restart / m) / (1 - spot_per_s * (emergency + restart))
     assert best["wallclock_hours"] / best["useful_hours"] == pytest.approx(overhead, rel=1e-3)
     assert best["breakdown"]["interruption_loss_usd"] > 0
+
+
+# ---------------------------------------------------------------- issue 14: estimate pins the DeepSpeed setup
+
+ESTIMATE_7B = ("estimate", "--params", "7B", "--tokens", "1T", "--accelerator", "H100-80GB", "--devices", "512")
+
+
+def estimate_json(*extra: str) -> dict:
+    result = run_trainfleet(*ESTIMATE_7B, *extra, "--json")
+    assert result.code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_estimate_pins_zero_stage_offload_and_micro_batch():
+    free = estimate_json()
+    pinned = estimate_json("--zero-stage", "3", "--offload", "optimizer", "--micro-batch", "1")
+    assert (pinned["zero_stage"], pinned["offload"], pinned["micro_batch"]) == (3, "optimizer", 1)
+    # the free estimate picks the fastest setup: pinning a slower one can only cost more device-hours
+    assert pinned["gpu_hours"] > free["gpu_hours"] and pinned["tokens_per_second"] < free["tokens_per_second"]
+    # ZeRO-1 keeps full gradients: on the same job it needs more memory per device than ZeRO-2
+    z1, z2 = estimate_json("--zero-stage", "1", "--micro-batch", "1"), estimate_json("--zero-stage", "2", "--micro-batch", "1")
+    assert z1["memory_used_gib"] > z2["memory_used_gib"]
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (("--offload", "bogus"), "--offload 'bogus' is not allowed"),
+    (("--zero-stage", "1", "--offload", "optimizer+params"), "needs --zero-stage 3"),
+    (("--zero-stage", "0", "--offload", "optimizer"), "--offload needs ZeRO stage 1-3"),
+    (("--micro-batch", "64"), "more than one optimizer step"),
+    (("--zero-stage", "7"), "--zero-stage"),
+    (("--micro-batch", "0"), "--micro-batch"),
+])  # fmt: skip
+def test_estimate_bad_pins_are_one_line_and_exit_2(extra, needle):
+    result = run_trainfleet(*ESTIMATE_7B, *extra)
+    assert result.code == 2 and needle in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_estimate_pinned_setup_that_does_not_fit_says_which_pin():
+    result = run_trainfleet("estimate", "--params", "70B", "--tokens", "1T", "--accelerator", "A100-40GB",
+                            "--devices", "8", "--zero-stage", "1")  # fmt: skip
+    assert result.code == 2 and "with ZeRO-1" in result.stderr and "--zero-stage" in result.stderr

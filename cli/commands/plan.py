@@ -306,6 +306,30 @@ def _breakdown_table(bd: dict, total: float, wide: bool):
     )  # fmt: skip
 
 
+def _fixed_setup(zero_stage: int | None, offload: str | None, micro_batch: int | None, work, devices: int):
+    from cli.planner.optimizer import FixedSetup
+
+    if offload is not None:
+        _choice(offload, ("none", "optimizer", "optimizer+params"), "--offload")
+        if offload != "none" and zero_stage == 0:
+            raise TrainfleetError("--offload needs ZeRO stage 1-3 (DeepSpeed offloads ZeRO's partitions); raise --zero-stage")
+        if offload == "optimizer+params" and zero_stage not in (None, 3):
+            raise TrainfleetError("--offload optimizer+params needs --zero-stage 3 (only ZeRO-3 partitions the parameters)")
+    if micro_batch is not None and micro_batch * work.seq_len * devices > work.global_batch_tokens:
+        raise TrainfleetError(
+            f"--micro-batch {micro_batch} x {work.seq_len} tokens x {devices} devices is more than one optimizer step "
+            f"of --global-batch {work.global_batch_tokens:,} tokens; lower --micro-batch or raise --global-batch"
+        )
+    return FixedSetup(zero_stage, offload, micro_batch)
+
+
+def _pinned(fixed) -> str:
+    parts = [f"ZeRO-{fixed.zero_stage}" if fixed.zero_stage is not None else "",
+             f"offload {fixed.offload}" if fixed.offload is not None else "",
+             f"micro batch {fixed.micro_batch}" if fixed.micro_batch is not None else ""]  # fmt: skip
+    return ", ".join(p for p in parts if p)
+
+
 @app.command("estimate")
 def estimate_command(
     tokens: TokensOpt,
@@ -325,18 +349,28 @@ def estimate_command(
     region: Annotated[str | None, typer.Option(help="e.g. us-east-1")] = None,
     purchase: Annotated[str, typer.Option(help="spot or on-demand")] = "on-demand",
     memory_headroom: HeadroomOpt = 0.1,
+    zero_stage: Annotated[
+        int | None, typer.Option("--zero-stage", min=0, max=3, help="pin the ZeRO stage (0-3); default: the fastest that fits")
+    ] = None,
+    offload: Annotated[
+        str | None, typer.Option(help="pin CPU offload: none, optimizer or optimizer+params (ZeRO-3 only)")
+    ] = None,
+    micro_batch: Annotated[
+        int | None, typer.Option("--micro-batch", min=1, max=4096, help="pin sequences per device per micro-step")
+    ] = None,
     json_out: JsonOpt = False,
     explain: ExplainOpt = False,
     wide: WideOpt = False,
 ) -> None:
     """Price a fixed hardware choice (accelerator x devices): time, cost, MFU, no search over hardware."""
     from cli.planner.calibration import default_fit
-    from cli.planner.optimizer import Request, best_setup, candidate, hardware_for, price_points
-    from cli.planner.report import assumptions, explain_lines, memory_figures
+    from cli.planner.optimizer import FixedSetup, Request, best_setup, candidate, hardware_for, price_points
+    from cli.planner.report import assumptions, explain_lines, memory_figures, offload_label
     from infra.catalog import default_catalog
 
     work = _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch)
     _choice(purchase, ("spot", "on-demand"), "--purchase")
+    fixed = _fixed_setup(zero_stage, offload, micro_batch, work, devices)
     catalog = default_catalog()
     known = sorted({o.accelerator for o in catalog.all_offers if o.accelerator})
     if accelerator not in known:
@@ -372,7 +406,13 @@ def estimate_command(
                 f"{accelerator} has no peak TFLOP/s for {precision} in the catalog; try --precision bf16"
             )
         nodes = devices // hw.devices_per_node
-        setup = best_setup(work, hw, nodes, fit, headroom=memory_headroom)
+        setup = best_setup(work, hw, nodes, fit, headroom=memory_headroom, fixed=fixed)
+        if setup is None and fixed != FixedSetup():
+            raise TrainfleetError(
+                f"{work.shape.name} does not fit in memory on {devices} x {accelerator} with {_pinned(fixed)} while "
+                f"keeping {memory_headroom:.0%} of device memory free; drop or change the pinned option (a higher "
+                "--zero-stage, --offload optimizer, a smaller --micro-batch) or add devices"
+            )
         if setup is None:
             raise TrainfleetError(
                 f"{work.shape.name} does not fit in memory on {devices} x {accelerator} with any ZeRO stage or offload "
@@ -411,6 +451,7 @@ def estimate_command(
         "purchase": purchase,
         "price_usd_per_node_hour": best.price_usd_per_node_hour,
         "zero_stage": best.setup.sharding.zero_stage,
+        "offload": offload_label(best),
         "micro_batch": st.micro_batch,
         "grad_accum": st.grad_accum,
         "activation_checkpointing": best.setup.checkpointing,

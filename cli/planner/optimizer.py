@@ -137,14 +137,15 @@ def micro_batch_allowed(w: Workload, devices: int, mb: int) -> bool:
     return mb * w.seq_len <= MAX_MICRO_TOKENS and mb * w.seq_len * devices <= w.global_batch_tokens
 
 
-def setups(w: Workload, hw: Hardware, nodes: int, fit: Fit,
-           headroom: float = memory.DEFAULT_HEADROOM) -> Iterable[Setup]:  # fmt: skip
-    """Every setup in the search space that fits memory with `headroom` of it left (the brute-force view)."""
+def setups(w: Workload, hw: Hardware, nodes: int, fit: Fit, headroom: float = memory.DEFAULT_HEADROOM,
+           micro_batch: int | None = None) -> Iterable[Setup]:  # fmt: skip
+    """Every setup in the search space that fits memory with `headroom` of it left (the brute-force view);
+    with `micro_batch`, only that micro batch (which may be outside MICRO_BATCHES)."""
     devices = hw.devices_per_node * nodes
     for sharding in SHARDINGS:
         for ckpt in (False, True):
-            for mb in MICRO_BATCHES:
-                if not micro_batch_allowed(w, devices, mb):
+            for mb in (micro_batch,) if micro_batch else MICRO_BATCHES:
+                if not micro_batch and not micro_batch_allowed(w, devices, mb):
                     break
                 mem = memory.estimate(w, sharding, mb, ckpt, hw.device_memory_gib, hw.devices_per_node, nodes,
                                       hw.host_memory_gib, headroom)  # fmt: skip
@@ -160,10 +161,28 @@ def setup_key(s: Setup) -> tuple:
             s.checkpointing, s.step.micro_batch)  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class FixedSetup:
+    """What `trainfleet estimate` lets the user pin (None: searched)."""
+
+    zero_stage: int | None = None
+    offload: str | None = None  # none | optimizer | optimizer+params
+    micro_batch: int | None = None
+
+    def allows(self, s: Setup) -> bool:
+        sh = s.sharding
+        offload = "optimizer+params" if sh.offload_param else "optimizer" if sh.offload_optimizer else "none"
+        return ((self.zero_stage is None or sh.zero_stage == self.zero_stage)
+                and (self.offload is None or offload == self.offload)
+                and (self.micro_batch is None or s.step.micro_batch == self.micro_batch))  # fmt: skip
+
+
 def best_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, stats: Stats | None = None,
-               headroom: float = memory.DEFAULT_HEADROOM) -> Setup | None:  # fmt: skip
+               headroom: float = memory.DEFAULT_HEADROOM, fixed: FixedSetup | None = None) -> Setup | None:  # fmt: skip
     best, best_key = None, None
-    for s in setups(w, hw, nodes, fit, headroom):
+    for s in setups(w, hw, nodes, fit, headroom, fixed.micro_batch if fixed else None):
+        if fixed is not None and not fixed.allows(s):
+            continue
         if stats is not None:
             stats.setups_evaluated += 1
         key = setup_key(s)
