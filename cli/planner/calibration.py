@@ -100,6 +100,8 @@ class Fit:
     hi: tuple[float, float, float, float]
     rows: int
     families: dict[str, FamilyEvidence] = field(default_factory=dict, compare=False, hash=False)
+    # device_mfu is a pure function of its arguments; a search asks the same few thousand times over
+    _mfu_memo: dict[tuple, float] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def hfu(self, family: str, hidden: int, attention_share: float, devices: int, micro_tokens: int) -> float:
         x = _features(hidden, attention_share, devices, micro_tokens)
@@ -114,6 +116,13 @@ class Fit:
     def device_mfu(self, accelerator: str, precision: str, hidden: int, attention_share: float, devices: int,
                    micro_tokens: int, checkpointing: bool) -> float:  # fmt: skip
         """The family's MFU: its curve x its factor, capped at the best MFU published for it near this size."""
+        key = (accelerator, precision, hidden, attention_share, devices, micro_tokens, checkpointing)
+        if key not in self._mfu_memo:
+            self._mfu_memo[key] = self._device_mfu(*key)
+        return self._mfu_memo[key]
+
+    def _device_mfu(self, accelerator: str, precision: str, hidden: int, attention_share: float, devices: int,
+                    micro_tokens: int, checkpointing: bool) -> float:  # fmt: skip
         fam = family_of(accelerator)
         curve = base_curve(fam, precision)
         m = self.mfu(curve, hidden, attention_share, devices, micro_tokens, checkpointing)
@@ -236,7 +245,7 @@ def with_evidence(fit: Fit, rows: list[Row], family_rows: list[EvidenceRow]) -> 
     for fam, fam_rows in by_family.items():
         factors = {} if fam in evidence.FITTED else evidence.family_factors(fam_rows, curve_mfu)
         families[fam] = FamilyEvidence(fam, tuple(sorted(fam_rows, key=lambda r: r.hidden)), factors)
-    return replace(fit, families=families)
+    return replace(fit, families=families, _mfu_memo={})
 
 
 def catalog_peaks() -> dict[str, dict[str, float]]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from cli.planner import memory, reliability, throughput
 from cli.planner.calibration import Fit
@@ -147,11 +148,15 @@ def setups(w: Workload, hw: Hardware, nodes: int, fit: Fit, headroom: float = me
             for mb in (micro_batch,) if micro_batch else MICRO_BATCHES:
                 if not micro_batch and not micro_batch_allowed(w, devices, mb):
                     break
-                mem = memory.estimate(w, sharding, mb, ckpt, hw.device_memory_gib, hw.devices_per_node, nodes,
-                                      hw.host_memory_gib, headroom)  # fmt: skip
+                mem = _memory(w, sharding, mb, ckpt, hw.device_memory_gib, hw.devices_per_node, nodes,
+                              hw.host_memory_gib, headroom)  # fmt: skip
                 if not mem.fits:
                     break  # activations grow with the micro batch: larger ones do not fit either
                 yield Setup(sharding, ckpt, throughput.step(w, hw, nodes, sharding, mb, ckpt, fit), mem)
+
+
+# Memory does not depend on the network, vCPUs or price: the offers of one accelerator and node size share it.
+_memory = lru_cache(maxsize=1 << 16)(memory.estimate)
 
 
 def setup_key(s: Setup) -> tuple:
@@ -169,25 +174,41 @@ class FixedSetup:
     offload: str | None = None  # none | optimizer | optimizer+params
     micro_batch: int | None = None
 
-    def allows(self, s: Setup) -> bool:
-        sh = s.sharding
+    def allows_sharding(self, sh: Sharding) -> bool:
         offload = "optimizer+params" if sh.offload_param else "optimizer" if sh.offload_optimizer else "none"
-        return ((self.zero_stage is None or sh.zero_stage == self.zero_stage)
-                and (self.offload is None or offload == self.offload)
-                and (self.micro_batch is None or s.step.micro_batch == self.micro_batch))  # fmt: skip
+        return (self.zero_stage is None or sh.zero_stage == self.zero_stage) and (
+            self.offload is None or offload == self.offload
+        )
 
 
 def best_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, stats: Stats | None = None,
                headroom: float = memory.DEFAULT_HEADROOM, fixed: FixedSetup | None = None) -> Setup | None:  # fmt: skip
+    """The fastest setup that fits (setup_key order), the same as the best of `setups()`: a setup is skipped
+    only when even its communication-free speed is below the best found, which it can then never beat."""
+    devices = hw.devices_per_node * nodes
+    pinned_mb = fixed.micro_batch if fixed is not None else None
     best, best_key = None, None
-    for s in setups(w, hw, nodes, fit, headroom, fixed.micro_batch if fixed else None):
-        if fixed is not None and not fixed.allows(s):
+    for sharding in SHARDINGS:
+        if fixed is not None and not fixed.allows_sharding(sharding):
             continue
-        if stats is not None:
-            stats.setups_evaluated += 1
-        key = setup_key(s)
-        if best_key is None or key < best_key:
-            best, best_key = s, key
+        for ckpt in (False, True):
+            for mb in (pinned_mb,) if pinned_mb else MICRO_BATCHES:
+                if not pinned_mb and not micro_batch_allowed(w, devices, mb):
+                    break
+                if best is not None and throughput.compute_only_tokens_per_second(w, hw, nodes, mb, ckpt, fit) < (
+                    best.step.tokens_per_second
+                ):
+                    continue
+                mem = _memory(w, sharding, mb, ckpt, hw.device_memory_gib, hw.devices_per_node, nodes,
+                              hw.host_memory_gib, headroom)  # fmt: skip
+                if not mem.fits:
+                    break  # activations grow with the micro batch: larger ones do not fit either
+                s = Setup(sharding, ckpt, throughput.step(w, hw, nodes, sharding, mb, ckpt, fit), mem)
+                if stats is not None:
+                    stats.setups_evaluated += 1
+                key = setup_key(s)
+                if best_key is None or key < best_key:
+                    best, best_key = s, key
     return best
 
 
@@ -209,12 +230,19 @@ def price_points(offers: Iterable[Offer], purchase: str) -> list[tuple[Offer, st
 
 
 def candidate(req: Request, offer: Offer, purchase: str, zones: tuple[str, ...], nodes: int, hw: Hardware,
-              setup: Setup) -> Candidate:  # fmt: skip
+              setup: Setup, assessed: dict | None = None) -> Candidate:  # fmt: skip
+    """One priced plan. `assessed` memoizes the reliability of (hardware, nodes, cloud, purchase, bucket):
+    the zones and regions of one instance type share it, and it is a pure function of them for one job."""
     w = req.workload
-    useful_h = w.tokens / setup.step.tokens_per_second / 3600
-    rel = reliability.assess(useful_h, nodes, hw.devices_per_node, offer.cloud, purchase == "spot",
-                             offer.interruption_bucket, w.checkpoint_bytes, hw.network_gbits,
-                             setup.step.step_s)  # fmt: skip
+    key = (hw, nodes, offer.cloud, purchase, offer.interruption_bucket)
+    rel = assessed.get(key) if assessed is not None else None
+    if rel is None:
+        useful_h = w.tokens / setup.step.tokens_per_second / 3600
+        rel = reliability.assess(useful_h, nodes, hw.devices_per_node, offer.cloud, purchase == "spot",
+                                 offer.interruption_bucket, w.checkpoint_bytes, hw.network_gbits,
+                                 setup.step.step_s)  # fmt: skip
+        if assessed is not None:
+            assessed[key] = rel
     price = offer.price(purchase) or math.inf
     rate = price * nodes
     storage = (
@@ -273,6 +301,7 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
     w = req.workload
     pool = filtered_offers(offers, req, stats)
     hw_cache: dict[tuple, Setup | None] = {}
+    assessed: dict[tuple, Reliability] = {}
     unbounded: list[Candidate] = []
     counts = node_counts(req.max_nodes)
     for offer, purchase, zones in price_points(pool, req.purchase):
@@ -289,7 +318,7 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
             setup = hw_cache[key]
             if setup is None:
                 continue
-            c = candidate(req, offer, purchase, zones, nodes, hw, setup)
+            c = candidate(req, offer, purchase, zones, nodes, hw, setup, assessed)
             stats.candidates += 1
             if c.rel.feasible:
                 unbounded.append(c)

@@ -162,6 +162,16 @@ def step(
                 ga * micro_batch * w.seq_len * devices)  # fmt: skip
 
 
+def compute_only_tokens_per_second(w: Workload, hw: Hardware, nodes: int, micro_batch: int, checkpointing: bool,
+                                   fit: Fit) -> float:  # fmt: skip
+    """An upper bound on `step(...).tokens_per_second` for any sharding: the speed with no communication or
+    offload at all (the optimizer skips setups that cannot beat the best found with it)."""
+    devices = hw.devices_per_node * nodes
+    mfu = fit.device_mfu(hw.accelerator, w.precision, w.shape.hidden, w.attention_share, devices,
+                         micro_batch * w.seq_len, checkpointing)  # fmt: skip
+    return devices * mfu * hw.peak_tflops * 1e12 / w.flops_per_token
+
+
 def zero_communication(w: Workload, hw: Hardware, nodes: int, sharding: Sharding,
                        compute: float) -> tuple[float, float, float, float]:  # fmt: skip
     """(comm per micro-step, comm per step, exposed per micro-step, exposed per step) for the ZeRO stage."""
