@@ -40,7 +40,7 @@ def whole_process(args: list[str], repeat: int) -> list[float]:
 
 def stages(args: list[str]) -> dict[str, float]:
     from cli.planner.calibration import fit_rows, load_rows
-    from cli.planner.optimizer import Request, alternatives, frontier, rank, search
+    from cli.planner.optimizer import Request, alternatives, search
     from cli.planner.report import plan_dict
     from cli.planner.workload import Workload, resolve_shape
     from infra.catalog import load_catalog
@@ -69,9 +69,10 @@ def stages(args: list[str]) -> dict[str, float]:
     result = search(req, catalog.all_offers, catalog.accelerators, fit)
     out["search (memory, throughput, reliability, cost)"] = time.perf_counter() - t
     t = time.perf_counter()
-    ranked = rank(result.feasible, req)
-    alts, front = alternatives(ranked, 3), frontier(result.feasible)
-    out["rank + frontier"] = time.perf_counter() - t
+    selection = result.select(3)
+    ranked, front = selection.leaders, selection.frontier
+    alts = alternatives(ranked, 3)
+    out["select (count, rank, frontier)"] = time.perf_counter() - t
     t = time.perf_counter()
     if ranked:
         [plan_dict(c, req, True, fit) for c in [ranked[0], *alts, *front]]

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from cli.planner.calibration import default_fit
-from cli.planner.optimizer import Request, frontier, rank, search
+from cli.planner.optimizer import Request, alternatives, frontier, leaders, rank, search
 from cli.planner.presets import PRESETS
 from cli.planner.workload import Workload
 from infra.catalog import Offer, default_catalog
@@ -106,6 +106,20 @@ def test_optimizer_matches_reference_planner(catalog, req):
     front = frontier(result.feasible)
     for f in front:
         assert not any(c.wall_hours < f.wall_hours and c.cost_usd < f.cost_usd for c in result.feasible)
+    # the CLI's shortcuts give what sorting every plan gives: the runners-up, and the frontier's plans
+    ranked = rank(result.feasible, req)
+    assert alternatives(leaders(result.feasible, req, 4), 4) == alternatives(ranked, 4)
+    assert leaders(result.feasible, req, 1) == ranked[:1]
+    naive, cheapest = [], math.inf
+    for c in sorted(result.feasible, key=lambda c: (c.wall_hours, c.cost_usd, c.identity())):
+        if c.cost_usd < cheapest:
+            naive.append(c)
+            cheapest = c.cost_usd
+    assert front == naive
+    # what the CLI reads: the same, without building every plan
+    chosen = result.select(4)
+    assert chosen.count == len(result.feasible)
+    assert chosen.leaders == leaders(result.feasible, req, 4) and chosen.frontier == front
 
 
 def test_search_respects_filters_and_stays_in_one_region():
@@ -117,3 +131,26 @@ def test_search_respects_filters_and_stays_in_one_region():
         assert c.offer.cloud == "gcp" and c.offer.accelerator == "A100-80GB" and c.nodes <= 8
         zones = {o.zone for o in default_catalog().offers(cloud="gcp", region=c.offer.region)}
         assert set(c.zones) <= zones
+
+
+@settings(max_examples=150, deadline=None)
+@given(kind=st.sampled_from(KINDS[:6]), nodes=st.sampled_from([1, 2, 3, 8, 64]),
+       model=st.sampled_from(["mpt-125m", "mpt-1b", "llama-7b", "llama-13b", "llama-70b"]),
+       seq=st.sampled_from([1024, 2048, 8192]), net=st.sampled_from([None, 25.0, 400.0, 3200.0]),
+       fabric=st.sampled_from(["", "efa"]), headroom=st.sampled_from([0.0, 0.1, 0.3]))  # fmt: skip
+def test_best_setup_is_the_best_of_every_setup_that_fits(kind, nodes, model, seq, net, fabric, headroom):
+    """The pruned search (bounds, the largest micro batch from one estimate) agrees with trying every setup."""
+    from cli.planner.optimizer import best_setup, hardware_for, setup_key, setups
+
+    accel, per, mem, vcpus, ram = kind
+    offer = Offer("aws", "r", "z", "t", accel, per, mem, vcpus, ram, 1.0, None, None, "", net, fabric, "test")
+    hw = hardware_for(offer, ACCELERATORS[accel], "bf16")
+    if hw is None:
+        return
+    w = Workload(PRESETS[model], 10**10, seq_len=seq)
+    every = sorted(setups(w, hw, nodes, default_fit(), headroom), key=setup_key)
+    found = best_setup(w, hw, nodes, default_fit(), headroom=headroom)
+    assert (found is None) == (not every)
+    if found is not None:  # the same speed (stages 0 and 1 can tie to the last bit of a float: the lower wins)
+        assert math.isclose(found.step.tokens_per_second, every[0].step.tokens_per_second, rel_tol=1e-12)
+        assert found.memory.fits and any(setup_key(found) == setup_key(s) and found.memory == s.memory for s in every)

@@ -49,8 +49,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "host memory is never checked: CPU offload plans that swap or get OOM-killed",
-        "original": "self.host_capacity_bytes <= 0 or self.host_bytes <= self.host_capacity_bytes",
-        "replacement": "self.host_capacity_bytes <= 0 or self.host_bytes >= 0",
+        "original": "return host_capacity_bytes <= 0 or host_bytes <= host_capacity_bytes",
+        "replacement": "return host_capacity_bytes <= 0 or host_bytes >= 0",
     },
     {
         "file": F,
@@ -85,8 +85,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "offloaded states may take all of the node's RAM (nothing left for the OS and data loader)",
-        "original": "host_capacity_bytes=int(host_memory_gib * GIB * HOST_USABLE),",
-        "replacement": "host_capacity_bytes=int(host_memory_gib * GIB),",
+        "original": "return int(host_memory_gib * GIB * HOST_USABLE)",
+        "replacement": "return int(host_memory_gib * GIB)",
     },
     {
         "file": F,

@@ -45,8 +45,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "the DeepSpeed setup with the LOWEST tokens/s is chosen",
-        "original": "return (-s.step.tokens_per_second, sh.zero_stage,",
-        "replacement": "return (s.step.tokens_per_second, sh.zero_stage,",
+        "original": "return (-st.tokens_per_second, sh.zero_stage,",
+        "replacement": "return (st.tokens_per_second, sh.zero_stage,",
     },
     {
         "file": F,
@@ -129,8 +129,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "the frontier keeps plans that cost the same as a faster one",
-        "original": "if c.cost_usd < best_cost:",
-        "replacement": "if c.cost_usd <= best_cost:",
+        "original": "        if cost < best_cost:",
+        "replacement": "        if cost <= best_cost:",
     },
     {
         "file": F,

@@ -5,6 +5,7 @@ The planner is imported inside the command bodies so `trainfleet --help` stays f
 
 from __future__ import annotations
 
+import gc
 import time
 from pathlib import Path
 from typing import Annotated
@@ -121,7 +122,7 @@ def plan_command(
     """Search the catalog for the cost-optimal (or fastest) interruption-aware plan."""
     t0 = time.perf_counter()
     from cli.planner.calibration import default_fit
-    from cli.planner.optimizer import Request, alternatives, frontier, rank, search
+    from cli.planner.optimizer import Request, alternatives, search
     from cli.planner.report import impossible, notes, plan_dict
     from infra.catalog import default_catalog
     from infra.units import MAX_HOURS, parse_hours, parse_money
@@ -159,21 +160,26 @@ def plan_command(
     t_setup = time.perf_counter()
     fit = default_fit()
     t_fit = time.perf_counter()
-    result = search(req, offers, catalog.accelerators, fit)
+    gc.disable()  # tens of thousands of plan objects without cycles: collecting them mid-search is wasted time
+    try:
+        result = search(req, offers, catalog.accelerators, fit)
+    finally:
+        gc.freeze()  # and at exit: the interpreter's last collection need not walk them either
+        gc.enable()
     t_search = time.perf_counter()
-    if not result.feasible:
-        raise impossible(result)
     # A run longer than ten years is no plan (and a stack file refuses planned_hours above that).
-    feasible = [c for c in result.feasible if c.wall_hours <= MAX_HOURS]
-    if not feasible:
+    selection = result.select(top, max_hours=MAX_HOURS)
+    if not selection.count:
+        if not result.feasible:  # say which bound failed and what came closest: every plan, none skipped
+            raise impossible(search(req, offers, catalog.accelerators, fit, prune=False) if result.pruned else result)
         raise TrainfleetError(
             f"the fastest plan would run {min(c.wall_hours for c in result.feasible):,.0f} h, more than "
             f"10 years ({MAX_HOURS:,.0f} h); lower --tokens or raise --max-nodes"
         )
-    ranked = rank(feasible, req)
+    ranked = selection.leaders  # the best plan of each instance type and purchase, best first
     best = ranked[0]
     alts = alternatives(ranked, top)
-    front = frontier(feasible)
+    front = selection.frontier
     written = None
     if stack_target is not None:
         written = _write(best, req, stack_target)
@@ -185,7 +191,7 @@ def plan_command(
         "search": {
             "offers": result.stats.offers_considered,
             "candidates": result.stats.candidates,
-            "feasible": len(result.feasible),
+            "feasible": selection.count,
             "hardware_node_pairs": result.stats.hardware_evaluated,
             "setups_evaluated": result.stats.setups_evaluated,
             "seconds": {

@@ -132,6 +132,7 @@ class FamilyEvidence:
     family: str
     rows: tuple[EvidenceRow, ...] = ()
     factors: dict[str, float] = field(default_factory=dict)  # precision class -> median measured / curve
+    _caps: dict[tuple[int, str], float | None] = field(default_factory=dict, compare=False, repr=False)
 
     def rows_for(self, precision: str) -> list[EvidenceRow]:
         return [r for r in self.rows if precision_class(r.precision) == precision_class(precision)]
@@ -146,6 +147,12 @@ class FamilyEvidence:
     def cap(self, hidden: int, precision: str) -> float | None:
         """The best MFU published at the nearest hidden sizes at or below and at or above `hidden` (the
         smallest or largest published size beyond the table's ends); None without rows of the class."""
+        key = (hidden, precision_class(precision))
+        if key not in self._caps:
+            self._caps[key] = self._cap(hidden, precision)
+        return self._caps[key]
+
+    def _cap(self, hidden: int, precision: str) -> float | None:
         rows = self.rows_for(precision)
         if not rows:
             return None

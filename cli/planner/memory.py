@@ -180,7 +180,12 @@ class MemoryEstimate:
     device_memory_bytes: int  # the whole device
     host_capacity_bytes: int
     headroom: float = DEFAULT_HEADROOM  # share of device memory that must stay available
-    comm_buffer_rule: str = ""
+    sharding: Sharding | None = None  # what the buffers are for (their rule is worded only when shown)
+    trained_params: int = 0
+
+    @property
+    def comm_buffer_rule(self) -> str:
+        return comm_buffers(self.sharding, self.trained_params)[1] if self.sharding is not None else ""
 
     @property
     def used_bytes(self) -> int:
@@ -205,10 +210,12 @@ class MemoryEstimate:
         return self.device_memory_bytes - math.ceil(self.headroom * self.device_memory_bytes)
 
     @property
+    def host_fits(self) -> bool:
+        return fits_host(self.host_bytes, self.host_capacity_bytes)
+
+    @property
     def fits(self) -> bool:
-        return self.device_bytes <= self.device_capacity_bytes and (
-            self.host_capacity_bytes <= 0 or self.host_bytes <= self.host_capacity_bytes
-        )
+        return self.device_bytes <= self.device_capacity_bytes and self.host_fits
 
     def explain(self) -> list[str]:
         g = GIB
@@ -241,23 +248,32 @@ def _e(n: int) -> str:
     return f"{mantissa}e{int(exponent)}" if exponent else mantissa
 
 
+def comm_buffer_bytes(sharding: Sharding, trained_params: int) -> int:
+    """Bytes per device of the bucket buffers DeepSpeed allocates for the ds_config (comm_buffers' figure)."""
+    stage = sharding.zero_stage
+    if stage == 0:
+        return GRAD_BYTES * min(ds.ALLREDUCE_BUCKET_SIZE, trained_params)
+    if stage in (1, 2):
+        if ds.OVERLAP_COMM:
+            return int(OVERLAP_COMM_FACTOR * GRAD_BYTES * (ds.REDUCE_BUCKET_SIZE + ds.ALLGATHER_BUCKET_SIZE))
+        return (4 if stage == 1 else GRAD_BYTES) * ds.REDUCE_BUCKET_SIZE
+    return 2 * GRAD_BYTES * ds.REDUCE_BUCKET_SIZE + GRAD_BYTES * ds.STAGE3_PREFETCH_BUCKET_SIZE
+
+
 def comm_buffers(sharding: Sharding, trained_params: int) -> tuple[int, str]:
     """(bytes per device, the rule in words) of the bucket buffers DeepSpeed allocates for the ds_config."""
     stage = sharding.zero_stage
     if stage == 0:
-        elements = min(ds.ALLREDUCE_BUCKET_SIZE, trained_params)
-        return GRAD_BYTES * elements, f"ZeRO-0 all-reduce bucket 2 B x {_e(elements)}"
-    if stage in (1, 2):
-        if ds.OVERLAP_COMM:
-            buckets = ds.REDUCE_BUCKET_SIZE + ds.ALLGATHER_BUCKET_SIZE
-            return (int(OVERLAP_COMM_FACTOR * GRAD_BYTES * buckets),
-                    f"overlap_comm 4.5 x 2 B x (reduce {_e(ds.REDUCE_BUCKET_SIZE)} + allgather "
-                    f"{_e(ds.ALLGATHER_BUCKET_SIZE)})")  # fmt: skip
-        per = 4 if stage == 1 else GRAD_BYTES
-        return per * ds.REDUCE_BUCKET_SIZE, f"reduce bucket {per} B x {_e(ds.REDUCE_BUCKET_SIZE)}"
-    total = 2 * GRAD_BYTES * ds.REDUCE_BUCKET_SIZE + GRAD_BYTES * ds.STAGE3_PREFETCH_BUCKET_SIZE
-    return total, (f"ZeRO-3 reduce bucket + reduce-scatter staging 2 x 2 B x {_e(ds.REDUCE_BUCKET_SIZE)} + "
-                   f"prefetch 2 B x {_e(ds.STAGE3_PREFETCH_BUCKET_SIZE)}")  # fmt: skip
+        rule = f"ZeRO-0 all-reduce bucket 2 B x {_e(min(ds.ALLREDUCE_BUCKET_SIZE, trained_params))}"
+    elif stage in (1, 2) and ds.OVERLAP_COMM:
+        rule = (f"overlap_comm 4.5 x 2 B x (reduce {_e(ds.REDUCE_BUCKET_SIZE)} + allgather "
+                f"{_e(ds.ALLGATHER_BUCKET_SIZE)})")  # fmt: skip
+    elif stage in (1, 2):
+        rule = f"reduce bucket {4 if stage == 1 else GRAD_BYTES} B x {_e(ds.REDUCE_BUCKET_SIZE)}"
+    else:
+        rule = (f"ZeRO-3 reduce bucket + reduce-scatter staging 2 x 2 B x {_e(ds.REDUCE_BUCKET_SIZE)} + "
+                f"prefetch 2 B x {_e(ds.STAGE3_PREFETCH_BUCKET_SIZE)}")  # fmt: skip
+    return comm_buffer_bytes(sharding, trained_params), rule
 
 
 def model_states(w: Workload, sharding: Sharding, gpus_per_node: int, nodes: int) -> tuple[int, int]:
@@ -304,6 +320,34 @@ def activation_bytes(w: Workload, micro_batch: int, checkpointing: bool) -> int:
     return int(body + 6 * s * b * v)
 
 
+def fits_host(host_bytes: int, host_capacity_bytes: int) -> bool:
+    """Whether a node's RAM holds its offloaded states (no capacity known: assumed to)."""
+    return host_capacity_bytes <= 0 or host_bytes <= host_capacity_bytes
+
+
+def host_capacity(host_memory_gib: float) -> int:
+    return int(host_memory_gib * GIB * HOST_USABLE)
+
+
+def states_fit_host(w: Workload, sharding: Sharding, gpus_per_node: int, nodes: int, host_memory_gib: float,
+                    states: tuple[int, int] | None = None) -> bool:  # fmt: skip
+    """`estimate(...).host_fits` for any micro batch: host memory does not depend on it. `states`: the
+    model_states(...) of these arguments, when the caller has them."""
+    cpu = (states or model_states(w, sharding, gpus_per_node, nodes))[1]
+    return fits_host(cpu, host_capacity(host_memory_gib))
+
+
+def largest_micro_batch(w: Workload, sharding: Sharding, checkpointing: bool, device_memory_gib: float,
+                        gpus_per_node: int, nodes: int, host_memory_gib: float, headroom: float = DEFAULT_HEADROOM,
+                        states: tuple[int, int] | None = None) -> int:  # fmt: skip
+    """The largest micro batch `estimate(...).fits` allows (0: not even one), from the estimate for one:
+    activations are exactly linear in the micro batch and nothing else in the estimate depends on it."""
+    one = estimate(w, sharding, 1, checkpointing, device_memory_gib, gpus_per_node, nodes, host_memory_gib, headroom,
+                   states)  # fmt: skip
+    room = one.device_capacity_bytes - (one.device_bytes - one.activation_bytes)
+    return room // one.activation_bytes if one.host_fits and room > 0 else 0
+
+
 def estimate(
     w: Workload,
     sharding: Sharding,
@@ -314,9 +358,10 @@ def estimate(
     nodes: int,
     host_memory_gib: float,
     headroom: float = DEFAULT_HEADROOM,
+    states: tuple[int, int] | None = None,  # model_states(w, sharding, gpus_per_node, nodes), when known
 ) -> MemoryEstimate:
-    gpu, cpu = model_states(w, sharding, gpus_per_node, nodes)
-    comm, rule = comm_buffers(sharding, w.trainable_params)
+    gpu, cpu = states or model_states(w, sharding, gpus_per_node, nodes)
+    comm = comm_buffer_bytes(sharding, w.trainable_params)
     device = int(device_memory_gib * GIB)
     return MemoryEstimate(
         model_states_bytes=gpu,
@@ -326,7 +371,8 @@ def estimate(
         fragmentation_bytes=int(device * FRAGMENTATION),
         host_bytes=cpu,
         device_memory_bytes=device,
-        host_capacity_bytes=int(host_memory_gib * GIB * HOST_USABLE),
+        host_capacity_bytes=host_capacity(host_memory_gib),
         headroom=headroom,
-        comm_buffer_rule=rule,
+        sharding=sharding,
+        trained_params=w.trainable_params,
     )

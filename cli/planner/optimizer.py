@@ -15,7 +15,8 @@ and restart time do not depend on it, wall time (Daly) and cost are increasing i
 setup too, up to the rounding of grad accumulation. So the setup with the highest tokens/s on
 that hardware and node count is best for every objective and every bound; `best_setup` finds it once
 per distinct hardware and node count. tests/test_planner_optimizer.py checks this against brute force.
-Multi-node plans use one offer, so they stay in one region (and one zone for spot).
+Multi-node plans use one offer, so they stay in one region (and one zone for spot). Spot zones of one region,
+instance type and interruption bucket differ only in price: only the cheapest is priced (`search`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property
+from itertools import groupby
 
 from cli.planner import memory, reliability, throughput
 from cli.planner.calibration import Fit
@@ -79,7 +81,20 @@ class Candidate:
     rel: Reliability
     price_usd_per_node_hour: float
     cost_usd: float
-    breakdown: dict[str, float]
+    storage_usd: float
+
+    @property
+    def breakdown(self) -> dict[str, float]:
+        """Expected USD by cause (built for the plans shown, not for every candidate searched)."""
+        rate, rel = self.price_usd_per_node_hour * self.nodes, self.rel
+        return {
+            "compute_usd": rate * rel.useful_hours,
+            "eval_and_stalls_usd": rate * rel.stall_hours,
+            "interruption_loss_usd": rate * rel.interruption_loss_hours,
+            "checkpoint_overhead_usd": rate * rel.checkpoint_overhead_hours,
+            "storage_usd": self.storage_usd,
+            "egress_usd": 0.0,
+        }
 
     @property
     def wall_hours(self) -> float:
@@ -111,6 +126,8 @@ class Stats:
     offers_skipped: dict[str, int] = field(default_factory=dict)
     hardware_evaluated: int = 0
     price_points: int = 0  # offer x purchase pairs with usable hardware
+    zones_not_priced: int = 0  # spot zones dearer than another zone of the same region, type and bucket
+    pruned: int = 0  # hardware x node counts that could not meet the deadline or budget at any speed
     unbearable: int = 0  # fit memory but interruptions would dominate the run
     setups_evaluated: int = 0
     candidates: int = 0
@@ -148,22 +165,36 @@ def setups(w: Workload, hw: Hardware, nodes: int, fit: Fit, headroom: float = me
             for mb in (micro_batch,) if micro_batch else MICRO_BATCHES:
                 if not micro_batch and not micro_batch_allowed(w, devices, mb):
                     break
-                mem = _memory(w, sharding, mb, ckpt, hw.device_memory_gib, hw.devices_per_node, nodes,
-                              hw.host_memory_gib, headroom)  # fmt: skip
+                mem = memory.estimate(w, sharding, mb, ckpt, hw.device_memory_gib, hw.devices_per_node, nodes,
+                                      hw.host_memory_gib, headroom)  # fmt: skip
                 if not mem.fits:
                     break  # activations grow with the micro batch: larger ones do not fit either
                 yield Setup(sharding, ckpt, throughput.step(w, hw, nodes, sharding, mb, ckpt, fit), mem)
 
 
-# Memory does not depend on the network, vCPUs or price: the offers of one accelerator and node size share it.
-_memory = lru_cache(maxsize=1 << 16)(memory.estimate)
+# At one (recompute, micro batch), a sharding is never faster than one listed for it here when that one fits
+# (throughput.py: stages 0, 1 and 2 move the same bytes in the same buckets, and each later stage exposes
+# at least as much of it; offload only adds time). It loses the tie-break too, so it need not be evaluated.
+# tests/test_planner_optimizer.py holds best_setup to trying every setup.
+_Z = {(sh.zero_stage, sh.offload_optimizer, sh.offload_param): sh for sh in SHARDINGS}
+DOMINATED_BY: dict[Sharding, tuple[Sharding, ...]] = {
+    _Z[1, False, False]: (_Z[0, False, False],),
+    _Z[2, False, False]: (_Z[0, False, False], _Z[1, False, False]),
+    _Z[2, True, False]: (_Z[0, False, False], _Z[1, False, False], _Z[2, False, False]),
+    _Z[3, True, False]: (_Z[3, False, False],),
+    _Z[3, True, True]: (_Z[3, False, False], _Z[3, True, False]),
+}
+
 
 
 def setup_key(s: Setup) -> tuple:
     """Highest tokens/s first; ties: lower ZeRO stage, no offload, no recompute, smaller micro batch."""
-    sh = s.sharding
-    return (-s.step.tokens_per_second, sh.zero_stage, sh.offload_optimizer, sh.offload_param,
-            s.checkpointing, s.step.micro_batch)  # fmt: skip
+    return setup_key_of(s.sharding, s.checkpointing, s.step)
+
+
+def setup_key_of(sh: Sharding, checkpointing: bool, st: Step) -> tuple:
+    return (-st.tokens_per_second, sh.zero_stage, sh.offload_optimizer, sh.offload_param, checkpointing,
+            st.micro_batch)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,34 +213,68 @@ class FixedSetup:
 
 
 def best_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, stats: Stats | None = None,
-               headroom: float = memory.DEFAULT_HEADROOM, fixed: FixedSetup | None = None) -> Setup | None:  # fmt: skip
-    """The fastest setup that fits (setup_key order), the same as the best of `setups()`: a setup is skipped
-    only when even its communication-free speed is below the best found, which it can then never beat."""
+               headroom: float = memory.DEFAULT_HEADROOM, fixed: FixedSetup | None = None,
+               fits: dict | None = None) -> Setup | None:  # fmt: skip
+    """The fastest setup that fits, by setup_key: the same as the best of `setups()`, found with less work.
+
+    No sharding can beat the communication-free speed of its (recompute, micro batch), and that bound does
+    not depend on the sharding. So the (recompute, micro batch) pairs are tried from the highest bound down,
+    each with every sharding it fits, and the search stops at the first pair whose bound is below the best
+    found: none after it can beat or tie it. Activations are linear in the micro batch and nothing else in
+    device memory depends on it (memory.activation_bytes), so one estimate per (sharding, recompute) gives
+    the largest micro batch that fits. `fits` memoizes that across calls of one search: memory does not depend
+    on the network, vCPUs or price, so the offers of one accelerator and node shape share it."""
     devices = hw.devices_per_node * nodes
     pinned_mb = fixed.micro_batch if fixed is not None else None
+    batches = (pinned_mb,) if pinned_mb else tuple(mb for mb in MICRO_BATCHES if micro_batch_allowed(w, devices, mb))
+    shardings = [sh for sh in SHARDINGS if fixed is None or fixed.allows_sharding(sh)]
+    pairs = sorted(((throughput.compute_only_tokens_per_second(w, hw, nodes, mb, ckpt, fit), ckpt, mb)
+                    for ckpt in (False, True) for mb in batches), key=lambda p: -p[0])  # fmt: skip
+    comms: dict[int, throughput.Communication] = {}  # index in shardings -> its collectives here
+
+    fits = {} if fits is None else fits
+    largest: dict[bool, list[int]] = {}  # recompute -> the largest micro batch each sharding fits
+
+    def largest_fitting(ckpt: bool) -> list[int]:
+        if ckpt not in largest:
+            out = []
+            for sh in shardings:
+                dpn = hw.devices_per_node
+                states = fits.get((sh, dpn, nodes))
+                if states is None:
+                    states = fits[sh, dpn, nodes] = memory.model_states(w, sh, dpn, nodes)
+                host = (sh, dpn, nodes, hw.host_memory_gib)
+                if host not in fits:
+                    fits[host] = memory.states_fit_host(w, sh, dpn, nodes, hw.host_memory_gib, states)
+                device = (sh, ckpt, hw.device_memory_gib, dpn, nodes)
+                if device not in fits:  # no host capacity given: the device alone decides
+                    fits[device] = memory.largest_micro_batch(w, sh, ckpt, hw.device_memory_gib, dpn, nodes, 0.0,
+                                                              headroom, states)  # fmt: skip
+                out.append(fits[device] if fits[host] else 0)
+            largest[ckpt] = out
+        return largest[ckpt]
+
     best, best_key = None, None
-    for sharding in SHARDINGS:
-        if fixed is not None and not fixed.allows_sharding(sharding):
-            continue
-        for ckpt in (False, True):
-            for mb in (pinned_mb,) if pinned_mb else MICRO_BATCHES:
-                if not pinned_mb and not micro_batch_allowed(w, devices, mb):
-                    break
-                if best is not None and throughput.compute_only_tokens_per_second(w, hw, nodes, mb, ckpt, fit) < (
-                    best.step.tokens_per_second
-                ):
-                    continue
-                mem = _memory(w, sharding, mb, ckpt, hw.device_memory_gib, hw.devices_per_node, nodes,
-                              hw.host_memory_gib, headroom)  # fmt: skip
-                if not mem.fits:
-                    break  # activations grow with the micro batch: larger ones do not fit either
-                s = Setup(sharding, ckpt, throughput.step(w, hw, nodes, sharding, mb, ckpt, fit), mem)
-                if stats is not None:
-                    stats.setups_evaluated += 1
-                key = setup_key(s)
-                if best_key is None or key < best_key:
-                    best, best_key = s, key
-    return best
+    for bound, ckpt, mb in pairs:
+        if best is not None and bound < best[2].tokens_per_second:
+            break
+        fitting = {i: sh for i, (sh, most) in enumerate(zip(shardings, largest_fitting(ckpt), strict=True)) if mb <= most}
+        for i, sharding in fitting.items():
+            if any(d in fitting.values() for d in DOMINATED_BY.get(sharding, ())):
+                continue
+            if i not in comms:
+                comms[i] = throughput.zero_communication(w, hw, nodes, sharding)
+            st = throughput.step(w, hw, nodes, sharding, mb, ckpt, fit, comm=comms[i])
+            if stats is not None:
+                stats.setups_evaluated += 1
+            key = setup_key_of(sharding, ckpt, st)
+            if best_key is None or key < best_key:
+                best, best_key = (sharding, ckpt, st), key
+    if best is None:
+        return None
+    sharding, ckpt, st = best
+    return Setup(sharding, ckpt, st, memory.estimate(w, sharding, st.micro_batch, ckpt, hw.device_memory_gib,
+                                                     hw.devices_per_node, nodes, hw.host_memory_gib, headroom))
 
 
 def price_points(offers: Iterable[Offer], purchase: str) -> list[tuple[Offer, str, tuple[str, ...]]]:
@@ -231,35 +296,26 @@ def price_points(offers: Iterable[Offer], purchase: str) -> list[tuple[Offer, st
 
 def candidate(req: Request, offer: Offer, purchase: str, zones: tuple[str, ...], nodes: int, hw: Hardware,
               setup: Setup, assessed: dict | None = None) -> Candidate:  # fmt: skip
-    """One priced plan. `assessed` memoizes the reliability of (hardware, nodes, cloud, purchase, bucket):
-    the zones and regions of one instance type share it, and it is a pure function of them for one job."""
+    """One priced plan. `assessed` memoizes the reliability of (cloud, purchase, bucket) for this hardware and
+    node count: the zones and regions of one instance type share it (a pure function of them for one job)."""
     w = req.workload
-    key = (hw, nodes, offer.cloud, purchase, offer.interruption_bucket)
-    rel = assessed.get(key) if assessed is not None else None
-    if rel is None:
+    key = (offer.cloud, purchase, offer.interruption_bucket)
+    held = assessed.get(key) if assessed is not None else None
+    if held is None:
         useful_h = w.tokens / setup.step.tokens_per_second / 3600
         rel = reliability.assess(useful_h, nodes, hw.devices_per_node, offer.cloud, purchase == "spot",
                                  offer.interruption_bucket, w.checkpoint_bytes, hw.network_gbits,
                                  setup.step.step_s)  # fmt: skip
+        held = (rel, reliability.storage_usd(offer.cloud, w.checkpoint_bytes, rel.wall_hours) if rel.feasible else 0.0)
         if assessed is not None:
-            assessed[key] = rel
+            assessed[key] = held
+    rel, storage = held
     price = offer.price(purchase) or math.inf
     rate = price * nodes
-    storage = (
-        reliability.storage_usd(offer.cloud, w.checkpoint_bytes, rel.wall_hours) if rel.feasible else 0.0
-    )
-    breakdown = {
-        "compute_usd": rate * rel.useful_hours,
-        "eval_and_stalls_usd": rate * rel.stall_hours,
-        "interruption_loss_usd": rate * rel.interruption_loss_hours,
-        "checkpoint_overhead_usd": rate * rel.checkpoint_overhead_hours,
-        "storage_usd": storage,
-        "egress_usd": 0.0,
-    }
     cost = rate * rel.wall_hours + storage if rel.feasible else math.inf
     if shares_cluster_placement_group(offer.cloud, nodes):
         zones = zones[:1]  # the placement group lives in one zone
-    return Candidate(offer, zones, purchase, nodes, hw, setup, rel, price, cost, breakdown)
+    return Candidate(offer, zones, purchase, nodes, hw, setup, rel, price, cost, storage)
 
 
 def filtered_offers(offers: Iterable[Offer], req: Request, stats: Stats) -> list[Offer]:
@@ -288,44 +344,168 @@ def node_counts(max_nodes: int) -> list[int]:
     return sorted(counts)
 
 
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Price points that share hardware, node count, setup and reliability (one cloud, purchase and bucket):
+    their plans differ only in price, so they are built only when shown (`Search.select`)."""
+
+    hw: Hardware
+    nodes: int
+    setup: Setup
+    assessed: dict  # (cloud, purchase, bucket) -> (Reliability, storage USD): what `candidate` reads
+    rel: Reliability
+    storage_usd: float
+    # (offer, purchase, zones, USD per node-hour, (cloud, region, type, purchase), identity less the nodes)
+    points: tuple[tuple, ...]
+
+    def candidate(self, req: Request, point: tuple) -> Candidate:
+        offer, purchase, zones = point[:3]
+        return candidate(req, offer, purchase, zones, self.nodes, self.hw, self.setup, self.assessed)
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What the CLI shows of a search: the plans meeting the bounds, counted; the best of each instance type
+    and purchase, best first (`top` of them); the cost/time frontier."""
+
+    count: int
+    leaders: list[Candidate]
+    frontier: list[Candidate]
+
+
 @dataclass
 class Search:
     request: Request
-    feasible: list[Candidate]  # every candidate meeting all bounds
-    unbounded: list[Candidate]  # fits memory and the filters, ignoring deadline and budget
+    blocks: list[Block]  # every plan that fits memory, the filters and bearable interruptions
     stats: Stats
+    pruned: bool = False  # hardware that could not meet the bounds was skipped (see `search`)
+
+    @cached_property
+    def unbounded(self) -> list[Candidate]:
+        """Every plan that fits memory and the filters, ignoring deadline and budget."""
+        return [b.candidate(self.request, p) for b in self.blocks for p in b.points]
+
+    @cached_property
+    def feasible(self) -> list[Candidate]:
+        """Every plan meeting all bounds."""
+        return [c for c in self.unbounded if meets_bounds(c, self.request)]
+
+    def select(self, top: int, max_hours: float = math.inf) -> Selection:
+        """`leaders(feasible, req, top)` and `frontier(feasible)` over the plans that also run at most
+        `max_hours`, computed from prices and hours without building every plan (the tests hold it to those)."""
+        req = self.request
+        deadline = min(max_hours, req.deadline_hours if req.deadline_hours is not None else math.inf)
+        budget = req.budget_usd if req.budget_usd is not None else math.inf
+        best: dict[tuple, tuple] = {}  # (cloud, region, type, purchase) -> (score, identity, block, point)
+        reps: list[tuple] = []  # per block its cheapest plan: (hours, cost, identity, block, point)
+        count = 0
+        by_time, time_value = req.objective == "time", req.time_value_usd_per_hour
+        for b in self.blocks:
+            wall = b.rel.wall_hours
+            if wall > deadline:
+                continue
+            per_usd, storage = b.nodes * wall, b.storage_usd
+            rep = None
+            for point in b.points:
+                cost = point[3] * per_usd + storage
+                if cost > budget:
+                    continue
+                count += 1
+                score = (wall, cost, 0.0) if by_time else (cost + time_value * wall, wall, cost)
+                held = best.get(point[4])
+                if held is None or score <= held[0]:
+                    ident = (*point[5], b.nodes)
+                    if held is None or (score, ident) < held[:2]:
+                        best[point[4]] = (score, ident, b, point)
+                if rep is None or cost <= rep[1]:
+                    ident = (*point[5], b.nodes)
+                    if rep is None or (cost, ident) < rep[1:3]:
+                        rep = (wall, cost, ident, b, point)
+            if rep is not None:
+                reps.append(rep)
+        ranked = sorted(best.values(), key=lambda e: e[:2])[:top]
+        front, cheapest = [], math.inf
+        for (_, cost), same in groupby(sorted(reps, key=lambda r: r[:2]), key=lambda r: r[:2]):
+            if cost < cheapest:
+                _, _, _, b, point = min(same, key=lambda r: r[2])
+                front.append(b.candidate(req, point))
+                cheapest = cost
+        return Selection(count, [b.candidate(req, point) for _, _, b, point in ranked], front)
 
 
-def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accelerator], fit: Fit) -> Search:
+def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accelerator], fit: Fit,
+           prune: bool = True) -> Search:  # fmt: skip
+    """Every plan in the search space (`blocks`). With `prune`, hardware and node counts that cannot meet the
+    deadline or budget even at their communication-free speed are not evaluated: the plans meeting the bounds
+    are the same, but `unbounded` then lacks those that miss them (`impossible` searches again without)."""
     stats = Stats()
     w = req.workload
     pool = filtered_offers(offers, req, stats)
-    hw_cache: dict[tuple, Setup | None] = {}
-    assessed: dict[tuple, Reliability] = {}
-    unbounded: list[Candidate] = []
-    counts = node_counts(req.max_nodes)
-    for offer, purchase, zones in price_points(pool, req.purchase):
+    # Spot zones of one region, type and interruption bucket share hardware, setup and wall time: only the
+    # cheapest (then the lexically first) can be best, a runner-up or on the frontier, so only it is priced.
+    cheapest: dict[tuple, tuple[Offer, str, tuple[str, ...]]] = {}
+    points = price_points(pool, req.purchase)
+    for offer, purchase, zones in points:
+        k = (offer.cloud, offer.region, offer.instance_type, purchase, offer.interruption_bucket)
+        held = cheapest.get(k)
+        if held is None or (offer.price(purchase), offer.zone) < (held[0].price(purchase), held[0].zone):
+            cheapest[k] = (offer, purchase, zones)
+    stats.zones_not_priced = len(points) - len(cheapest)
+    # hardware -> (cloud, purchase, bucket) -> its price points: one setup per hardware and node count, one
+    # reliability per group
+    by_hardware: dict[Hardware, dict[tuple, list[tuple]]] = {}
+    for offer, purchase, zones in cheapest.values():
         hw = hardware_for(offer, accelerators.get(offer.accelerator), w.precision)
         if hw is None:
             stats.skip(f"no peak TFLOP/s for {w.precision} or unknown accelerator")
             continue
         stats.price_points += 1
+        group = by_hardware.setdefault(hw, {}).setdefault((offer.cloud, purchase, offer.interruption_bucket), [])
+        group.append((offer, purchase, zones, offer.price(purchase) or math.inf,
+                      (offer.cloud, offer.region, offer.instance_type, purchase),
+                      (offer.cloud, offer.region, offer.zone, offer.instance_type, purchase)))  # fmt: skip
+    blocks: list[Block] = []
+    counts = node_counts(req.max_nodes)
+    fits: dict = {}
+    for hw, groups in by_hardware.items():
+        cheapest_rate = min(point[3] for group in groups.values() for point in group)
         for nodes in counts:
-            key = (hw, nodes)
-            if key not in hw_cache:
-                stats.hardware_evaluated += 1
-                hw_cache[key] = best_setup(w, hw, nodes, fit, stats, req.memory_headroom)
-            setup = hw_cache[key]
+            if prune and not can_meet_bounds(req, hw, nodes, cheapest_rate, fit):
+                stats.pruned += 1
+                continue
+            stats.hardware_evaluated += 1
+            setup = best_setup(w, hw, nodes, fit, stats, req.memory_headroom, fits=fits)
             if setup is None:
                 continue
-            c = candidate(req, offer, purchase, zones, nodes, hw, setup, assessed)
-            stats.candidates += 1
-            if c.rel.feasible:
-                unbounded.append(c)
-            else:
-                stats.unbearable += 1
-    feasible = [c for c in unbounded if meets_bounds(c, req)]
-    return Search(req, feasible, unbounded, stats)
+            assessed: dict[tuple, tuple[Reliability, float]] = {}  # one per (cloud, purchase, bucket) here
+            useful_h = w.tokens / setup.step.tokens_per_second / 3600
+            for (cloud, purchase, bucket), group in groups.items():
+                rel = reliability.assess(useful_h, nodes, hw.devices_per_node, cloud, purchase == "spot", bucket,
+                                         w.checkpoint_bytes, hw.network_gbits, setup.step.step_s)  # fmt: skip
+                stats.candidates += len(group)
+                if not rel.feasible:
+                    stats.unbearable += len(group)
+                    continue
+                storage = reliability.storage_usd(cloud, w.checkpoint_bytes, rel.wall_hours)
+                assessed[cloud, purchase, bucket] = (rel, storage)
+                blocks.append(Block(hw, nodes, setup, assessed, rel, storage, tuple(group)))
+    return Search(req, blocks, stats, pruned=prune and stats.pruned > 0)
+
+
+def can_meet_bounds(req: Request, hw: Hardware, nodes: int, cheapest_usd_per_node_hour: float, fit: Fit) -> bool:
+    """Whether any plan on this hardware and node count could meet the deadline and budget: at the fastest
+    communication-free speed of any micro batch (an upper bound on every setup's speed) the useful hours
+    alone are a lower bound on the wall time, and those hours at the cheapest price on the cost."""
+    if req.deadline_hours is None and req.budget_usd is None:
+        return True
+    w = req.workload
+    devices = hw.devices_per_node * nodes
+    fastest = max(throughput.compute_only_tokens_per_second(w, hw, nodes, mb, ckpt, fit)
+                  for ckpt in (False, True) for mb in MICRO_BATCHES if micro_batch_allowed(w, devices, mb))  # fmt: skip
+    hours = w.tokens / fastest / 3600
+    if req.deadline_hours is not None and hours > req.deadline_hours:
+        return False
+    return req.budget_usd is None or cheapest_usd_per_node_hour * nodes * hours <= req.budget_usd
 
 
 def meets_bounds(c: Candidate, req: Request) -> bool:
@@ -353,11 +533,31 @@ def alternatives(ranked: list[Candidate], top: int) -> list[Candidate]:
 
 
 def frontier(cands: Iterable[Candidate]) -> list[Candidate]:
-    """Pareto-optimal (wall hours, expected cost): no other plan is both faster and cheaper."""
+    """Pareto-optimal (wall hours, expected cost): no other plan is both faster and cheaper. Of plans with the
+    same hours and cost, the lexically first (identity) stands for them."""
     out: list[Candidate] = []
     best_cost = math.inf
-    for c in sorted(cands, key=lambda c: (c.wall_hours, c.cost_usd, c.identity())):
-        if c.cost_usd < best_cost:
-            out.append(c)
-            best_cost = c.cost_usd
+    ordered = sorted(cands, key=_hours_and_cost)  # floats only: cheap for tens of thousands of plans
+    for (_, cost), same in groupby(ordered, key=_hours_and_cost):
+        if cost < best_cost:
+            out.append(min(same, key=Candidate.identity))
+            best_cost = cost
     return out
+
+
+def _hours_and_cost(c: Candidate) -> tuple[float, float]:
+    return (c.rel.wall_hours, c.cost_usd)
+
+
+def leaders(cands: Iterable[Candidate], req: Request, top: int) -> list[Candidate]:
+    """rank(cands, req) cut to the best plan of each (cloud, region, instance type, purchase), `top` of them:
+    what `alternatives` reads, found in one pass instead of sorting every plan."""
+    best: dict[tuple, tuple] = {}
+    for c in cands:
+        o = c.offer
+        k = (o.cloud, o.region, o.instance_type, c.purchase)
+        key = (c.score(req), c.identity())
+        held = best.get(k)
+        if held is None or key < held[0]:
+            best[k] = (key, c)
+    return [c for _, c in sorted(best.values(), key=lambda kc: kc[0])[:top]]

@@ -142,14 +142,17 @@ def step(
     checkpointing: bool,
     fit: Fit,
     grad_accum: int | None = None,
+    comm: Communication | None = None,
 ) -> Step:
+    """One optimizer step. `comm`: zero_communication(w, hw, nodes, sharding), when the caller has it."""
     g = hw.devices_per_node
     devices = g * nodes
     ga = grad_accum if grad_accum is not None else grad_accum_for(w, micro_batch, devices)
     mfu = fit.device_mfu(hw.accelerator, w.precision, w.shape.hidden, w.attention_share, devices,
                          micro_batch * w.seq_len, checkpointing)  # fmt: skip
     compute = micro_batch * w.seq_len * w.flops_per_token / (mfu * hw.peak_tflops * 1e12)
-    comm_micro, comm_step, exposed_micro, exposed_step = zero_communication(w, hw, nodes, sharding, compute)
+    comm = comm if comm is not None else zero_communication(w, hw, nodes, sharding)
+    exposed_micro, exposed_step = comm.exposed(compute)
     offload = 0.0
     shard = w.trainable_params / devices
     if sharding.offload_optimizer:
@@ -158,7 +161,7 @@ def step(
     if sharding.offload_param:
         offload += ga * 2 * 2.0 * (w.params / devices) / (PCIE_GBPS * 1e9)
     total = ga * (compute + exposed_micro) + exposed_step + offload
-    return Step(micro_batch, ga, devices, mfu, compute, comm_micro, comm_step, offload, total,
+    return Step(micro_batch, ga, devices, mfu, compute, comm.report_micro, comm.report_step, offload, total,
                 ga * micro_batch * w.seq_len * devices)  # fmt: skip
 
 
@@ -172,36 +175,54 @@ def compute_only_tokens_per_second(w: Workload, hw: Hardware, nodes: int, micro_
     return devices * mfu * hw.peak_tflops * 1e12 / w.flops_per_token
 
 
-def zero_communication(w: Workload, hw: Hardware, nodes: int, sharding: Sharding,
-                       compute: float) -> tuple[float, float, float, float]:  # fmt: skip
-    """(comm per micro-step, comm per step, exposed per micro-step, exposed per step) for the ZeRO stage."""
+@dataclass(frozen=True, slots=True)
+class Communication:
+    """A ZeRO stage's collectives on one hardware and node count, seconds, and what overlap can hide:
+    exposed per micro-step = max(0, micro - micro_hide x compute); per step = max(0, reduce - step_hide x
+    compute) + gather. `report_*` are the totals shown (per micro-step, per step)."""
+
+    micro: float = 0.0
+    micro_hide: float = 0.0
+    reduce: float = 0.0
+    step_hide: float = 0.0
+    gather: float = 0.0
+    report_micro: float = 0.0
+    report_step: float = 0.0
+
+    def exposed(self, compute: float) -> tuple[float, float]:
+        return (max(0.0, self.micro - self.micro_hide * compute),
+                max(0.0, self.reduce - self.step_hide * compute) + self.gather)  # fmt: skip
+
+
+def zero_communication(w: Workload, hw: Hardware, nodes: int, sharding: Sharding) -> Communication:
+    """What the ZeRO stage moves (the module docstring), independent of the micro batch and recompute."""
     g = hw.devices_per_node
     if g * nodes == 1:
-        return 0.0, 0.0, 0.0, 0.0
+        return Communication()
     size = 2.0 * w.trainable_params
     elements = w.trainable_params
 
     def coll(size_bytes: float, bucket: float) -> float:
         return collective_s(size_bytes, elements / bucket, g, nodes, hw)
 
-    backward_hide = OVERLAP_EFFICIENCY * compute * 2 / 3
+    backward = OVERLAP_EFFICIENCY * 2 / 3  # overlap hides behind the backward pass: 2/3 of a micro-step
     stage = sharding.zero_stage
     if stage == 3:
         gather = collective_s(size, max(w.shape.layers, elements / ds.STAGE3_PREFETCH_BUCKET_SIZE), g, nodes, hw)
         micro = 2 * gather + coll(size, ds.REDUCE_BUCKET_SIZE)
         if w.method == "lora":  # the frozen base is gathered too (forward and backward)
             micro += 2 * collective_s(2.0 * w.params, w.shape.layers, g, nodes, hw)
-        return micro, 0.0, max(0.0, micro - OVERLAP_EFFICIENCY * compute), 0.0
+        return Communication(micro=micro, micro_hide=OVERLAP_EFFICIENCY, report_micro=micro)
     if stage == 2:
         micro = coll(size, ds.REDUCE_BUCKET_SIZE)
         gather = coll(size, ds.ALLGATHER_BUCKET_SIZE)
-        return micro, gather, max(0.0, micro - backward_hide), gather
+        return Communication(micro=micro, micro_hide=backward, gather=gather, report_micro=micro, report_step=gather)
     if stage == 1:
         reduce = coll(size, ds.REDUCE_BUCKET_SIZE)
         gather = coll(size, ds.ALLGATHER_BUCKET_SIZE)
-        return 0.0, reduce + gather, 0.0, max(0.0, reduce - backward_hide) + gather
+        return Communication(reduce=reduce, step_hide=backward, gather=gather, report_step=reduce + gather)
     allreduce = 2 * coll(size, ds.ALLREDUCE_BUCKET_SIZE)
-    return 0.0, allreduce, 0.0, max(0.0, allreduce - backward_hide)
+    return Communication(reduce=allreduce, step_hide=backward, report_step=allreduce)
 
 
 def explain_step(st: Step, w: Workload, hw: Hardware, fit: Fit) -> list[str]:
