@@ -143,7 +143,9 @@ class Reliability:
             + ("fits, spot interruptions lose no work" if self.emergency_checkpoint_fits else
                f"does not fit, each spot interruption loses the work since the last durable checkpoint (up to "
                f"{(self.interval_s + t.durable_lag_s) / 60:.1f} min)"),
-            f"restart {self.restart_s:.0f} s; Young/Daly interval {self.interval_s / 60:.1f} min for "
+            f"restart after a lost node {self.restart_s:.0f} s = regain a full set of nodes {PROVISION_S:.0f} s + "
+            f"download its part {t.download_s:.0f} s + load {t.save_s:.0f} s + the upload not yet durable "
+            f"{t.durable_lag_s:.0f} s; Young/Daly interval {self.interval_s / 60:.1f} min for "
             f"M = {self.mtbf_loss_hours:.1f} h between work-losing events",
             f"wall = {self.useful_hours:.2f} h useful + {self.stall_hours:.2f} h evaluation and data stalls "
             f"({STALL_SHARE:.0%}, calibrated on published whole runs) + {self.checkpoint_overhead_hours:.2f} h "

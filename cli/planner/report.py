@@ -148,6 +148,16 @@ def notes(best: Candidate, front: list[Candidate], req: Request) -> list[str]:
             f"the cheapest plan runs {best.wall_hours:,.0f} h ({best.wall_hours / 24:,.0f} days); give --deadline "
             f"(e.g. --deadline 14d) or --objective time; the fastest plan within your bounds is {describe(fastest)}"
         )
+    rel = best.rel
+    if best.purchase == "spot" and not rel.emergency_checkpoint_fits:
+        t = rel.times
+        out.append(
+            f"the emergency checkpoint takes {t.emergency_s:,.0f} s (finish the step {t.step_boundary_s:,.0f} s, save "
+            f"{t.save_s:,.0f} s, upload {t.upload_s:,.0f} s, commit {t.commit_s:,.0f} s) but {best.offer.cloud}'s spot "
+            f"notice is {rel.notice_s:,.0f} s: each interruption loses up to "
+            f"{(rel.interval_s + t.durable_lag_s) / 60:,.0f} min of work (priced in the interruption loss); more "
+            "nodes shorten the step and each node's share"
+        )
     return out
 
 
