@@ -228,15 +228,23 @@ def best_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, stats: Stats | N
     pinned_mb = fixed.micro_batch if fixed is not None else None
     batches = (pinned_mb,) if pinned_mb else tuple(mb for mb in MICRO_BATCHES if micro_batch_allowed(w, devices, mb))
     shardings = [sh for sh in SHARDINGS if fixed is None or fixed.allows_sharding(sh)]
-    pairs = sorted(((throughput.compute_only_tokens_per_second(w, hw, nodes, mb, ckpt, fit), ckpt, mb)
-                    for ckpt in (False, True) for mb in batches), key=lambda p: -p[0])  # fmt: skip
-    comms: dict[int, throughput.Communication] = {}  # index in shardings -> its collectives here
-
     fits = {} if fits is None else fits
+    pairs_key = ("pairs", hw.accelerator, hw.peak_tflops, devices, batches)  # the bound ignores network and RAM
+    pairs = fits.get(pairs_key)
+    if pairs is None:
+        pairs = fits[pairs_key] = sorted(((throughput.compute_only_tokens_per_second(w, hw, nodes, mb, ckpt, fit),
+                                           ckpt, mb) for ckpt in (False, True) for mb in batches),
+                                         key=lambda p: -p[0])  # fmt: skip
+    comms: dict[int, throughput.Communication] = {}  # index in shardings -> its collectives here
     largest: dict[bool, list[int]] = {}  # recompute -> the largest micro batch each sharding fits
 
     def largest_fitting(ckpt: bool) -> list[int]:
         if ckpt not in largest:
+            shape = ("largest", tuple(shardings), ckpt, hw.device_memory_gib, hw.devices_per_node, nodes,
+                     hw.host_memory_gib)  # fmt: skip
+            if shape in fits:
+                largest[ckpt] = fits[shape]
+                return largest[ckpt]
             out = []
             for sh in shardings:
                 dpn = hw.devices_per_node
@@ -251,7 +259,7 @@ def best_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, stats: Stats | N
                     fits[device] = memory.largest_micro_batch(w, sh, ckpt, hw.device_memory_gib, dpn, nodes, 0.0,
                                                               headroom, states)  # fmt: skip
                 out.append(fits[device] if fits[host] else 0)
-            largest[ckpt] = out
+            largest[ckpt] = fits[shape] = out
         return largest[ckpt]
 
     best, best_key = None, None
