@@ -89,7 +89,7 @@ def families(fit) -> None:
                                                    if any(evidence.precision_class(x.precision) == k for x in rest)})
             if rest:
                 held = replace(held, factors=evidence.family_factors(list(rest), lambda x: curve_mfu(fit, x)))
-            held_fit = replace(fit, families={**fit.families, fam: held}, _mfu_memo={})
+            held_fit = replace(fit, families={**fit.families, fam: held})
             p_in, p_out = predicted_row_mfu(fit, r), predicted_row_mfu(held_fit, r)
             ins.append((p_in - r.mfu) / r.mfu)
             out.append((p_out - r.mfu) / r.mfu)

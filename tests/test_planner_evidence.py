@@ -136,3 +136,14 @@ def test_whole_runs_are_not_systematically_under_predicted():
     under = sum(x > 1.0 for x in ratios)
     assert under <= len(ratios) * 0.6  # the estimate no longer runs low on most published runs
     assert 0.8 <= ratios[len(ratios) // 2] <= 1.25
+
+
+def test_a_fit_given_other_evidence_answers_from_that_evidence_not_a_copied_memo():
+    from dataclasses import replace
+
+    args = ("L40S", "fp8", 8192, 0.05, 64, 8192, True)
+    with_rows = FIT.device_mfu(*args)  # fills the memos of FIT and of its l40s evidence
+    without = replace(FIT, families={**FIT.families, "l40s": replace(FIT.families["l40s"], rows=(), factors={})})
+    assert without.device_mfu(*args) != with_rows
+    assert FIT.families["l40s"].cap(8192, "fp8") is not None
+    assert without.families["l40s"].cap(8192, "fp8") is None

@@ -101,7 +101,7 @@ class Fit:
     rows: int
     families: dict[str, FamilyEvidence] = field(default_factory=dict, compare=False, hash=False)
     # device_mfu is a pure function of its arguments; a search asks the same few thousand times over
-    _mfu_memo: dict[tuple, float] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    _mfu_memo: dict[tuple, float] = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
     def hfu(self, family: str, hidden: int, attention_share: float, devices: int, micro_tokens: int) -> float:
         x = _features(hidden, attention_share, devices, micro_tokens)
@@ -245,7 +245,7 @@ def with_evidence(fit: Fit, rows: list[Row], family_rows: list[EvidenceRow]) -> 
     for fam, fam_rows in by_family.items():
         factors = {} if fam in evidence.FITTED else evidence.family_factors(fam_rows, curve_mfu)
         families[fam] = FamilyEvidence(fam, tuple(sorted(fam_rows, key=lambda r: r.hidden)), factors)
-    return replace(fit, families=families, _mfu_memo={})
+    return replace(fit, families=families)
 
 
 def catalog_peaks() -> dict[str, dict[str, float]]:

@@ -132,7 +132,8 @@ class FamilyEvidence:
     family: str
     rows: tuple[EvidenceRow, ...] = ()
     factors: dict[str, float] = field(default_factory=dict)  # precision class -> median measured / curve
-    _caps: dict[tuple[int, str], float | None] = field(default_factory=dict, compare=False, repr=False)
+    # a memo, never copied by dataclasses.replace (init=False): a family with other rows starts empty
+    _caps: dict[tuple[int, str], float | None] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def rows_for(self, precision: str) -> list[EvidenceRow]:
         return [r for r in self.rows if precision_class(r.precision) == precision_class(precision)]
