@@ -49,12 +49,22 @@ class _Lazy:
         object.__setattr__(self, "_make", make)
         object.__setattr__(self, "_made", None)
 
-    def __getattr__(self, name: str) -> Any:
+    def rich(self) -> Any:
+        """The Rich console itself, for Rich objects that take one (Progress(console=...))."""
         made = self._made
         if made is None:
             made = self._make()
             object.__setattr__(self, "_made", made)
-        return getattr(made, name)
+        return made
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.rich(), name)
+
+    def __enter__(self) -> Any:
+        return self.rich().__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self.rich().__exit__(*exc)
 
 
 def _stdout_console() -> Any:

@@ -49,7 +49,7 @@ def refresh_command(
         MofNCompleteColumn(),
         TextColumn("{task.description}"),
         TimeElapsedColumn(),
-        console=err_console,
+        console=err_console.rich(),
         transient=True,  # the bar while it runs; the table stays
     )
     task = None
