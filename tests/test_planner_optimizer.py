@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from cli.planner.calibration import default_fit
-from cli.planner.optimizer import Request, alternatives, frontier, leaders, rank, search
+from cli.planner.optimizer import Candidate, Request, rank, search
 from cli.planner.presets import PRESETS
 from cli.planner.workload import Workload
 from infra.catalog import Offer, default_catalog
@@ -75,6 +75,28 @@ def reference_best(req: Request, catalog: list[Offer]) -> list:
     return [p for p in plans if all(map(close, p.score(job), best))]
 
 
+def frontier(cands: list[Candidate]) -> list[Candidate]:
+    """Pareto-optimal (wall hours, expected cost), naively: every plan sorted, each kept when it is cheaper than
+    every faster one (the lexically first of equal plans)."""
+    out, cheapest = [], math.inf
+    for c in sorted(cands, key=lambda c: (c.wall_hours, c.cost_usd, c.identity())):
+        if c.cost_usd < cheapest:
+            out.append(c)
+            cheapest = c.cost_usd
+    return out
+
+
+def leaders(cands: list[Candidate], req: Request, top: int) -> list[Candidate]:
+    """Every plan ranked, then the first of each (cloud, region, instance type, purchase), `top` of them."""
+    seen, out = set(), []
+    for c in rank(cands, req):
+        k = (c.offer.cloud, c.offer.region, c.offer.instance_type, c.purchase)
+        if k not in seen:
+            seen.add(k)
+            out.append(c)
+    return out[:top]
+
+
 def close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9)
 
@@ -102,24 +124,15 @@ def test_optimizer_matches_reference_planner(catalog, req):
     assert best.nodes <= req.max_nodes
     assert req.deadline_hours is None or best.wall_hours <= req.deadline_hours
     assert req.budget_usd is None or best.cost_usd <= req.budget_usd
-    # the frontier is Pareto-optimal: nothing feasible is both faster and cheaper than a frontier plan
-    front = frontier(result.feasible)
-    for f in front:
-        assert not any(c.wall_hours < f.wall_hours and c.cost_usd < f.cost_usd for c in result.feasible)
-    # the CLI's shortcuts give what sorting every plan gives: the runners-up, and the frontier's plans
-    ranked = rank(result.feasible, req)
-    assert alternatives(leaders(result.feasible, req, 4), 4) == alternatives(ranked, 4)
-    assert leaders(result.feasible, req, 1) == ranked[:1]
-    naive, cheapest = [], math.inf
-    for c in sorted(result.feasible, key=lambda c: (c.wall_hours, c.cost_usd, c.identity())):
-        if c.cost_usd < cheapest:
-            naive.append(c)
-            cheapest = c.cost_usd
-    assert front == naive
-    # what the CLI reads: the same, without building every plan
+    # what the CLI reads (Search.select): what sorting every plan gives, without building every plan
     chosen = result.select(4)
+    front = frontier(result.feasible)
     assert chosen.count == len(result.feasible)
     assert chosen.leaders == leaders(result.feasible, req, 4) and chosen.frontier == front
+    assert chosen.leaders[0] == best
+    # the frontier is Pareto-optimal: nothing feasible is both faster and cheaper than a frontier plan
+    for f in front:
+        assert not any(c.wall_hours < f.wall_hours and c.cost_usd < f.cost_usd for c in result.feasible)
 
 
 def test_search_respects_filters_and_stays_in_one_region():
@@ -154,3 +167,12 @@ def test_best_setup_is_the_best_of_every_setup_that_fits(kind, nodes, model, seq
     if found is not None:  # the same speed (stages 0 and 1 can tie to the last bit of a float: the lower wins)
         assert math.isclose(found.step.tokens_per_second, every[0].step.tokens_per_second, rel_tol=1e-12)
         assert found.memory.fits and any(setup_key(found) == setup_key(s) and found.memory == s.memory for s in every)
+
+
+def test_the_frontier_keeps_a_plan_only_when_it_is_cheaper_than_every_faster_one():
+    """By hand: (hours, cost, identity) of five plans; equal cost at more hours buys nothing."""
+    from cli.planner.optimizer import pareto
+
+    plans = [(10.0, 100.0, "a"), (10.0, 100.0, "0"), (20.0, 100.0, "b"), (20.0, 60.0, "c"), (30.0, 60.0, "d"),
+             (40.0, 50.0, "e"), (5.0, 300.0, "f")]  # fmt: skip
+    assert [p[2] for p in pareto(plans)] == ["f", "0", "c", "e"]

@@ -39,8 +39,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "activation checkpointing is never tried, so large models look infeasible or need more nodes",
-        "original": "for ckpt in (False, True):",
-        "replacement": "for ckpt in (False,):",
+        "original": "ckpt, mb) for ckpt in (False, True) for mb in batches)",
+        "replacement": "ckpt, mb) for ckpt in (False,) for mb in batches)",
     },
     {
         "file": F,
@@ -129,8 +129,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "the frontier keeps plans that cost the same as a faster one",
-        "original": "        if cost < best_cost:",
-        "replacement": "        if cost <= best_cost:",
+        "original": "        if cost < cheapest:",
+        "replacement": "        if cost <= cheapest:",
     },
     {
         "file": F,

@@ -399,8 +399,10 @@ class Search:
         return [c for c in self.unbounded if meets_bounds(c, self.request)]
 
     def select(self, top: int, max_hours: float = math.inf) -> Selection:
-        """`leaders(feasible, req, top)` and `frontier(feasible)` over the plans that also run at most
-        `max_hours`, computed from prices and hours without building every plan (the tests hold it to those)."""
+        """Over the plans that also run at most `max_hours`: how many meet the bounds; the first `top` of
+        `rank(feasible)` taken one per (cloud, region, instance type, purchase); the Pareto frontier of (wall
+        hours, expected cost), the lexically first plan standing for ties. Computed from prices and hours
+        without building every plan: tests/test_planner_optimizer.py holds it to sorting every plan."""
         req = self.request
         deadline = min(max_hours, req.deadline_hours if req.deadline_hours is not None else math.inf)
         budget = req.budget_usd if req.budget_usd is not None else math.inf
@@ -432,13 +434,19 @@ class Search:
             if rep is not None:
                 reps.append(rep)
         ranked = sorted(best.values(), key=lambda e: e[:2])[:top]
-        front, cheapest = [], math.inf
-        for (_, cost), same in groupby(sorted(reps, key=lambda r: r[:2]), key=lambda r: r[:2]):
-            if cost < cheapest:
-                _, _, _, b, point = min(same, key=lambda r: r[2])
-                front.append(b.candidate(req, point))
-                cheapest = cost
+        front = [b.candidate(req, point) for _, _, _, b, point in pareto(reps)]
         return Selection(count, [b.candidate(req, point) for _, _, b, point in ranked], front)
+
+
+def pareto(plans: Iterable[tuple]) -> list[tuple]:
+    """Of (hours, cost, identity, ...) tuples, those no other is both faster and cheaper than, fastest first:
+    each kept only when strictly cheaper than every faster one; of equal (hours, cost), the least identity."""
+    front, cheapest = [], math.inf
+    for (_, cost), same in groupby(sorted(plans, key=lambda r: r[:2]), key=lambda r: r[:2]):
+        if cost < cheapest:
+            front.append(min(same, key=lambda r: r[2]))
+            cheapest = cost
+    return front
 
 
 def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accelerator], fit: Fit,
@@ -538,34 +546,3 @@ def alternatives(ranked: list[Candidate], top: int) -> list[Candidate]:
         if len(out) >= top:
             break
     return out[1:]
-
-
-def frontier(cands: Iterable[Candidate]) -> list[Candidate]:
-    """Pareto-optimal (wall hours, expected cost): no other plan is both faster and cheaper. Of plans with the
-    same hours and cost, the lexically first (identity) stands for them."""
-    out: list[Candidate] = []
-    best_cost = math.inf
-    ordered = sorted(cands, key=_hours_and_cost)  # floats only: cheap for tens of thousands of plans
-    for (_, cost), same in groupby(ordered, key=_hours_and_cost):
-        if cost < best_cost:
-            out.append(min(same, key=Candidate.identity))
-            best_cost = cost
-    return out
-
-
-def _hours_and_cost(c: Candidate) -> tuple[float, float]:
-    return (c.rel.wall_hours, c.cost_usd)
-
-
-def leaders(cands: Iterable[Candidate], req: Request, top: int) -> list[Candidate]:
-    """rank(cands, req) cut to the best plan of each (cloud, region, instance type, purchase), `top` of them:
-    what `alternatives` reads, found in one pass instead of sorting every plan."""
-    best: dict[tuple, tuple] = {}
-    for c in cands:
-        o = c.offer
-        k = (o.cloud, o.region, o.instance_type, c.purchase)
-        key = (c.score(req), c.identity())
-        held = best.get(k)
-        if held is None or key < held[0]:
-            best[k] = (key, c)
-    return [c for _, c in sorted(best.values(), key=lambda kc: kc[0])[:top]]
