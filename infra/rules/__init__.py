@@ -71,10 +71,12 @@ def _load() -> None:
 
 
 def check(run: ProgramRun, only: Iterable[str] | None = None) -> list[Finding]:
-    """Every finding of every rule (or only the rules named) over one program run."""
+    """Every finding of every rule (or only the rules named) over one program run, in rule order and, within a
+    rule, by resource: Pulumi registers a program's components concurrently, so declaration order varies from
+    run to run, and the error a user is shown first must not."""
     _load()
     selected = [RULES[r] for r in only] if only is not None else list(RULES.values())
-    return [finding for r in selected for finding in r.check(run)]
+    return [finding for r in selected for finding in sorted(r.check(run), key=lambda f: (f.resource, f.problem))]
 
 
 def enforce(run: ProgramRun) -> list[Finding]:
