@@ -302,19 +302,24 @@ def price_points(offers: Iterable[Offer], purchase: str) -> list[tuple[Offer, st
     return out
 
 
+def assess_group(w: Workload, hw: Hardware, nodes: int, setup: Setup, cloud: str, purchase: str,
+                 bucket: int | None) -> tuple[Reliability, float]:  # fmt: skip
+    """(reliability, checkpoint storage USD) shared by every offer of one cloud, purchase and interruption
+    bucket on this hardware and node count (storage 0 for a plan refused as unbearable)."""
+    useful_h = w.tokens / setup.step.tokens_per_second / 3600
+    rel = reliability.assess(useful_h, nodes, hw.devices_per_node, cloud, purchase == "spot", bucket,
+                             w.checkpoint_bytes, hw.network_gbits, setup.step.step_s)  # fmt: skip
+    return rel, reliability.storage_usd(cloud, w.checkpoint_bytes, rel.wall_hours) if rel.feasible else 0.0
+
+
 def candidate(req: Request, offer: Offer, purchase: str, zones: tuple[str, ...], nodes: int, hw: Hardware,
               setup: Setup, assessed: dict | None = None) -> Candidate:  # fmt: skip
     """One priced plan. `assessed` memoizes the reliability of (cloud, purchase, bucket) for this hardware and
     node count: the zones and regions of one instance type share it (a pure function of them for one job)."""
-    w = req.workload
     key = (offer.cloud, purchase, offer.interruption_bucket)
     held = assessed.get(key) if assessed is not None else None
     if held is None:
-        useful_h = w.tokens / setup.step.tokens_per_second / 3600
-        rel = reliability.assess(useful_h, nodes, hw.devices_per_node, offer.cloud, purchase == "spot",
-                                 offer.interruption_bucket, w.checkpoint_bytes, hw.network_gbits,
-                                 setup.step.step_s)  # fmt: skip
-        held = (rel, reliability.storage_usd(offer.cloud, w.checkpoint_bytes, rel.wall_hours) if rel.feasible else 0.0)
+        held = assess_group(req.workload, hw, nodes, setup, *key)
         if assessed is not None:
             assessed[key] = held
     rel, storage = held
@@ -494,16 +499,12 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
             if setup is None:
                 continue
             assessed: dict[tuple, tuple[Reliability, float]] = {}  # one per (cloud, purchase, bucket) here
-            useful_h = w.tokens / setup.step.tokens_per_second / 3600
-            for (cloud, purchase, bucket), group in groups.items():
-                rel = reliability.assess(useful_h, nodes, hw.devices_per_node, cloud, purchase == "spot", bucket,
-                                         w.checkpoint_bytes, hw.network_gbits, setup.step.step_s)  # fmt: skip
+            for key, group in groups.items():
+                rel, storage = assessed[key] = assess_group(w, hw, nodes, setup, *key)
                 stats.candidates += len(group)
                 if not rel.feasible:
                     stats.unbearable += len(group)
                     continue
-                storage = reliability.storage_usd(cloud, w.checkpoint_bytes, rel.wall_hours)
-                assessed[cloud, purchase, bucket] = (rel, storage)
                 blocks.append(Block(hw, nodes, setup, assessed, rel, storage, tuple(group)))
     return Search(req, blocks, stats, pruned=prune and stats.pruned > 0)
 
