@@ -15,6 +15,13 @@ from infra.errors import TrainfleetError
 from infra.units import MAX_USD
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of a table.")]
+FailOnUnpricedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fail-on-unpriced",
+        help="exit 1 when any resource is not priced or not estimable (the guardrail fails closed)",
+    ),
+]
 UsageOpt = Annotated[
     Path | None,
     typer.Option(
@@ -45,6 +52,7 @@ def preview_command(
             parser=finite_float("--fail-above", minimum=0, maximum=MAX_USD, example="5000"),
         ),
     ] = None,
+    fail_on_unpriced: FailOnUnpricedOpt = False,
     usage_file: UsageOpt = None,
     show_all: Annotated[
         bool, typer.Option("--all", help="also list each free resource and why it is free")
@@ -53,7 +61,7 @@ def preview_command(
     wide: WideOpt = False,
 ) -> None:
     """Price every resource the program declares for a stack (offline), or a real preview document."""
-    from cli.preview.report import check_guardrail, diff_renderable, estimate_renderable
+    from cli.preview.report import check_guardrail, check_unpriced, diff_renderable, estimate_renderable
 
     if pulumi_json is None and stack is None:
         raise TrainfleetError("give --stack NAME (price the program offline) or --pulumi-json FILE")
@@ -81,8 +89,11 @@ def preview_command(
         else:
             show(estimate_renderable(estimate, show_free=show_all, wide=wide), wide=wide)
     breach = check_guardrail(estimate, fail_above)
-    if breach is not None:
-        error_line(breach.message)
+    unpriced = check_unpriced(estimate) if fail_on_unpriced else None
+    for message in (breach.message if breach else None, unpriced):
+        if message:
+            error_line(message)
+    if breach is not None or unpriced is not None:
         raise typer.Exit(1)
 
 

@@ -271,11 +271,30 @@ def git_show(ref: str, path: Path) -> str | None:
 def diff_preview_files(
     base_path: Path, head_path: Path, usage: dict, stack: str | None = None, regions=None
 ) -> CostDiff:
-    """Two preview documents: what each would leave deployed (their after-states), matched by URN."""
-    from cli.preview.pulumi_json import price_file
+    """Two preview documents (base branch, head branch), both run against the same deployed stack: what each
+    would leave deployed (their after-states), matched by URN.
 
-    base = price_file(base_path, usage, stack, regions)
-    head = price_file(head_path, usage, stack, regions)
+    A document written without `--show-sames` leaves its unchanged resources out; they are taken from the
+    other document's deployed state, so a resource unchanged on one side is not read as deleted. When both
+    leave them out, nothing says what they are, and the diff is refused."""
+    from cli.preview.pulumi_json import (
+        PreviewJsonError, absent_unchanged, complete_from, load_document, price_document, steps,
+    )  # fmt: skip
+
+    base_doc, head_doc = load_document(base_path), load_document(head_path)
+    base_steps, head_steps = steps(base_doc, str(base_path)), steps(head_doc, str(head_path))
+    base_absent, head_absent = absent_unchanged(base_doc), absent_unchanged(head_doc)
+    if base_absent and head_absent:
+        raise PreviewJsonError(
+            f"{base_path} and {head_path} both leave out unchanged resources ({base_absent} and {head_absent}), "
+            "so neither says what the whole stack costs; run `pulumi preview --json --show-sames` for at least one"
+        )
+    if head_absent:
+        head_steps = complete_from(head_steps, head_absent, base_steps, str(head_path), str(base_path))
+    if base_absent:
+        base_steps = complete_from(base_steps, base_absent, head_steps, str(base_path), str(head_path))
+    base = price_document(base_doc, str(base_path), usage, stack, regions, base_steps)
+    head = price_document(head_doc, str(head_path), usage, stack, regions, head_steps)
     return diff_estimates(base.after, head.after, str(base_path), str(head_path))
 
 

@@ -28,6 +28,9 @@ class Resource:
     outputs: dict[str, Any] = field(default_factory=dict)
     id: str = ""
     custom: bool = True
+    provider: str = ""  # the provider reference (URN::id) a preview document names, "" for the default provider
+    managed: bool = True  # False for a `read` step: an existing resource this stack only reads
+    has_state: bool = True  # False when a preview step names the resource but carries no state to price
 
     @property
     def key(self) -> str:
@@ -143,6 +146,9 @@ class Estimate:
     guardrail_usd: float | None = None  # budget.fail_above_usd of the stack, if any
     budget_usd: float | None = None  # budget.monthly_limit_usd
     elapsed_s: float | None = None
+    # resources a preview document leaves out (unchanged ones, written without --show-sames): the totals
+    # then cover only what the document lists
+    absent: int = 0
 
     def by_status(self, status: str) -> list[PricedResource]:
         return [r for r in self.resources if r.status == status]
@@ -163,7 +169,15 @@ class Estimate:
 
     @property
     def complete(self) -> bool:
-        return not self.unknown
+        return not self.unknown and not self.absent
+
+    def unknown_by_type(self) -> dict[str, dict[str, int]]:
+        """status -> {type token: count} for the resources whose cost is unknown, most frequent first."""
+        out: dict[str, dict[str, int]] = {}
+        for r in self.unknown:
+            counts = out.setdefault(r.status, {})
+            counts[r.resource.type] = counts.get(r.resource.type, 0) + 1
+        return {s: dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))) for s, c in out.items()}
 
     def drivers(self, n: int = 3) -> list[PricedResource]:
         """The resources with the largest monthly cost, largest first."""
@@ -180,6 +194,8 @@ class Estimate:
             "job_cost": _round(self.job_total),
             "complete": self.complete,
             "counts": counts,
+            "unknown_by_type": self.unknown_by_type(),
+            "absent_unchanged": self.absent,
             "usage": {k: v.to_json() for k, v in self.usage.items()},
             "guardrail_usd": self.guardrail_usd,
             "budget_monthly_limit_usd": self.budget_usd,

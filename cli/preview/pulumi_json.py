@@ -7,7 +7,13 @@ The document is Pulumi's preview digest: `steps[]`, each with `op`, `urn` and th
     create                      costs its newState from now on      (before: none)
     delete                      stops costing its oldState          (after: none)
     update, replace             oldState before, newState after
-    same, read, refresh, import cost the same before and after
+    same, refresh, import       cost the same before and after
+    read, discard               an existing resource the stack reads (`Resource.get`), not manages: free to it
+
+A step that names a resource but carries no state (some tools write `op` and `urn` only) is still a
+resource: free if its type is, else "not estimable", never dropped. Without `--show-sames` the document
+leaves unchanged resources out; `changeSummary` still counts them (`absent_unchanged`), so totals are
+never presented as the whole stack, and a diff completes them from the other document's deployed state.
 
 `--show-replacement-steps` splits a replace into create-replacement + delete-replaced; both halves are
 folded back into one replace per URN. A secret (`[secret]`) or a value unknown until apply that a
@@ -18,18 +24,21 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from cli.preview.model import Estimate, Resource, UsageValue
 from infra.errors import TrainfleetError
 
-BEFORE_ONLY = {"delete", "delete-replaced", "discard", "discard-replaced", "remove-pending-replace"}
+BEFORE_ONLY = {"delete", "delete-replaced", "remove-pending-replace"}
 AFTER_ONLY = {"create", "create-replacement"}
 BOTH_CHANGED = {"update", "replace"}
-BOTH_SAME = {"same", "read", "refresh", "import", "read-replacement", "import-replacement"}
-KNOWN_OPS = BEFORE_ONLY | AFTER_ONLY | BOTH_CHANGED | BOTH_SAME
+BOTH_SAME = {"same", "refresh", "import", "import-replacement"}
+# Resources read with `Resource.get` (pulumi's ReadStep) and reads dropped from the program (discard):
+# they exist in the cloud but this stack neither creates nor pays for them.
+EXTERNAL = {"read", "read-replacement", "discard", "discard-replaced"}
+KNOWN_OPS = BEFORE_ONLY | AFTER_ONLY | BOTH_CHANGED | BOTH_SAME | EXTERNAL
 
 
 class PreviewJsonError(TrainfleetError):
@@ -53,7 +62,7 @@ def _type_and_name(urn: str) -> tuple[str, str]:
     return parts[2].split("$")[-1], "::".join(parts[3:])
 
 
-def _resource(urn: str, state: dict[str, Any] | None) -> Resource | None:
+def _resource(urn: str, state: dict[str, Any] | None, provider: str = "") -> Resource | None:
     if not isinstance(state, dict):
         return None
     type_, name = _type_and_name(urn)
@@ -68,7 +77,14 @@ def _resource(urn: str, state: dict[str, Any] | None) -> Resource | None:
         outputs={k: v for k, v in outputs.items() if not str(k).startswith("__")},
         id=str(state.get("id") or ""),
         custom=bool(state.get("custom", True)),
+        provider=str(state.get("provider") or provider or ""),
     )
+
+
+def _stateless(urn: str, provider: str) -> Resource:
+    """A resource a step names without any state: its type and name from the URN, nothing to price it by."""
+    type_, name = _type_and_name(urn)
+    return Resource(type=type_, name=name, urn=urn, provider=provider, has_state=False)
 
 
 def load_document(path: Path) -> dict[str, Any]:
@@ -187,28 +203,69 @@ def steps(doc: dict[str, Any], where: str = "preview JSON") -> list[Step]:
             raise PreviewJsonError(
                 f"{where}: steps[{n}] has op {op!r}; known ops: {', '.join(sorted(KNOWN_OPS))}"
             )
-        old = _resource(urn, raw.get("oldState"))
-        new = _resource(urn, raw.get("newState"))
+        provider = raw.get("provider") if isinstance(raw.get("provider"), str) else ""
+        old = _resource(urn, raw.get("oldState"), provider)
+        new = _resource(urn, raw.get("newState"), provider)
         keys = [str(k) for k in (raw.get("replaceReasons") or raw.get("diffReasons") or [])]
         if op in BEFORE_ONLY:
-            before, after, logical = old or new, None, "delete"
+            before, after, logical = old or new or _stateless(urn, provider), None, "delete"
         elif op in AFTER_ONLY:
-            before, after, logical = None, new, "create"
+            before, after, logical = None, new or _stateless(urn, provider), "create"
         elif op in BOTH_CHANGED:
-            before, after, logical = old, new, op
+            before, after, logical = old or _stateless(urn, provider), new or _stateless(urn, provider), op
+        elif op in EXTERNAL:
+            before = after = replace(new or old or _stateless(urn, provider), managed=False)
+            logical = "read"
         else:
-            before = after = new or old
+            before = after = new or old or _stateless(urn, provider)
             logical = "same"
         if urn in by_urn:  # the other half of a split replacement
             prior = by_urn[urn]
-            prior.before = prior.before or before
-            prior.after = prior.after or after
+            prior.before = _with_state(prior.before, before)
+            prior.after = _with_state(prior.after, after)
             prior.op = "replace"
             prior.diff_keys = prior.diff_keys or keys
             continue
         by_urn[urn] = Step(logical, urn, before, after, keys)
         order.append(urn)
     return [by_urn[u] for u in order if u.split("::")[2:3] != ["pulumi:pulumi:Stack"]]
+
+
+def _with_state(mine: Resource | None, other: Resource | None) -> Resource | None:
+    """Of two halves' views of one side of a replacement, the one that carries a state."""
+    if mine is None or (not mine.has_state and other is not None):
+        return other
+    return mine
+
+
+def absent_unchanged(doc: dict[str, Any]) -> int:
+    """How many unchanged resources the document leaves out: `changeSummary` counts every `same`, the
+    steps hold them only with `--show-sames` (pulumi pkg/backend/display/json.go, `shouldShow`)."""
+    summary = doc.get("changeSummary") if isinstance(doc.get("changeSummary"), dict) else {}
+    counted = summary.get("same", 0)
+    if not isinstance(counted, int) or isinstance(counted, bool):
+        return 0
+    listed = sum(1 for s in doc.get("steps") or [] if isinstance(s, dict) and s.get("op") == "same")
+    return max(0, counted - listed)
+
+
+def deployed(all_steps: list[Step]) -> dict[str, Resource]:
+    """URN -> the resource as deployed before the update (every step's before-side)."""
+    return {s.urn: s.before for s in all_steps if s.before is not None}
+
+
+def complete_from(all_steps: list[Step], absent: int, other: list[Step], where: str, other_where: str) -> list[Step]:
+    """`all_steps` of a document without `--show-sames`, plus its `absent` unchanged resources, taken from the
+    other document's deployed state (both previews run against the same deployed stack)."""
+    listed = {s.urn for s in all_steps}
+    added = [Step("same", urn, res, res, []) for urn, res in deployed(other).items() if urn not in listed]
+    # changeSummary may or may not count the root stack's own `same`; anything short of that is missing
+    if len(added) < absent - 1:
+        raise PreviewJsonError(
+            f"{where} leaves out {absent} unchanged resources and {other_where} lists only {len(added)} of them; "
+            "run both previews with `pulumi preview --json --show-sames`"
+        )
+    return all_steps + added
 
 
 def regions_from_config(doc: dict[str, Any]) -> dict[str, str]:
@@ -241,27 +298,30 @@ def price_document(
     usage: dict[str, UsageValue],
     stack: str | None = None,
     regions: dict[str, str] | None = None,
+    all_steps: list[Step] | None = None,
 ) -> PricedPreview:
+    """Price a document's before and after states. `all_steps` replaces the document's own steps when a
+    diff has completed them from the other document; otherwise unchanged resources the document leaves
+    out are counted as `absent` on both estimates."""
     from cli.preview.pricing import PricingContext, price_all
     from infra.catalog import default_catalog
 
-    all_steps = steps(doc, where)
+    absent = 0 if all_steps is not None else absent_unchanged(doc)
+    all_steps = all_steps if all_steps is not None else steps(doc, where)
     regions = {**regions_from_config(doc), **(regions or {})}
-    before = [s.before for s in all_steps if s.before is not None]
-    after = [s.after for s in all_steps if s.after is not None]
     catalog = default_catalog()
     name = stack or _stack_from_urns(all_steps) or Path(where).stem
     origin = f"pulumi preview --json ({where})"
+
+    def estimate(resources: list[Resource], label: str) -> Estimate:
+        priced = price_all(resources, PricingContext(catalog, usage, resources, regions))
+        return Estimate(name, label, priced, usage, absent=absent)
+
     return PricedPreview(
         where,
         all_steps,
-        Estimate(
-            name,
-            origin + " before",
-            price_all(before, PricingContext(catalog, usage, before, regions)),
-            usage,
-        ),
-        Estimate(name, origin, price_all(after, PricingContext(catalog, usage, after, regions)), usage),
+        estimate([s.before for s in all_steps if s.before is not None], origin + " before"),
+        estimate([s.after for s in all_steps if s.after is not None], origin),
     )
 
 

@@ -16,6 +16,7 @@ from cli.output import Col, Footnotes, money, table
 from cli.preview.diff import CostDiff
 from cli.preview.markdown import OP_LABEL
 from cli.preview.model import FREE, Estimate, PricedResource
+from infra.errors import TrainfleetError
 
 
 def type_label(token: str) -> str:
@@ -169,6 +170,27 @@ class GuardrailBreach:
     message: str
 
 
+def unknown_summary(est: Estimate) -> str:
+    """'2 not priced (aws:ecs/service:Service x2), 1 not estimable (...)', or '' when every cost is known."""
+    parts = []
+    for status, types in est.unknown_by_type().items():
+        listed = ", ".join(t if n == 1 else f"{t} x{n}" for t, n in list(types.items())[:4])
+        extra = len(types) - 4
+        more = f", +{extra} more type{'s' if extra > 1 else ''}" if extra > 0 else ""
+        parts.append(f"{sum(types.values())} {status} ({listed}{more})")
+    return ", ".join(parts)
+
+
+def check_unpriced(est: Estimate) -> str | None:
+    """--fail-on-unpriced: the message when any resource's cost is unknown (the guardrail fails closed)."""
+    if not est.unknown:
+        return None
+    return (
+        f"stack {est.stack}: {unknown_summary(est)}; their cost is unknown, so the guardrail cannot pass "
+        "(--fail-on-unpriced): add a usage figure, price the type, or drop the flag"
+    )
+
+
 def check_guardrail(est: Estimate, fail_above: float | None) -> GuardrailBreach | None:
     """The monthly estimate against --fail-above (else the stack's budget.fail_above_usd)."""
     if fail_above is not None:
@@ -177,6 +199,11 @@ def check_guardrail(est: Estimate, fail_above: float | None) -> GuardrailBreach 
         limit, where = est.guardrail_usd, f"{est.stack}'s trainfleet:budget.fail_above_usd"
     else:
         return None
+    if est.absent:
+        raise TrainfleetError(
+            f"the preview document leaves out {est.absent} unchanged resources, so its total is not the stack's "
+            f"and the guardrail ({where}) cannot be checked; run `pulumi preview --json --show-sames`"
+        )
     if est.monthly_total <= limit:
         return None
     drivers = "; ".join(

@@ -31,6 +31,10 @@ SECRET = "[secret]"
 _SECRET_SIG = "4dabf18193072939515e22adb298388d"
 
 
+# The input (and output) a resource, or its provider, names its region by.
+_REGION_KEY = {"aws": "region", "gcp": "region", "azure": "location"}
+
+
 class Free(Exception):
     """The resource has no charge of its own; the message says why."""
 
@@ -160,15 +164,34 @@ class PricingContext:
         return []
 
     def region(self, resource: Resource, cloud: str, *candidates: Any) -> str:
-        for value in candidates:
+        """The resource's own region input (the candidates), else its region as the cloud reported it (outputs),
+        else its explicit provider's region, else the stack's provider config."""
+        key = _REGION_KEY[cloud]
+        provider = self.provider_of(resource)
+        reported = resource.outputs.get(key)
+        from_provider = provider.inputs.get(key) if provider is not None else None
+        for value in (*candidates, reported, from_provider):
             if isinstance(value, str) and value and not is_unknown(value) and not is_secret(value):
                 return value
+        if provider is not None and (is_unknown(from_provider) or is_secret(from_provider)):
+            raise NotEstimable(f"the region of its provider {provider.name} is a secret or unknown until apply")
         if cloud in self.regions:
             return self.regions[cloud]
         raise NotEstimable(f"no {cloud} region: set it on the resource or in the stack's provider config")
 
+    def provider_of(self, resource: Resource) -> Resource | None:
+        """The explicit provider a preview step names (`PROVIDER_URN::id`), if the document declares it."""
+        if not resource.provider.startswith("urn:pulumi:"):
+            return None
+        return self.by_urn(resource.provider.rsplit("::", 1)[0])
+
 
 def price_resource(resource: Resource, ctx: PricingContext) -> PricedResource:
+    if not resource.managed:
+        return PricedResource(
+            resource, FREE, reason="read, not managed: an existing resource this stack only reads (Resource.get); "
+            "its cost belongs to whoever created it"
+        )
     if not resource.custom or resource.type == "pulumi:pulumi:Stack":
         return PricedResource(resource, FREE, reason="component: groups resources that are priced one by one")
     if resource.type in FREE_TYPES:
@@ -178,6 +201,12 @@ def price_resource(resource: Resource, ctx: PricingContext) -> PricedResource:
     fn = PRICERS.get(resource.type)
     if fn is None:
         return PricedResource(resource, NOT_PRICED, reason=f"no pricing function for {resource.type}")
+    if not resource.has_state:
+        return PricedResource(
+            resource, NOT_ESTIMABLE,
+            reason="the preview step carries no state (no inputs) for this resource; "
+            "produce the document with `pulumi preview --json`",
+        )  # fmt: skip
     try:
         components = fn(resource, ctx)
     except Free as exc:
