@@ -13,7 +13,9 @@ from cli.preview.diff import diff_estimates, input_changes
 from cli.preview.engine import estimate_config
 from infra.stack_file import read_stack_file
 from tests.conftest import REPO, STACKS, assert_one_line_error
-from tests.test_preview_stacks import AWS_IPV4_HOUR, AWS_NAT_HOUR, EBS_GP3, HOURS, S3_STANDARD
+from tests.test_preview_stacks import (
+    AWS_IPV4_HOUR, AWS_NAT_HOUR, EBS_GP3, HOURS, S3_PUT, S3_STANDARD, checkpoint_lines,
+)  # fmt: skip
 
 DEV = STACKS / "Pulumi.dev.yaml"
 ASG = "aws:autoscaling/group:Group"
@@ -167,10 +169,11 @@ def test_cli_diff_against_a_git_ref(tmp_path, trainfleet):
     new = trainfleet("diff", "--base", "main~1", "--stack", "dev", "--format", "json", cwd=repo)
     assert new.code == 0, new.stderr
     summary = new.json()["summary"]
-    # the working tree's dev stack, 3 nodes: 3 x 1,534.108 + NAT 32.85 + its IPv4 3.65 + 36.4 GB of
-    # checkpoints x $0.023 (lines worked in tests/test_preview_stacks.py)
-    head = 3 * DEV_ASG_PER_NODE + HOURS * AWS_NAT_HOUR + HOURS * AWS_IPV4_HOUR + 36.4 * S3_STANDARD
-    assert summary["base_monthly_cost"] == 0 and summary["head_monthly_cost"] == round(head, 2) == 4639.66
+    # the working tree's dev stack, 3 nodes: 3 x 1,534.108 + NAT 32.85 + its IPv4 3.65 + its checkpoint
+    # bucket: 0.84 current + 60.28 noncurrent + 2.98 requests (lines worked in tests/test_preview_stacks.py)
+    bucket = sum(checkpoint_lines("S3 Standard", S3_STANDARD, S3_PUT, 1.3e9, 2, 20, 1 + 1).values())
+    head = 3 * DEV_ASG_PER_NODE + HOURS * AWS_NAT_HOUR + HOURS * AWS_IPV4_HOUR + bucket
+    assert summary["base_monthly_cost"] == 0 and summary["head_monthly_cost"] == round(head, 2) == 4702.92
     assert summary["added"] == len(new.json()["resources"]) and summary["unchanged"] == 0
 
 

@@ -126,7 +126,10 @@ def test_steps_without_state_are_never_a_silent_zero(tmp_path, usage, trainfleet
     # the guardrail at $0 no longer passes silently: --fail-on-unpriced fails closed, naming the types
     result = trainfleet("preview", "--pulumi-json", str(path), "--fail-above", "0", "--fail-on-unpriced")
     assert result.code == 1, result.stderr
-    assert "5 not estimable (aws:autoscaling/group:Group, aws:ec2/eip:Eip, aws:ec2/instance:Instance, aws:ec2/natGateway:NatGateway, +1 more type)" in result.stderr
+    assert (
+        "5 not estimable (aws:autoscaling/group:Group, aws:ec2/eip:Eip, aws:ec2/instance:Instance, aws:ec2/natGateway:NatGateway, +1 more type)"
+        in result.stderr
+    )
     assert "1 not priced (aws:ecs/service:Service)" in result.stderr
     data = trainfleet("preview", "--pulumi-json", str(path), "--json").json()
     assert data["estimate"]["complete"] is False

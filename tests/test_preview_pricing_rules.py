@@ -37,6 +37,8 @@ def context(*resources: Resource, catalog=None) -> PricingContext:
         "hours_per_month": UsageValue(730, "hours", "test"),
         "job_hours": UsageValue(100, "hours", "test"),
         "checkpoint_gb": UsageValue(500, "GB", "test"),
+        "checkpoint_size_gb": UsageValue(250, "GB", "test"),
+        "checkpoints_per_month": UsageValue(0, "checkpoints", "test"),
         "egress_gb_per_month": UsageValue(0, "GB", "test"),
     }
     return PricingContext(catalog or default_catalog(), usage, list(resources),

@@ -235,9 +235,7 @@ def git_show(ref: str, path: Path) -> str | None:
             f"git ref {ref!r} does not exist here; use a branch, tag or commit (e.g. origin/main)"
         )
     for _ in range(MAX_SYMLINK_HOPS):
-        listed = subprocess.run(
-            ["git", "ls-tree", ref, "--", rel], cwd=top, capture_output=True, text=True
-        )
+        listed = subprocess.run(["git", "ls-tree", ref, "--", rel], cwd=top, capture_output=True, text=True)
         entry = listed.stdout.strip()
         if listed.returncode == 0 and not entry:
             return None
@@ -278,7 +276,12 @@ def diff_preview_files(
     other document's deployed state, so a resource unchanged on one side is not read as deleted. When both
     leave them out, nothing says what they are, and the diff is refused."""
     from cli.preview.pulumi_json import (
-        PreviewJsonError, absent_unchanged, complete_from, load_document, price_document, steps,
+        PreviewJsonError,
+        absent_unchanged,
+        complete_from,
+        load_document,
+        price_document,
+        steps,
     )  # fmt: skip
 
     base_doc, head_doc = load_document(base_path), load_document(head_path)

@@ -213,6 +213,10 @@ def steps(doc: dict[str, Any], where: str = "preview JSON") -> list[Step]:
             before, after, logical = None, new or _stateless(urn, provider), "create"
         elif op in BOTH_CHANGED:
             before, after, logical = old or _stateless(urn, provider), new or _stateless(urn, provider), op
+            if op == "update" and old is not None and new is not None:
+                # an update keeps the resource, so what the cloud reported (its region, its id) stands until
+                # apply says otherwise; a preview's newState often has no outputs at all
+                after = replace(new, outputs={**old.outputs, **new.outputs}, id=new.id or old.id)
         elif op in EXTERNAL:
             before = after = replace(new or old or _stateless(urn, provider), managed=False)
             logical = "read"
@@ -254,7 +258,9 @@ def deployed(all_steps: list[Step]) -> dict[str, Resource]:
     return {s.urn: s.before for s in all_steps if s.before is not None}
 
 
-def complete_from(all_steps: list[Step], absent: int, other: list[Step], where: str, other_where: str) -> list[Step]:
+def complete_from(
+    all_steps: list[Step], absent: int, other: list[Step], where: str, other_where: str
+) -> list[Step]:
     """`all_steps` of a document without `--show-sames`, plus its `absent` unchanged resources, taken from the
     other document's deployed state (both previews run against the same deployed stack)."""
     listed = {s.urn for s in all_steps}

@@ -7,7 +7,9 @@ A usage file is YAML with any of these keys:
 
     job_hours: 120              # hours the planned job runs (default: trainfleet:job.planned_hours)
     hours_per_month: 730        # hours a fleet runs in a month (default 730: always on)
-    checkpoint_gb: 400          # GB kept in the checkpoint bucket (default: from job params x keep_last)
+    checkpoint_gb: 400          # GB of current checkpoints in the bucket (default: job params x keep_last)
+    checkpoint_size_gb: 182     # GB of one checkpoint (default: job params x bytes per parameter)
+    checkpoints_per_month: 1460 # checkpoints written in a month (default: fleet hours / checkpoint.interval_minutes)
     egress_gb_per_month: 50     # GB leaving the cloud per month (default 0)
     nat_gb_per_month: 0         # GB through a NAT gateway per month (default 0)
     billing_export_gb: 1        # GB the billing export holds (default 1)
@@ -27,6 +29,8 @@ from infra.stack_file import load_yaml
 from infra.units import MAX_HOURS
 
 HOURS_PER_MONTH = 730.0
+# trainfleet's default checkpoint.interval_minutes, assumed for a preview document without a stack config
+DEFAULT_INTERVAL_MIN = 30.0
 MAX_GB = 1e9  # an exabyte: anything larger is a typo, and would print as an unreadable cost
 # Bytes per parameter of a full training checkpoint: bf16 weights (2) + fp32 master weights (4) +
 # Adam first and second moments (8). A LoRA run saves the adapters plus, once, the bf16 weights (2).
@@ -39,6 +43,8 @@ class UsageFile(BaseModel):
     job_hours: float | None = Field(None, gt=0, le=MAX_HOURS, allow_inf_nan=False)
     hours_per_month: float | None = Field(None, gt=0, le=744, allow_inf_nan=False)
     checkpoint_gb: float | None = Field(None, ge=0, le=MAX_GB, allow_inf_nan=False)
+    checkpoint_size_gb: float | None = Field(None, ge=0, le=MAX_GB, allow_inf_nan=False)
+    checkpoints_per_month: float | None = Field(None, ge=0, le=1e7, allow_inf_nan=False)
     egress_gb_per_month: float | None = Field(None, ge=0, le=MAX_GB, allow_inf_nan=False)
     nat_gb_per_month: float | None = Field(None, ge=0, le=MAX_GB, allow_inf_nan=False)
     billing_export_gb: float | None = Field(None, ge=0, le=MAX_GB, allow_inf_nan=False)
@@ -99,15 +105,23 @@ def resolve_usage(
     pick("job_hours", "hours", job_default)
     if config is not None:
         bpp = CHECKPOINT_BYTES_PER_PARAM[config.job.method]
-        gb = config.job.params * bpp * config.checkpoint.keep_last / 1e9
-        ckpt_default = (
-            round(gb, 3),
-            f"default: job.params {config.job.params:,} x {bpp} B/param ({config.job.method}) x "
-            f"checkpoint.keep_last {config.checkpoint.keep_last}",
-        )
+        size = config.job.params * bpp / 1e9
+        keep = config.checkpoint.keep_last
+        size_source = f"job.params {config.job.params:,} x {bpp} B/param ({config.job.method})"
+        ckpt_default = (round(size * keep, 3), f"default: {size_source} x checkpoint.keep_last {keep}")
+        size_default = (round(size, 3), f"default: {size_source}")
+        interval, interval_source = config.checkpoint.interval_minutes, "stack checkpoint.interval_minutes"
     else:
         ckpt_default = (100.0, "default: 100 GB (no stack config to derive it from)")
+        size_default = (100.0 / 3, "default: 100 GB over keep_last 3 (no stack config to derive it from)")
+        interval, interval_source = DEFAULT_INTERVAL_MIN, "trainfleet's default interval (no stack config)"
     pick("checkpoint_gb", "GB", ckpt_default)
+    pick("checkpoint_size_gb", "GB", size_default)
+    hours = out["hours_per_month"].value
+    pick(
+        "checkpoints_per_month", "checkpoints",
+        (round(hours * 60 / interval, 3), f"default: {hours:g} fleet hours / {interval:g} min ({interval_source})"),
+    )  # fmt: skip
     pick("egress_gb_per_month", "GB", (0.0, "default: 0 GB (checkpoints and data stay in-region)"))
     pick("nat_gb_per_month", "GB", (0.0, "default: 0 GB through NAT"))
     pick("billing_export_gb", "GB", (1.0, "default: 1 GB of billing export data"))

@@ -12,26 +12,127 @@ from cli.preview.pricing.base import (
     Free,
     NotEstimable,
     PricingContext,
+    elements,
     fleet_components,
     free,
     get,
     hourly_component,
+    is_secret,
     is_unknown,
     number,
     prices,
     storage_component,
     transfer_component,
 )
+from cli.preview.pricing.checkpoints import LIFECYCLE_LAG_DAYS, Retention, checkpoint_components
+from cli.preview.pricing.rates import rate, region_note
 from infra.config import TAG_FLEET
 
-_EBS_RATES = {
+_EBS_RATES = {  # storage, per GB-month (https://aws.amazon.com/ebs/pricing/)
     "gp3": "aws-ebs-gp3",
     "gp2": "aws-ebs-gp2",
     "io2": "aws-ebs-io2",
-    "io1": "aws-ebs-io2",
+    "io1": "aws-ebs-io1",
     "st1": "aws-ebs-st1",
+    "sc1": "aws-ebs-sc1",
 }
+_GP3_FREE_IOPS = 3000.0  # gp3 includes 3,000 IOPS and 125 MB/s in its storage price
+_GP3_FREE_MBPS = 125.0
+# io2 bills a volume's provisioned IOPS in tiers: up to 32,000, 32,001-64,000, above 64,000
+_IO2_TIERS = ((0.0, 32000.0, "aws-ebs-io2-iops-1", "up to 32,000"),
+              (32000.0, 64000.0, "aws-ebs-io2-iops-2", "32,001-64,000"),
+              (64000.0, math.inf, "aws-ebs-io2-iops-3", "above 64,000"))  # fmt: skip
 _DEFAULT_ROOT_GB = 8.0  # an AMI's root volume when the template names no size
+
+
+def _monthly(
+    ctx: PricingContext,
+    name: str,
+    quantity: float,
+    rate_id: str,
+    region: str,
+    *,
+    with_nodes: bool,
+    note: str = "",
+) -> CostComponent:
+    """A per-month charge (GB-, IOPS- or MB/s-month). `with_nodes`: the volume lives as long as a fleet's node,
+    so it is prorated by the fleet's hours, not calendar hours; the planned job pays its hours' share."""
+    r = rate(rate_id)
+    share = ctx.hours_per_month / 730.0 if with_nodes else 1.0
+    return CostComponent(
+        name=name,
+        unit=r.unit,
+        quantity=quantity * share,
+        unit_price=r.usd,
+        source=f"rate:{rate_id}",
+        job_quantity=quantity * ctx.job_hours / 730.0,
+        note="; ".join(n for n in (note, region_note(rate_id, region)) if n),
+    )
+
+
+def _ebs_volume(
+    ctx: PricingContext,
+    inputs: dict[str, Any],
+    prefix: str,
+    region: str,
+    *,
+    keys: tuple[str, str] = ("volumeSize", "volumeType"),
+    default_gb: float | None = None,
+    default_type: str = "gp3",
+    type_note: str = "",
+    count: int = 1,
+    with_nodes: bool = False,
+    label: str = "",
+) -> list[CostComponent]:
+    """One EBS volume's charges, each its own component: storage (GB-month), provisioned IOPS (gp3 above 3,000;
+    io1 all of them; io2 all of them, in its three tiers) and gp3 throughput above 125 MB/s, x `count` nodes.
+
+    `inputs[prefix]` holds the volume's settings (prefix "" for the inputs themselves); `keys` names its size and
+    type fields (`size`/`type` on aws:ebs/volume, `volumeSize`/`volumeType` in block devices)."""
+
+    def at(field: str) -> str:
+        return f"{prefix}.{field}" if prefix else field
+
+    size_key, type_key = keys
+    set_type = get(inputs, at(type_key))
+    kind = set_type or default_type
+    size = number(inputs, at(size_key), default_gb)
+    if set_type is None and type_note:
+        type_note = type_note.format(kind=kind)
+    else:
+        type_note = ""
+    nodes = f" x {count} node{'s' if count != 1 else ''}" if with_nodes else ""
+    where = f" {label}" if label else ""
+    rate_id = _EBS_RATES.get(kind)
+    # no rate: "standard" (magnetic) also bills per million I/O requests, and no usage figure gives those
+    if rate_id is None:
+        return [CostComponent(f"EBS {kind}{where} volume", "GB-month", size * count, None, "rate",
+                              note=f"no rate for EBS {kind}")]  # fmt: skip
+    out = [_monthly(ctx, f"EBS {kind}{where} {size:g} GB{nodes}", size * count, rate_id, region,
+                    with_nodes=with_nodes, note=type_note)]  # fmt: skip
+    if kind == "gp3":
+        iops = number(inputs, at("iops"), _GP3_FREE_IOPS)
+        mbps = number(inputs, at("throughput"), _GP3_FREE_MBPS)
+        if iops > _GP3_FREE_IOPS:
+            extra = iops - _GP3_FREE_IOPS
+            out.append(_monthly(ctx, f"EBS gp3{where} IOPS above 3,000 ({extra:,.0f}{nodes})", extra * count,
+                                "aws-ebs-gp3-iops", region, with_nodes=with_nodes))  # fmt: skip
+        if mbps > _GP3_FREE_MBPS:
+            extra = mbps - _GP3_FREE_MBPS
+            out.append(_monthly(ctx, f"EBS gp3{where} throughput above 125 MB/s ({extra:,.0f} MB/s{nodes})",
+                                extra * count, "aws-ebs-gp3-throughput", region, with_nodes=with_nodes))  # fmt: skip
+    elif kind == "io1":
+        iops = number(inputs, at("iops"))  # required for io1: no default to guess
+        out.append(_monthly(ctx, f"EBS io1{where} provisioned IOPS ({iops:,.0f}{nodes})", iops * count,
+                            "aws-ebs-io1-iops", region, with_nodes=with_nodes))  # fmt: skip
+    elif kind == "io2":
+        iops = number(inputs, at("iops"))  # required for io2
+        for low, high, tier_rate, tier in _IO2_TIERS:
+            in_tier = min(iops, high) - low
+            if in_tier > 0:
+                out.append(_monthly(ctx, f"EBS io2{where} IOPS {tier} ({in_tier:,.0f}{nodes})", in_tier * count,
+                                    tier_rate, region, with_nodes=with_nodes))  # fmt: skip
+    return out
 
 
 def _launch_template(r: Resource, ctx: PricingContext, spec: dict[str, Any] | None) -> Resource | None:
@@ -48,7 +149,10 @@ def _launch_template(r: Resource, ctx: PricingContext, spec: dict[str, Any] | No
             if cand.type == LAUNCH_TEMPLATE and name in (cand.inputs.get("name"), cand.outputs.get("name")):
                 return cand
     siblings = ctx.related(r, LAUNCH_TEMPLATE)
-    volumes = {json.dumps(get(t.inputs, "blockDeviceMappings", None), sort_keys=True) for t in siblings}
+    volumes = {
+        json.dumps(_template_part(t, lambda inputs: elements(inputs, "blockDeviceMappings")), sort_keys=True)
+        for t in siblings
+    }
     return siblings[0] if siblings and len(volumes) == 1 else None
 
 
@@ -69,53 +173,47 @@ def _subnet_zones(ctx: PricingContext, subnet_ids: list[Any]) -> tuple[list[str]
     return sorted(set(zones)), ""
 
 
+def _template_part(lt: Resource, walk: Any) -> Any:
+    """Runs `walk` on a launch template's inputs; an input it cannot know says which template it is on."""
+    try:
+        return walk(lt.inputs)
+    except NotEstimable as exc:
+        raise NotEstimable(f"launch template {lt.name}: {exc}") from None
+
+
 def _root_volume(ctx: PricingContext, lt: Resource | None, nodes: int, region: str) -> list[CostComponent]:
+    """Every EBS volume of the template's block device mappings, x nodes, prorated by the fleet's hours (a node's
+    volumes live as long as the node)."""
     if lt is None or nodes <= 0:
         return []
-    out = []
-    for bdm in get(lt.inputs, "blockDeviceMappings", []) or []:
-        ebs = bdm.get("ebs") or {}
-        if not ebs:
-            continue  # instance-store mapping: included in the instance price
-        size = number(ebs, "volumeSize", _DEFAULT_ROOT_GB)
-        kind = get(ebs, "volumeType", "gp3") or "gp3"
-        rate_id = _EBS_RATES.get(kind)
-        if rate_id is None:
-            out.append(
-                CostComponent(
-                    f"EBS {kind} volume",
-                    "GB-month",
-                    size * nodes,
-                    None,
-                    "rate",
-                    note=f"no rate for EBS {kind}",
-                )
-            )
-            continue
-        c = storage_component(
-            ctx,
-            f"EBS {kind} {size:g} GB x {nodes} node{'s' if nodes != 1 else ''}",
-            size * nodes,
-            rate_id,
-            region,
-        )
-        # a node's volume lives as long as the node: prorate by fleet hours, not calendar hours
-        c.quantity = size * nodes * ctx.hours_per_month / 730.0
-        c.monthly_cost = c.quantity * c.unit_price
-        c.job_quantity = size * nodes * ctx.job_hours / 730.0
-        c.job_cost = c.job_quantity * c.unit_price
-        out.append(c)
-    return out
+
+    def walk(inputs: dict[str, Any]) -> list[CostComponent]:
+        out = []
+        for n in range(len(elements(inputs, "blockDeviceMappings"))):
+            if not get(inputs, f"blockDeviceMappings.{n}.ebs"):
+                continue  # instance-store mapping: included in the instance price
+            out += _ebs_volume(ctx, inputs, f"blockDeviceMappings.{n}.ebs", region, default_gb=_DEFAULT_ROOT_GB,
+                               count=nodes, with_nodes=True)  # fmt: skip
+        return out
+
+    return _template_part(lt, walk)
+
+
+def _is_true(value: Any) -> bool:
+    return value in (True, "true")
 
 
 def _public_ips(ctx: PricingContext, lt: Resource | None, nodes: int, region: str) -> list[CostComponent]:
     if lt is None or nodes <= 0:
         return []
-    public = any(
-        ni.get("associatePublicIpAddress") in (True, "true")
-        for ni in get(lt.inputs, "networkInterfaces", []) or []
-    )
-    if not public:
+
+    def public(inputs: dict[str, Any]) -> bool:
+        nics = elements(inputs, "networkInterfaces")
+        return any(
+            _is_true(get(inputs, f"networkInterfaces.{n}.associatePublicIpAddress")) for n in range(len(nics))
+        )
+
+    if not _template_part(lt, public):
         return []
     return [
         hourly_component(ctx, f"public IPv4 x {nodes}", nodes, "aws-public-ipv4", region, with_nodes=True)
@@ -136,8 +234,8 @@ def autoscaling_group(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     if mip:
         spec = get(mip, "launchTemplate.launchTemplateSpecification", {})
         lt = _launch_template(r, ctx, spec)
-        overrides = get(mip, "launchTemplate.overrides", []) or []
-        instance_type = next((o.get("instanceType") for o in overrides if o.get("instanceType")), None)
+        overrides = elements(i, "mixedInstancesPolicy.launchTemplate.overrides")
+        instance_type = _first_instance_type(overrides, "mixedInstancesPolicy.launchTemplate.overrides")
         dist = get(mip, "instancesDistribution", {}) or {}
         base = int(number(dist, "onDemandBaseCapacity", 0))
         pct = int(number(dist, "onDemandPercentageAboveBaseCapacity", 100))  # AWS default: 100
@@ -152,9 +250,9 @@ def autoscaling_group(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     if not instance_type:
         raise NotEstimable("instance type unknown: no override and no resolvable launch template")
     region = ctx.region(r, "aws", get(i, "region"))
-    zones, note = _subnet_zones(ctx, get(i, "vpcZoneIdentifiers", []) or [])
+    zones, note = _subnet_zones(ctx, elements(i, "vpcZoneIdentifiers", ids=True))
     if not zones:
-        fleet = next((t.get("value") for t in get(i, "tags", []) or [] if t.get("key") == TAG_FLEET), None)
+        fleet = next((t.get("value") for t in elements(i, "tags") if t.get("key") == TAG_FLEET), None)
         if ctx.fleet_zones.get(fleet):
             zones, note = ctx.fleet_zones[fleet], ""
     comps = fleet_components(
@@ -180,10 +278,11 @@ def ec2_fleet(r: Resource, ctx: PricingContext) -> list[CostComponent]:
         on_demand = min(total, int(od))
     else:
         on_demand = max(0, total - int(spot))
-    config = (get(i, "launchTemplateConfigs", []) or [{}])[0]
-    lt = _launch_template(r, ctx, config.get("launchTemplateSpecification"))
-    overrides = config.get("overrides") or []
-    instance_type = next((o.get("instanceType") for o in overrides if o.get("instanceType")), None)
+    configs = elements(i, "launchTemplateConfigs")  # the first config prices the fleet
+    spec = get(i, "launchTemplateConfigs.0.launchTemplateSpecification") if configs else None
+    lt = _launch_template(r, ctx, spec)
+    overrides = elements(i, "launchTemplateConfigs.0.overrides") if configs else []
+    instance_type = _first_instance_type(overrides, "launchTemplateConfigs.0.overrides")
     if instance_type is None and lt is not None:
         instance_type = get(lt.inputs, "instanceType")
     if not instance_type:
@@ -194,7 +293,20 @@ def ec2_fleet(r: Resource, ctx: PricingContext) -> list[CostComponent]:
         ctx, cloud="aws", region=region, zones=zones, instance_type=instance_type,
         on_demand_nodes=on_demand, spot_nodes=total - on_demand,
     )  # fmt: skip
-    return comps + _root_volume(ctx, lt, total, region)
+    return comps + _root_volume(ctx, lt, total, region) + _public_ips(ctx, lt, total, region)
+
+
+def _first_instance_type(overrides: list[dict[str, Any]], path: str) -> str | None:
+    """The first override that names an instance type (the group's or fleet's first choice)."""
+    for n, override in enumerate(overrides):
+        instance_type = override.get("instanceType")
+        if is_secret(instance_type):
+            raise NotEstimable(f"input {path}[{n}].instanceType is a secret")
+        if is_unknown(instance_type):
+            raise NotEstimable(f"input {path}[{n}].instanceType is unknown until apply")
+        if instance_type:
+            return instance_type
+    return None
 
 
 @prices("aws:ec2/instance:Instance")
@@ -210,14 +322,34 @@ def ec2_instance(r: Resource, ctx: PricingContext) -> list[CostComponent]:
         ctx, cloud="aws", region=region, zones=[], instance_type=instance_type,
         on_demand_nodes=0 if spot else 1, spot_nodes=1 if spot else 0,
     )  # fmt: skip
-    size = number(i, "rootBlockDevice.volumeSize", _DEFAULT_ROOT_GB)
-    kind = get(i, "rootBlockDevice.volumeType", "gp3")
-    comps.append(
-        storage_component(
-            ctx, f"EBS {kind} root {size:g} GB", size, _EBS_RATES.get(kind, "aws-ebs-gp3"), region
+    # The root volume's type defaults to the AMI's (pulumi-aws InstanceRootBlockDevice): priced as gp3 then.
+    comps += _ebs_volume(ctx, i, "rootBlockDevice", region, default_gb=_DEFAULT_ROOT_GB, label="root",
+                         type_note="volumeType not set: the AMI's type, priced as {kind}")  # fmt: skip
+    # Extra volumes default to gp2 (pulumi-aws InstanceEbsBlockDevice: "Defaults to `gp2`").
+    for n, device in enumerate(elements(i, "ebsBlockDevices")):
+        name = device.get("deviceName")
+        label = (
+            name if isinstance(name, str) and not is_unknown(name) and not is_secret(name) else f"volume {n}"
         )
-    )
+        comps += _ebs_volume(ctx, i, f"ebsBlockDevices.{n}", region, default_type="gp2", label=label)
+    if _is_true(get(i, "associatePublicIpAddress")):
+        # an auto-assigned public IPv4 is released when the instance stops: it follows the instance's hours
+        comps.append(
+            hourly_component(ctx, "public IPv4 address", 1, "aws-public-ipv4", region, with_nodes=True)
+        )
     return comps
+
+
+@prices("aws:ebs/volume:Volume")
+def ebs_volume(r: Resource, ctx: PricingContext) -> list[CostComponent]:
+    """A standalone volume exists all month, attached or not: storage, plus provisioned IOPS and throughput."""
+    i = r.inputs
+    if get(i, "size") is None and get(i, "snapshotId") is not None:
+        raise NotEstimable("input size is not set: the volume takes its snapshot's size, not known here")
+    region = ctx.region(r, "aws", get(i, "region"))
+    # pulumi-aws Volume.type: "Can be standard, gp2, gp3, io1, io2, sc1 or st1 (Default: gp2)"
+    return _ebs_volume(ctx, i, "", region, keys=("size", "type"), default_type="gp2",
+                       type_note="type not set: the provider's default, {kind}")  # fmt: skip
 
 
 def _is_billing_bucket(r: Resource, ctx: PricingContext) -> bool:
@@ -248,22 +380,74 @@ def _strings(value: Any) -> list[str]:
 def s3_bucket(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     region = ctx.region(r, "aws", get(r.inputs, "region"))
     if _is_billing_bucket(r, ctx):
-        gb_key, what = "billing_export_gb", "billing export data"
-    else:
-        gb_key, what = "checkpoint_gb", "checkpoints"
-    gb = ctx.use(gb_key)
-    comps = [
-        storage_component(
-            ctx, f"S3 Standard storage ({what})", gb, "aws-s3-standard", region, usage_key=gb_key
+        return [
+            storage_component(ctx, "S3 Standard storage (billing export data)", ctx.use("billing_export_gb"),
+                              "aws-s3-standard", region, usage_key="billing_export_gb"),
+        ]  # fmt: skip
+    return [
+        *checkpoint_components(
+            ctx, retention=_s3_retention(r, ctx), storage_rate="aws-s3-standard", write_rate="aws-s3-put",
+            region=region, label="S3 Standard",
+        ),
+        transfer_component(
+            ctx, "data transfer out to the internet", "egress_gb_per_month", "aws-egress-internet", region
+        ),
+    ]  # fmt: skip
+
+
+_VERSIONING = ("aws:s3/bucketVersioning:BucketVersioning", "aws:s3/bucketVersioningV2:BucketVersioningV2")
+_LIFECYCLE = (
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+    "aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2",
+)
+
+
+def _of_bucket(bucket: Resource, ctx: PricingContext, tokens: tuple[str, ...]) -> list[Resource]:
+    """The bucket's configuration resources of these types: by its `bucket` input naming the bucket, else the
+    bucket's siblings (a preview's create step names the bucket by an id unknown until apply)."""
+    names = {
+        v
+        for v in (
+            bucket.id,
+            bucket.inputs.get("bucket"),
+            bucket.outputs.get("bucket"),
+            bucket.outputs.get("id"),
         )
+        if isinstance(v, str) and v and not is_unknown(v)
+    }
+    named = [o for o in ctx.resources if o.type in tokens and o.inputs.get("bucket") in names]
+    return named or [o for t in tokens for o in ctx.related(bucket, t)]
+
+
+def _s3_retention(bucket: Resource, ctx: PricingContext) -> Retention:
+    """Versioning and the NoncurrentVersionExpiration the stack declares for the bucket (the separate resources
+    of pulumi-aws, or the legacy inline `versioning` and `lifecycleRules` of aws:s3/bucket:Bucket)."""
+    versioned = get(bucket.inputs, "versioning.enabled", False) is True or any(
+        get(v.inputs, "versioningConfiguration.status") == "Enabled"
+        for v in _of_bucket(bucket, ctx, _VERSIONING)
+    )
+    if not versioned:
+        return Retention(False, None, "versioning off")
+    days = [
+        (number(rule, "noncurrentVersionExpiration.days"), f"lifecycleRules[{n}]")
+        for n, rule in enumerate(elements(bucket.inputs, "lifecycleRules"))
+        if get(rule, "enabled", True) and get(rule, "noncurrentVersionExpiration.days") is not None
     ]
-    if gb_key == "checkpoint_gb":
-        comps.append(
-            transfer_component(
-                ctx, "data transfer out to the internet", "egress_gb_per_month", "aws-egress-internet", region
-            )
-        )
-    return comps
+    for config in _of_bucket(bucket, ctx, _LIFECYCLE):
+        for n, rule in enumerate(elements(config.inputs, "rules")):
+            if (
+                get(rule, "status") == "Enabled"
+                and get(rule, "noncurrentVersionExpiration.noncurrentDays") is not None
+            ):
+                days.append(
+                    (number(rule, "noncurrentVersionExpiration.noncurrentDays"), f"{config.name} rules[{n}]")
+                )
+    if not days:
+        return Retention(True, None, "versioning on, no NoncurrentVersionExpiration")
+    d, where = min(days)
+    return Retention(
+        True, d + LIFECYCLE_LAG_DAYS, f"{where}: {d:g} days, +{LIFECYCLE_LAG_DAYS:g} for the daily rule run"
+    )
 
 
 @prices("aws:s3/bucketObjectv2:BucketObjectv2", "aws:s3/bucketObject:BucketObject")
@@ -307,7 +491,7 @@ def vpc_endpoint(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     kind = get(r.inputs, "vpcEndpointType", "Gateway")
     if kind == "Gateway":
         raise Free("gateway endpoints (S3, DynamoDB) carry no charge")
-    azs = max(1, len(get(r.inputs, "subnetIds", []) or []))
+    azs = max(1, len(elements(r.inputs, "subnetIds", ids=True)))
     return [
         hourly_component(
             ctx, f"interface endpoint x {azs} AZ", azs, "aws-vpc-endpoint-interface", ctx.region(r, "aws")
@@ -335,6 +519,10 @@ def metric_alarm(r: Resource, ctx: PricingContext) -> list[CostComponent]:
 free(
     "a launch template costs nothing; the instances it launches are priced on their group",
     LAUNCH_TEMPLATE,
+)
+free(
+    "attaching a volume carries no charge; the volume is priced on its own",
+    "aws:ec2/volumeAttachment:VolumeAttachment",
 )
 free(
     "networking configuration with no hourly or data charge",

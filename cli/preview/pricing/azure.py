@@ -8,6 +8,7 @@ from cli.preview.model import CostComponent, Resource
 from cli.preview.pricing.base import (
     Free,
     PricingContext,
+    elements,
     fleet_components,
     free,
     get,
@@ -18,6 +19,7 @@ from cli.preview.pricing.base import (
     transfer_component,
     uploaded_bytes,
 )
+from cli.preview.pricing.checkpoints import LIFECYCLE_LAG_DAYS, Retention, checkpoint_components
 from cli.preview.pricing.rates import AZURE_DISK_TIERS, AZURE_DISK_URL
 from infra.naming import AZURE_NODE_FILES_CONTAINER
 
@@ -53,6 +55,26 @@ def _disk(ctx: PricingContext, r: Resource, nodes: int, location: str) -> list[C
     ]
 
 
+_NICS = "virtualMachineProfile.networkProfile.networkInterfaceConfigurations"
+
+
+def _public_ips(ctx: PricingContext, r: Resource, nodes: int, location: str) -> list[CostComponent]:
+    """A public IPv4 per instance for each IP configuration with a publicIPAddressConfiguration, billed for as
+    long as the instances run."""
+    per_node = sum(
+        1
+        for n, _ in enumerate(elements(r.inputs, _NICS))
+        for ip in elements(r.inputs, f"{_NICS}.{n}.ipConfigurations")
+        if ip.get("publicIPAddressConfiguration") is not None
+    )
+    if per_node == 0 or nodes <= 0:
+        return []
+    count = per_node * nodes
+    return [
+        hourly_component(ctx, f"public IPv4 x {count}", count, "azure-public-ip", location, with_nodes=True)
+    ]
+
+
 @prices("azure-native:compute:VirtualMachineScaleSet")
 def scale_set(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     i = r.inputs
@@ -73,7 +95,7 @@ def scale_set(r: Resource, ctx: PricingContext) -> list[CostComponent]:
         ctx, cloud="azure", region=location, zones=[], instance_type=size,
         on_demand_nodes=on_demand, spot_nodes=nodes - on_demand,
     )  # fmt: skip
-    return comps + _disk(ctx, r, nodes, location)
+    return comps + _disk(ctx, r, nodes, location) + _public_ips(ctx, r, nodes, location)
 
 
 def _holds_node_files(account: Resource, ctx: PricingContext) -> bool:
@@ -93,20 +115,54 @@ def storage_account(r: Resource, ctx: PricingContext) -> list[CostComponent]:
         o.type == "azure-native:costmanagement:Export" and (r.id and r.id in str(o.inputs))
         for o in ctx.resources
     )
-    gb_key = "billing_export_gb" if billing else "checkpoint_gb"
-    what = "billing export data" if billing else "checkpoints"
-    comps = [
-        storage_component(
-            ctx, f"Blob hot LRS ({what})", ctx.use(gb_key), "azure-blob-hot-lrs", location, usage_key=gb_key
-        )
-    ]
-    if not billing:
-        comps.append(
-            transfer_component(
-                ctx, "internet egress", "egress_gb_per_month", "azure-egress-internet", location
-            )
-        )
-    return comps
+    if billing:
+        return [
+            storage_component(ctx, "Blob hot LRS (billing export data)", ctx.use("billing_export_gb"),
+                              "azure-blob-hot-lrs", location, usage_key="billing_export_gb"),
+        ]  # fmt: skip
+    return [
+        *checkpoint_components(
+            ctx, retention=_blob_retention(r, ctx), storage_rate="azure-blob-hot-lrs",
+            write_rate="azure-blob-hot-write", region=location, label="Blob hot LRS",
+        ),
+        transfer_component(ctx, "internet egress", "egress_gb_per_month", "azure-egress-internet", location),
+    ]  # fmt: skip
+
+
+def _of_account(account: Resource, ctx: PricingContext, type_token: str) -> list[Resource]:
+    """Resources of a type that name this storage account (accountName), else its siblings of that type."""
+    names = {
+        v for v in (account.inputs.get("accountName"), account.outputs.get("name")) if isinstance(v, str)
+    }
+    named = [o for o in ctx.resources if o.type == type_token and o.inputs.get("accountName") in names]
+    return named or ctx.related(account, type_token)
+
+
+def _blob_retention(account: Resource, ctx: PricingContext) -> Retention:
+    """Blob versioning, the management policy's version delete rule and soft delete, as the stack declares them
+    (https://learn.microsoft.com/azure/storage/blobs/versioning-overview; a version the policy deletes is then
+    soft-deleted for deleteRetentionPolicy.days more: soft-delete-blob-overview)."""
+    props = _of_account(account, ctx, "azure-native:storage:BlobServiceProperties")
+    if not any(get(p.inputs, "isVersioningEnabled", False) for p in props):
+        return Retention(False, None, "blob versioning off")
+    days = []
+    for policy in _of_account(account, ctx, "azure-native:storage:ManagementPolicy"):
+        for n, rule in enumerate(elements(policy.inputs, "policy.rules")):
+            if get(rule, "enabled", True) is False:
+                continue
+            after = get(rule, "definition.actions.version.delete.daysAfterCreationGreaterThan")
+            if after is not None:
+                days.append((float(after), f"{policy.name} rule {n}"))
+    soft = max((number(p.inputs, "deleteRetentionPolicy.days", 0) for p in props
+                if get(p.inputs, "deleteRetentionPolicy.enabled", False)), default=0.0)  # fmt: skip
+    if not days:
+        return Retention(True, None, "blob versioning on, no version delete rule")
+    d, where = min(days)
+    return Retention(
+        True,
+        d + soft + LIFECYCLE_LAG_DAYS,
+        f"{where}: {d:g} days, +{soft:g} soft delete, +{LIFECYCLE_LAG_DAYS:g} for the daily rule run",
+    )
 
 
 @prices("azure-native:storage:Blob")
@@ -135,14 +191,10 @@ def public_ip(r: Resource, ctx: PricingContext) -> list[CostComponent]:
 
 @prices("azure-native:network:NatGateway")
 def nat_gateway(r: Resource, ctx: PricingContext) -> list[CostComponent]:
+    location = ctx.region(r, "azure", get(r.inputs, "location"))
     return [
-        hourly_component(
-            ctx,
-            "NAT gateway hours",
-            1,
-            "azure-nat-gateway-hour",
-            ctx.region(r, "azure", get(r.inputs, "location")),
-        )
+        hourly_component(ctx, "NAT gateway hours", 1, "azure-nat-gateway-hour", location),
+        transfer_component(ctx, "NAT data processed", "nat_gb_per_month", "azure-nat-gateway-gb", location),
     ]
 
 

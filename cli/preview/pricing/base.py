@@ -7,6 +7,7 @@ secret or unknown until apply). A type with no function is "not priced", never $
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -108,6 +109,30 @@ def get(inputs: dict[str, Any], path: str, default: Any = None, *, required: boo
     return value
 
 
+def elements(inputs: Any, path: str, kind: type = dict, *, ids: bool = False) -> list[Any]:
+    """The elements of the list input at `path` ('a.0.b' as for `get`; absent: []), each a `kind`.
+
+    Every list walk in the pricing functions goes through here. An element that is unknown until apply or a
+    secret raises NotEstimable naming the input and its index, so the resource reads "not estimable", never
+    $0 and never a crash. With `ids`, the elements are resource ids, and one unknown until apply is the
+    caller's to resolve or not (a subnet created in the same update). A value that is not a list, or an
+    element of another type, raises TypeError, which `price_resource` reports as a malformed document.
+    """
+    value = get(inputs, path, [])
+    shown = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", path)
+    if not isinstance(value, list):
+        raise TypeError(f"input {shown} is {type(value).__name__}, not a list")
+    kind = str if ids else kind
+    for i, item in enumerate(value):
+        if is_secret(item):
+            raise NotEstimable(f"input {shown}[{i}] is a secret")
+        if is_unknown(item) and not ids:
+            raise NotEstimable(f"input {shown}[{i}] is unknown until apply")
+        if not isinstance(item, kind):
+            raise TypeError(f"input {shown}[{i}] is {type(item).__name__}, not {kind.__name__}")
+    return value
+
+
 def number(inputs: dict[str, Any], path: str, default: float | None = None) -> float:
     value = get(inputs, path, default, required=default is None)
     try:
@@ -174,7 +199,9 @@ class PricingContext:
             if isinstance(value, str) and value and not is_unknown(value) and not is_secret(value):
                 return value
         if provider is not None and (is_unknown(from_provider) or is_secret(from_provider)):
-            raise NotEstimable(f"the region of its provider {provider.name} is a secret or unknown until apply")
+            raise NotEstimable(
+                f"the region of its provider {provider.name} is a secret or unknown until apply"
+            )
         if cloud in self.regions:
             return self.regions[cloud]
         raise NotEstimable(f"no {cloud} region: set it on the resource or in the stack's provider config")
@@ -189,8 +216,10 @@ class PricingContext:
 def price_resource(resource: Resource, ctx: PricingContext) -> PricedResource:
     if not resource.managed:
         return PricedResource(
-            resource, FREE, reason="read, not managed: an existing resource this stack only reads (Resource.get); "
-            "its cost belongs to whoever created it"
+            resource,
+            FREE,
+            reason="read, not managed: an existing resource this stack only reads (Resource.get); "
+            "its cost belongs to whoever created it",
         )
     if not resource.custom or resource.type == "pulumi:pulumi:Stack":
         return PricedResource(resource, FREE, reason="component: groups resources that are priced one by one")

@@ -9,6 +9,7 @@ from cli.preview.pricing.base import (
     Free,
     NotEstimable,
     PricingContext,
+    elements,
     fleet_components,
     free,
     get,
@@ -20,6 +21,7 @@ from cli.preview.pricing.base import (
     transfer_component,
     uploaded_bytes,
 )
+from cli.preview.pricing.checkpoints import LIFECYCLE_LAG_DAYS, Retention, checkpoint_components
 
 _DISK_RATES = {"pd-balanced": "gcp-pd-balanced", "pd-ssd": "gcp-pd-ssd", "pd-standard": "gcp-pd-standard"}
 _TEMPLATES = (
@@ -48,16 +50,42 @@ def _template(r: Resource, ctx: PricingContext, ref: Any) -> Resource | None:
 
 def _is_spot(template: Resource) -> bool:
     sched = get(template.inputs, "scheduling", {}) or {}
-    return sched.get("provisioningModel") == "SPOT" or sched.get("preemptible") in (True, "true")
+    if not isinstance(sched, dict):
+        raise TypeError(f"input scheduling is {type(sched).__name__}, not an object")
+    return get(sched, "provisioningModel") == "SPOT" or get(sched, "preemptible") in (True, "true")
+
+
+def _external_ips(ctx: PricingContext, vm: Resource, nodes: int, region: str) -> list[CostComponent]:
+    """An ephemeral external IPv4 per access config per node, billed like an in-use address for as long as the
+    nodes run; an access config with a `natIp` uses a reserved gcp:compute/address:Address, priced on its own."""
+    per_node = 0
+    for n, _ in enumerate(elements(vm.inputs, "networkInterfaces")):
+        for config in elements(vm.inputs, f"networkInterfaces.{n}.accessConfigs"):
+            if not config.get("natIp"):  # set (even unknown until apply): a reserved address
+                per_node += 1
+    if per_node == 0 or nodes <= 0:
+        return []
+    spot = _is_spot(vm)
+    count = per_node * nodes
+    return [
+        hourly_component(
+            ctx,
+            f"external IPv4 x {count}{' (Spot VM rate)' if spot else ''}",
+            count,
+            "gcp-external-ip-spot" if spot else "gcp-external-ip",
+            region,
+            with_nodes=True,
+        )
+    ]
 
 
 def _disks(ctx: PricingContext, template: Resource, nodes: int, region: str) -> list[CostComponent]:
     out = []
-    for disk in get(template.inputs, "disks", []) or []:
-        kind = disk.get("diskType") or "pd-standard"
+    for n, _ in enumerate(elements(template.inputs, "disks")):
+        kind = get(template.inputs, f"disks.{n}.diskType") or "pd-standard"
         if kind == "local-ssd":
             continue  # billed with the machine type where it is bundled
-        size = number(disk, "diskSizeGb", 10)
+        size = number(template.inputs, f"disks.{n}.diskSizeGb", 10)
         rate_id = _DISK_RATES.get(kind)
         if rate_id is None:
             out.append(
@@ -85,7 +113,7 @@ def _group(r: Resource, ctx: PricingContext, region: str, zones: list[str]) -> l
     nodes = int(number(r.inputs, "targetSize", 0))
     if nodes == 0:
         raise Free("target size 0: no nodes run")
-    versions = get(r.inputs, "versions", []) or []
+    versions = elements(r.inputs, "versions")
     template = _template(r, ctx, versions[0].get("instanceTemplate") if versions else None)
     if template is None:
         raise NotEstimable("instance template unknown")
@@ -95,7 +123,7 @@ def _group(r: Resource, ctx: PricingContext, region: str, zones: list[str]) -> l
         ctx, cloud="gcp", region=region, zones=zones, instance_type=machine,
         on_demand_nodes=0 if spot else nodes, spot_nodes=nodes if spot else 0,
     )  # fmt: skip
-    return comps + _disks(ctx, template, nodes, region)
+    return comps + _disks(ctx, template, nodes, region) + _external_ips(ctx, template, nodes, region)
 
 
 @prices("gcp:compute/instanceGroupManager:InstanceGroupManager")
@@ -108,7 +136,7 @@ def instance_group_manager(r: Resource, ctx: PricingContext) -> list[CostCompone
 @prices("gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager")
 def region_instance_group_manager(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     region = ctx.region(r, "gcp", get(r.inputs, "region"))
-    return _group(r, ctx, region, list(get(r.inputs, "distributionPolicyZones", []) or []))
+    return _group(r, ctx, region, elements(r.inputs, "distributionPolicyZones", str))
 
 
 @prices("gcp:compute/instance:Instance")
@@ -128,25 +156,42 @@ def instance(r: Resource, ctx: PricingContext) -> list[CostComponent]:
             ctx, f"{kind} boot {size:g} GB", size, _DISK_RATES.get(kind, "gcp-pd-balanced"), region
         )
     )
-    return comps
+    return comps + _external_ips(ctx, r, 1, region)
 
 
 @prices("gcp:storage/bucket:Bucket")
 def storage_bucket(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     location = get(r.inputs, "location", "")
     region = location.lower() if isinstance(location, str) and location else ctx.region(r, "gcp")
-    gb = ctx.use("checkpoint_gb")
     return [
-        storage_component(
-            ctx,
-            "Cloud Storage Standard (checkpoints)",
-            gb,
-            "gcp-gcs-standard",
-            region,
-            usage_key="checkpoint_gb",
+        *checkpoint_components(
+            ctx, retention=_gcs_retention(r), storage_rate="gcp-gcs-standard", write_rate="gcp-gcs-class-a",
+            region=region, label="Cloud Storage Standard",
         ),
         transfer_component(ctx, "internet egress", "egress_gb_per_month", "gcp-egress-internet", region),
-    ]
+    ]  # fmt: skip
+
+
+def _gcs_retention(bucket: Resource) -> Retention:
+    """Versioning and the Delete rule for noncurrent objects the bucket declares (daysSinceNoncurrentTime, or
+    age on ARCHIVED objects; https://cloud.google.com/storage/docs/lifecycle#conditions)."""
+    if not get(bucket.inputs, "versioning.enabled", False):
+        return Retention(False, None, "versioning off")
+    days = []
+    for n, rule in enumerate(elements(bucket.inputs, "lifecycleRules")):
+        if get(rule, "action.type") != "Delete":
+            continue
+        since = get(rule, "condition.daysSinceNoncurrentTime")
+        if since is None and get(rule, "condition.withState") == "ARCHIVED":
+            since = get(rule, "condition.age")
+        if since is not None:
+            days.append((float(since), f"lifecycleRules[{n}]"))
+    if not days:
+        return Retention(True, None, "versioning on, no Delete rule for noncurrent objects")
+    d, where = min(days)
+    return Retention(
+        True, d + LIFECYCLE_LAG_DAYS, f"{where}: {d:g} days, +{LIFECYCLE_LAG_DAYS:g} for the daily rule run"
+    )
 
 
 @prices("gcp:storage/bucketObject:BucketObject")
@@ -204,7 +249,9 @@ def router_nat(r: Resource, ctx: PricingContext) -> list[CostComponent]:
             "gcp-cloud-nat-vm-hour",
             region,
             with_nodes=True,
-        )
+        ),
+        # billed per GiB processed, both directions, on top of the VM-hours and of any egress charge
+        transfer_component(ctx, "NAT data processed", "nat_gb_per_month", "gcp-cloud-nat-gb", region),
     ]
 
 

@@ -21,6 +21,7 @@ class Rate:
     region: str  # the reference region the price is for
     what: str
     url: str
+    per_requests: int = 1  # request rates are quoted per 1,000 or 10,000 requests
 
 
 _RATES = [
@@ -31,9 +32,27 @@ _RATES = [
          "https://aws.amazon.com/ebs/pricing/"),
     Rate("aws-ebs-gp2", 0.10, "GB-month", "us-east-1", "EBS gp2 volume storage",
          "https://aws.amazon.com/ebs/pricing/"),
+    Rate("aws-ebs-gp3-iops", 0.005, "IOPS-month", "us-east-1",
+         "EBS gp3 provisioned IOPS above the 3,000 included", "https://aws.amazon.com/ebs/pricing/"),
+    Rate("aws-ebs-gp3-throughput", 0.04, "MB/s-month", "us-east-1",
+         "EBS gp3 provisioned throughput above the 125 MB/s included", "https://aws.amazon.com/ebs/pricing/"),
     Rate("aws-ebs-io2", 0.125, "GB-month", "us-east-1", "EBS io2 volume storage (IOPS extra)",
          "https://aws.amazon.com/ebs/pricing/"),
+    Rate("aws-ebs-io2-iops-1", 0.065, "IOPS-month", "us-east-1",
+         "EBS io2 provisioned IOPS, a volume's first 32,000", "https://aws.amazon.com/ebs/pricing/"),
+    Rate("aws-ebs-io2-iops-2", 0.0455, "IOPS-month", "us-east-1",
+         "EBS io2 provisioned IOPS, a volume's 32,001st to 64,000th (Price List API figure; the pricing "
+         "page rounds it to $0.046)", "https://aws.amazon.com/ebs/pricing/"),
+    Rate("aws-ebs-io2-iops-3", 0.03185, "IOPS-month", "us-east-1",
+         "EBS io2 provisioned IOPS above a volume's 64,000th (Price List API figure; the pricing page "
+         "rounds it to $0.032)", "https://aws.amazon.com/ebs/pricing/"),
+    Rate("aws-ebs-io1", 0.125, "GB-month", "us-east-1", "EBS io1 volume storage (IOPS extra)",
+         "https://aws.amazon.com/ebs/pricing/"),
+    Rate("aws-ebs-io1-iops", 0.065, "IOPS-month", "us-east-1", "EBS io1 provisioned IOPS (flat, not tiered)",
+         "https://aws.amazon.com/ebs/pricing/"),
     Rate("aws-ebs-st1", 0.045, "GB-month", "us-east-1", "EBS st1 volume storage",
+         "https://aws.amazon.com/ebs/pricing/"),
+    Rate("aws-ebs-sc1", 0.015, "GB-month", "us-east-1", "EBS sc1 (Cold HDD) volume storage",
          "https://aws.amazon.com/ebs/pricing/"),
     Rate("aws-egress-internet", 0.09, "GB", "us-east-1", "data transfer out to the internet, first 10 TB/month",
          "https://aws.amazon.com/ec2/pricing/on-demand/#Data_Transfer"),
@@ -62,9 +81,16 @@ _RATES = [
          "https://cloud.google.com/vpc/network-pricing"),
     Rate("gcp-cloud-nat-vm-hour", 0.0014, "VM-hour", "us-central1", "Cloud NAT gateway, per VM-hour (capped at 32 VMs)",
          "https://cloud.google.com/nat/pricing"),
+    Rate("gcp-cloud-nat-gb", 0.045, "GB", "us-central1",
+         "Cloud NAT data processed, per GiB inbound and outbound (same in every region)",
+         "https://cloud.google.com/nat/pricing"),
     Rate("gcp-bigquery-storage", 0.02, "GB-month", "us-central1", "BigQuery active logical storage",
          "https://cloud.google.com/bigquery/pricing#storage"),
     Rate("gcp-external-ip", 0.005, "hour", "us-central1", "external IPv4 address in use, per hour",
+         "https://cloud.google.com/vpc/network-pricing#ipaddress"),
+    Rate("gcp-external-ip-spot", 0.0025, "hour", "us-central1",
+         "external IPv4 address in use on a Spot or preemptible VM, per hour (figure as widely quoted from "
+         "this page; the page itself could not be read to confirm it)",
          "https://cloud.google.com/vpc/network-pricing#ipaddress"),
     # Azure (eastus)
     Rate("azure-blob-hot-lrs", 0.018, "GB-month", "eastus", "Blob Storage hot tier, LRS, first 50 TB",
@@ -75,9 +101,26 @@ _RATES = [
          "https://azure.microsoft.com/pricing/details/ip-addresses/"),
     Rate("azure-nat-gateway-hour", 0.045, "hour", "eastus", "NAT gateway, per hour",
          "https://azure.microsoft.com/pricing/details/azure-nat-gateway/"),
+    Rate("azure-nat-gateway-gb", 0.045, "GB", "eastus",
+         "NAT gateway data processed, per GB (the widely published figure; the page itself could not be "
+         "read to confirm it)",
+         "https://azure.microsoft.com/pricing/details/azure-nat-gateway/"),
 ]  # fmt: skip
 
-RATES: dict[str, Rate] = {r.id: r for r in _RATES}
+# Write requests of checkpoint uploads: one per 64 MiB part (cli/preview/pricing/checkpoints.py).
+_REQUEST_RATES = [
+    Rate("aws-s3-put", 0.005, "1k requests", "us-east-1", "S3 Standard PUT, COPY, POST, LIST requests, per 1,000",
+         "https://aws.amazon.com/s3/pricing/", per_requests=1000),
+    Rate("gcp-gcs-class-a", 0.005, "1k operations", "us-central1",
+         "Cloud Storage Standard Class A operations (uploads, each resumable chunk), per 1,000",
+         "https://cloud.google.com/storage/pricing#operations-pricing", per_requests=1000),
+    Rate("azure-blob-hot-write", 0.065, "10k operations", "eastus",
+         "Blob Storage hot LRS write operations (Put Block, Put Block List), per 10,000; the higher of the "
+         "published figures, not confirmed against the pricing page here",
+         "https://azure.microsoft.com/pricing/details/storage/blobs/", per_requests=10000),
+]  # fmt: skip
+
+RATES: dict[str, Rate] = {r.id: r for r in _RATES + _REQUEST_RATES}
 
 # Azure managed disks are billed per provisioned tier (size rounded up), not per GB.
 # (tier size GiB, USD/month) for eastus, from the managed-disks pricing page.
@@ -114,7 +157,7 @@ def sources() -> dict[str, dict[str, str]]:
             "origin": r.url,
             "as_of": AS_OF,
         }
-        for r in _RATES
+        for r in _RATES + _REQUEST_RATES
     }
     out["azure-managed-disk"] = {
         "what": "Azure managed disk, per provisioned tier and month",
