@@ -191,3 +191,19 @@ def test_absent_unchanged_counts_only_what_the_summary_counts():
         from cli.preview.pulumi_json import complete_from
 
         complete_from([], 5, [], "a.json", "b.json")
+
+
+def test_an_autoscaled_group_without_desired_capacity_is_priced_at_its_maximum(usage):
+    """Issue 17 item 7: maxSize 16 x p4de with no desiredCapacity was reported free and complete. The group
+    can run 16 nodes: 16 x 730 h x the spot mean of its zones, and the line says why."""
+    doc = json.loads(MAIN.read_text())
+    asg = next(s for s in doc["steps"] if s["urn"].endswith("::train-asg"))
+    for state in (asg["oldState"], asg["newState"]):
+        state["inputs"].pop("desiredCapacity")
+        state["inputs"].update({"minSize": 0, "maxSize": 16})
+    priced = price_document(doc, str(MAIN), usage)
+    group = next(r for r in priced.after.resources if r.resource.name == "train-asg")
+    spot = next(c for c in group.components if "spot" in c.name)
+    assert spot.name == "p4d.24xlarge spot (16 nodes)"
+    assert spot.monthly_cost == pytest.approx(16 * HOURS * P4D_SPOT_AZ1_AZ4)  # 61,821.07
+    assert "no desiredCapacity: priced at maxSize 16" in spot.note

@@ -402,3 +402,17 @@ def test_a_failed_diff_skips_the_comment_but_not_the_guardrail():
 def test_without_trainfleet_installed_nothing_is_priced():
     run = simulate(head_repo=SAME_REPO, secrets=SECRETS, failing=("install",))
     assert run.ran[GUARDRAIL] == "skipped" and run.ran[COMMENT] == "skipped" and run.failed
+
+
+def test_every_preview_the_workflow_diffs_lists_unchanged_resources():
+    """Issue 17 item 1: plain `pulumi preview --json` leaves unchanged resources out (display's shouldShow
+    returns ShowSameResources for OpSame), so both documents `trainfleet diff` compares carry --show-sames."""
+    steps = [s for job in doc()["jobs"].values() for s in job.get("steps", [])]
+    previews = [
+        line.strip()
+        for s in steps
+        for line in str(s.get("run", "")).splitlines()
+        if line.strip().startswith("pulumi preview")
+    ]
+    assert len(previews) == 2, previews  # head and base
+    assert all("--json" in p and "--show-sames" in p for p in previews), previews

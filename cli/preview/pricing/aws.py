@@ -225,9 +225,16 @@ LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 
 @prices("aws:autoscaling/group:Group")
 def autoscaling_group(r: Resource, ctx: PricingContext) -> list[CostComponent]:
-    """Nodes = desired capacity (else min size); split into on-demand and spot the way the group does."""
+    """Nodes = desired capacity; split into on-demand and spot the way the group does. A group with no desired
+    capacity is sized by its scaling policies, anywhere up to maxSize: priced at maxSize, the most it can run,
+    and the note says so (pricing it at minSize, or free, would be the cheapest guess, not an estimate)."""
     i = r.inputs
-    nodes = int(number(i, "desiredCapacity", number(i, "minSize", 0)))
+    sized = ""
+    if get(i, "desiredCapacity") is not None:
+        nodes = int(number(i, "desiredCapacity"))
+    else:
+        nodes = int(number(i, "maxSize"))
+        sized = f"no desiredCapacity: priced at maxSize {nodes}, the most the group can scale to"
     if nodes == 0:
         raise Free("desired capacity 0: no nodes run")
     mip = get(i, "mixedInstancesPolicy")
@@ -259,9 +266,8 @@ def autoscaling_group(r: Resource, ctx: PricingContext) -> list[CostComponent]:
         ctx, cloud="aws", region=region, zones=zones, instance_type=instance_type,
         on_demand_nodes=on_demand, spot_nodes=nodes - on_demand,
     )  # fmt: skip
-    if note:
-        for c in comps:
-            c.note = f"{note}; {c.note}"
+    for c in comps:
+        c.note = "; ".join(n for n in (sized, note, c.note) if n)
     return comps + _root_volume(ctx, lt, nodes, region) + _public_ips(ctx, lt, nodes, region)
 
 
