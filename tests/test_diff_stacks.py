@@ -14,7 +14,13 @@ from cli.preview.engine import estimate_config
 from infra.stack_file import read_stack_file
 from tests.conftest import REPO, STACKS, assert_one_line_error
 from tests.test_preview_stacks import (
-    AWS_IPV4_HOUR, AWS_NAT_HOUR, EBS_GP3, HOURS, S3_PUT, S3_STANDARD, checkpoint_lines,
+    AWS_IPV4_HOUR,
+    AWS_NAT_HOUR,
+    EBS_GP3,
+    HOURS,
+    S3_PUT,
+    S3_STANDARD,
+    checkpoint_lines,
 )  # fmt: skip
 
 DEV = STACKS / "Pulumi.dev.yaml"
