@@ -135,6 +135,42 @@ class UsageValue:
         return {"value": self.value, "unit": self.unit, "source": self.source}
 
 
+@dataclass(frozen=True)
+class FleetExpectation:
+    """What one fleet's planned job is expected to cost with spot interruptions, failures, restarts (waiting
+    for replacement capacity included) and checkpoint overhead, beside its list price for the same job run
+    without any of them (the planner's reliability model, for the fleet as the stack declares it)."""
+
+    fleet: str
+    usd_per_hour: float  # the fleet's list price, all its nodes
+    ideal_hours: float  # the job's useful work and evaluation/stalls, nothing lost
+    wall_hours: float  # expected, with interruptions, restarts and checkpoints
+    interruptions: float  # expected interruptions and failures over the run
+    emergency_checkpoint_fits: bool
+    assumptions: tuple[str, ...] = ()
+
+    @property
+    def list_job_usd(self) -> float:
+        return self.usd_per_hour * self.ideal_hours
+
+    @property
+    def expected_job_usd(self) -> float:
+        return self.usd_per_hour * self.wall_hours
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fleet": self.fleet,
+            "usd_per_hour": _round(self.usd_per_hour),
+            "ideal_hours": _round(self.ideal_hours, 3),
+            "wall_hours": _round(self.wall_hours, 3),
+            "list_job_usd": _round(self.list_job_usd, 2),
+            "expected_job_usd": _round(self.expected_job_usd, 2),
+            "expected_interruptions": _round(self.interruptions, 2),
+            "emergency_checkpoint_fits": self.emergency_checkpoint_fits,
+            "assumptions": list(self.assumptions),
+        }
+
+
 @dataclass
 class Estimate:
     """Everything one stack (or one preview document) costs."""
@@ -149,6 +185,14 @@ class Estimate:
     # resources a preview document leaves out (unchanged ones, written without --show-sames): the totals
     # then cover only what the document lists
     absent: int = 0
+    # per fleet, the planned job's expected cost with interruptions (needs the stack config: job and fleets)
+    expected: list[FleetExpectation] = field(default_factory=list)
+    expected_note: str = ""  # why there is no expectation, when there is none
+
+    @property
+    def expected_job_usd(self) -> float | None:
+        """The fleets' expected job cost, all together; None when no fleet could be assessed."""
+        return sum(e.expected_job_usd for e in self.expected) if self.expected else None
 
     def by_status(self, status: str) -> list[PricedResource]:
         return [r for r in self.resources if r.status == status]
@@ -196,6 +240,9 @@ class Estimate:
             "counts": counts,
             "unknown_by_type": self.unknown_by_type(),
             "absent_unchanged": self.absent,
+            "expected": [e.to_json() for e in self.expected],
+            "expected_job_usd": _round(self.expected_job_usd, 2),
+            "expected_note": self.expected_note,
             "usage": {k: v.to_json() for k, v in self.usage.items()},
             "guardrail_usd": self.guardrail_usd,
             "budget_monthly_limit_usd": self.budget_usd,
