@@ -192,9 +192,14 @@ def assess(
     node_network_gbits: float | None,
     step_s: float,
     stall_share: float | None = None,
+    interval_s: float | None = None,
+    spot_nodes: int | None = None,
 ) -> Reliability:
+    """`interval_s` fixes the checkpoint interval (a stack's declared one; default Daly's optimum) and
+    `spot_nodes` how many of the nodes are spot (a mixed fleet; default all of them when `spot`)."""
     stall = STALL_SHARE if stall_share is None else stall_share
     spot_node = spot_hazard(interruption_bucket) if spot else 0.0
+    interruptible = nodes if spot_nodes is None else spot_nodes
     fail_node = devices_per_node * FAILURES_PER_DEVICE_HOUR
     times = checkpoint_times(cloud, checkpoint_bytes, nodes, node_network_gbits, step_s)
     write = times.save_s
@@ -202,10 +207,10 @@ def assess(
     lossy_restart = restart + times.durable_lag_s  # a step not yet durable is lost as well
     notice = NOTICE_S.get(cloud, 30.0)
     fits = times.emergency_s <= notice
-    loss_rate = nodes * (fail_node + (0.0 if fits else spot_node)) / 3600  # per second
-    safe_rate = nodes * (spot_node if fits else 0.0) / 3600
+    loss_rate = (nodes * fail_node + interruptible * (0.0 if fits else spot_node)) / 3600  # per second
+    safe_rate = interruptible * (spot_node if fits else 0.0) / 3600
     mtbf = 1 / loss_rate
-    tau = daly_interval(write, mtbf)
+    tau = daly_interval(write, mtbf) if interval_s is None else interval_s
     useful_s = useful_hours * 3600
     daly = daly_wall(useful_s * (1 + stall), tau, write, lossy_restart, mtbf)
     load = safe_rate * (times.emergency_s + restart)

@@ -77,6 +77,7 @@ def estimate_config(
     usage_where: str = "",
 ) -> Estimate:
     """Run the program offline for one stack config and price what it declares."""
+    from cli.preview.expected import expected_for
     from cli.preview.pricing import PricingContext, price_all
     from cli.preview.usage import resolve_usage
     from infra.catalog import default_catalog
@@ -90,6 +91,7 @@ def estimate_config(
     )
     priced = price_all(resources, ctx)
     budget = config.budget
+    expected, expected_note = expected_for(config, usage)
     return Estimate(
         stack=stack,
         origin="program (offline, pulumi mocks)",
@@ -98,6 +100,8 @@ def estimate_config(
         guardrail_usd=budget.fail_above_usd if budget else None,
         budget_usd=budget.monthly_limit_usd if budget else None,
         elapsed_s=time.perf_counter() - started,
+        expected=expected,
+        expected_note=expected_note,
     )
 
 

@@ -92,11 +92,32 @@ def estimate_renderable(est: Estimate, *, show_free: bool = False, wide: bool = 
             by_type[label] = by_type.get(label, 0) + 1
         listed = ", ".join(f"{n} x {t}" if n > 1 else t for t, n in sorted(by_type.items()))
         lines.append(Text(f"Free (no charge of their own; --all lists each with why): {listed}"))
+    if est.unknown:
+        lines.append(Text(f"Unknown cost, left out of the totals: {unknown_summary(est)}", style="yellow"))
+    if est.absent:
+        lines.append(Text(f"The document leaves out {est.absent} unchanged resources (no --show-sames): totals "
+                          "cover only what it lists", style="yellow"))  # fmt: skip
+    lines += expected_lines(est)
     lines.append(Text("Usage assumptions (--usage-file overrides):"))
     lines += [Text(f"  {k} = {v.value:g} {v.unit}  ({v.source})") for k, v in est.usage.items()]
     if est.budget_usd is not None:
         lines.append(Text(f"Budget: {money(est.budget_usd)}/month (trainfleet:budget.monthly_limit_usd)"))
     return Group(t, notes.renderable("sources:"), *lines)
+
+
+def expected_lines(est: Estimate) -> list[Text]:
+    """Each fleet's planned job: list price with nothing going wrong vs expected with interruptions."""
+    out = []
+    for e in est.expected:
+        out.append(Text(
+            f"Expected planned job, fleet {e.fleet}: {money(e.expected_job_usd)} over {e.wall_hours:,.1f} h "
+            f"(list {money(e.list_job_usd)} over {e.ideal_hours:,.1f} h with no interruption; "
+            f"{e.interruptions:,.1f} interruptions and failures expected)", style="bold",
+        ))  # fmt: skip
+        out += [Text(f"  {a}") for a in e.assumptions]
+    if est.expected_note:
+        out.append(Text(f"No expected cost for {est.expected_note}", style="yellow"))
+    return out
 
 
 def diff_renderable(diff: CostDiff, *, wide: bool = False) -> Group:

@@ -1,0 +1,127 @@
+"""The planned job's expected cost per fleet, as the stack declares it: the planner's model, not a plan.
+
+For each fleet: the job (params, tokens, precision) on the fleet's instance type, node count and declared
+DeepSpeed setup gives a step time (cli/planner/throughput via optimizer.best_setup with every choice
+pinned); the reliability model (cli/planner/reliability.assess) turns useful hours into expected wall hours
+with the fleet's spot interruptions (its zones' interruption bucket, the worst of them), hardware failures,
+restarts that wait for replacement capacity, the emergency checkpoint against the cloud's notice, and the
+declared checkpoint interval. The list price is the preview's own fleet price (zone mean, per purchase).
+
+    list     = fleet $/h x (useful + evaluation/stall hours)         the job with nothing going wrong
+    expected = fleet $/h x expected wall hours                       what the model says it will bill
+"""
+
+from __future__ import annotations
+
+from cli.preview.model import FleetExpectation, UsageValue
+from infra.config import Fleet, StackConfig
+from infra.errors import TrainfleetError
+
+
+def expected_for(config: StackConfig, usage: dict[str, UsageValue]) -> tuple[list[FleetExpectation], str]:
+    """One expectation per fleet the model can assess, and a note naming the fleets it cannot (or '')."""
+    from infra.catalog import default_catalog
+
+    catalog = default_catalog()
+    out, skipped = [], []
+    for fleet in config.fleets:
+        try:
+            out.append(_fleet(config, fleet, catalog, usage))
+        except _NoExpectation as exc:
+            skipped.append(f"{fleet.name}: {exc}")
+    return out, "; ".join(skipped)
+
+
+class _NoExpectation(Exception):
+    """The model cannot assess this fleet (no accelerator data, does not fit, ...): the reason."""
+
+
+def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageValue]) -> FleetExpectation:
+    from cli.planner import reliability
+    from cli.planner.calibration import default_fit
+    from cli.planner.optimizer import FixedSetup, best_setup, hardware_for
+    from cli.planner.workload import Workload, resolve_shape
+    from cli.preview.pricing.base import PricingContext, fleet_components
+
+    offers = catalog.offers(cloud=fleet.cloud, region=fleet.region, instance_type=fleet.instance_type)
+    in_zones = [o for o in offers if not fleet.zones or o.zone in fleet.zones] or offers
+    if not in_zones:
+        raise _NoExpectation(f"the catalog has no {fleet.instance_type} in {fleet.region}")
+    offer = in_zones[0]
+    hw = hardware_for(offer, catalog.accelerator(offer.accelerator), config.job.precision)
+    if hw is None:
+        raise _NoExpectation(f"no {config.job.precision} peak for {fleet.instance_type}'s accelerators")
+    job, ds = config.job, config.deepspeed
+    try:
+        shape = resolve_shape(job.model, job.params)
+    except TrainfleetError:
+        shape = resolve_shape(None, job.params)
+    devices = fleet.nodes * hw.devices_per_node
+    batch_tokens = ds.micro_batch * ds.grad_accum * devices * job.seq_len
+    work = Workload(shape, job.tokens, job.seq_len, job.precision, job.method, job.lora_rank, batch_tokens)
+    offload = (
+        "optimizer+params"
+        if ds.offload_param != "none"
+        else "optimizer"
+        if ds.offload_optimizer != "none"
+        else "none"
+    )
+    pinned = FixedSetup(ds.zero_stage, offload, ds.micro_batch)
+    setup = best_setup(work, hw, fleet.nodes, default_fit(), fixed=pinned)
+    if setup is None:
+        raise _NoExpectation(
+            f"ZeRO-{ds.zero_stage}, offload {offload}, micro batch {ds.micro_batch} does not fit in memory on "
+            f"{fleet.nodes} x {fleet.instance_type} by the planner's memory model (`trainfleet plan` finds one that does)"
+        )
+    on_demand, spot = _purchase_split(fleet)
+    ctx = PricingContext(catalog, usage)
+    lines = fleet_components(ctx, cloud=fleet.cloud, region=fleet.region, zones=list(fleet.zones),
+                             instance_type=fleet.instance_type, on_demand_nodes=on_demand, spot_nodes=spot)  # fmt: skip
+    if any(c.unit_price is None for c in lines):
+        raise _NoExpectation(f"the catalog has no price for every purchase option of {fleet.instance_type}")
+    per_hour = sum(
+        c.unit_price * n for c, n in zip(lines, [x for x in (on_demand, spot) if x > 0], strict=True)
+    )
+    buckets = [o.interruption_bucket for o in in_zones]
+    bucket = None if any(b is None for b in buckets) else max(buckets)
+    useful_h = work.tokens / setup.step.tokens_per_second / 3600
+    rel = reliability.assess(
+        useful_h, fleet.nodes, hw.devices_per_node, fleet.cloud, spot > 0, bucket, work.checkpoint_bytes,
+        hw.network_gbits, setup.step.step_s, interval_s=config.checkpoint.interval_minutes * 60, spot_nodes=spot,
+    )  # fmt: skip
+    if not rel.feasible:
+        raise _NoExpectation(
+            f"{fleet.nodes} nodes would spend most of the run restarting (the planner refuses such a plan)"
+        )
+    interruptions = (
+        spot * rel.spot_hazard_per_node_hour + fleet.nodes * rel.failure_hazard_per_node_hour
+    ) * rel.wall_hours
+    assumptions = [
+        f"{useful_h:,.1f} h of useful work at {setup.step.tokens_per_second:,.0f} tokens/s (the planner's "
+        f"throughput model for ZeRO-{ds.zero_stage}, micro batch {ds.micro_batch}) + {rel.stall_hours:,.1f} h "
+        f"evaluation and data stalls ({reliability.STALL_SHARE:.0%})",
+        f"spot interruption bucket {'unknown, taken as >20%/month' if bucket is None else bucket} (worst of the fleet's zones); "
+        f"failures {reliability.FAILURES_PER_DEVICE_HOUR:g} per device-hour; a lost node waits "
+        f"{reliability.PROVISION_S / 60:.0f} min for a replacement",
+        f"emergency checkpoint {rel.times.emergency_s:.0f} s vs the {rel.notice_s:.0f} s notice: "
+        + ("fits" if rel.emergency_checkpoint_fits else "does not fit, each interruption loses work"),
+        f"checkpoint every {config.checkpoint.interval_minutes:g} min (declared)",
+    ]
+    if fleet.purchase == "mixed":
+        assumptions.append(f"{on_demand} on-demand node(s) are never interrupted, {spot} spot")
+    return FleetExpectation(
+        fleet=fleet.name, usd_per_hour=per_hour, ideal_hours=useful_h + rel.stall_hours,
+        wall_hours=rel.wall_hours, interruptions=interruptions,
+        emergency_checkpoint_fits=rel.emergency_checkpoint_fits, assumptions=tuple(assumptions),
+    )  # fmt: skip
+
+
+def _purchase_split(fleet: Fleet) -> tuple[int, int]:
+    """(on-demand nodes, spot nodes) the way the fleet's group splits them (an ASG's mixed instances policy)."""
+    if fleet.purchase == "on-demand":
+        return fleet.nodes, 0
+    if fleet.purchase == "spot":
+        return 0, fleet.nodes
+    base = min(fleet.on_demand_base, fleet.nodes)
+    above = -(-(fleet.nodes - base) * fleet.on_demand_percentage_above_base // 100)  # rounded up, as AWS does
+    return base + above, fleet.nodes - base - above

@@ -1,0 +1,101 @@
+"""The preview shows each fleet's planned job at its expected cost with interruptions, beside its list price
+(issue 17, deliverable 4). The expected values are checked against a naive first-order model worked here
+from the stack's own figures, and against `trainfleet estimate` for the same pinned setup."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from cli.preview.engine import estimate_text
+
+PROD = (Path(__file__).parent.parent / "stacks" / "Pulumi.prod.yaml").read_text()
+
+# stacks/Pulumi.prod.yaml: 13B params, 4 x p4de.24xlarge (8 x A100-80GB) in use1-az6, 1 on-demand + 3 spot,
+# ZeRO-3, micro batch 4, checkpoint every 30 min. offers.csv row for use1-az6: on-demand $27.44705/h,
+# spot $8.6505/h, Spot Advisor bucket 0 (<5% a month, taken as its 2.5% midpoint).
+PER_HOUR = 1 * 27.44705 + 3 * 8.6505  # $53.39855 for the whole fleet
+SPOT_PER_NODE_HOUR = -math.log(1 - 0.025) / 730  # 3.468e-5
+FAIL_PER_NODE_HOUR = 8 * 5e-5  # 8 GPUs x 5e-5 failures per device-hour (failure_rates.md)
+
+
+def naive_wall_hours(ideal_h: float, nodes: int, spot_nodes: int, lossy: bool) -> float:
+    """First-order checkpoint/restart model (Young 1974), independent of the planner's Daly formula:
+    W = T (1 + d/tau) / (1 - lambda (R + (tau + d) / 2)) for work-losing events at rate lambda, with
+      d   = local save of a node's share: 182 GB / 4 nodes / 2 GB/s              = 22.75 s
+      tau = the declared 30-minute interval                                     = 1800 s
+      R   = 15 min for a replacement + download 45.5 GB at 1 GB/s + load 22.75 s
+            + the upload not yet durable (45.5 s) and its 10 s commit            = 1,023.75 s
+    (S3 upload 1 GB/s per node and the 10 s commit: checkpoint_io.md.) The emergency checkpoint (a whole
+    step + 22.75 + 45.5 + 10 s) misses AWS's 120 s notice, so spot interruptions lose work like failures."""
+    d, tau = 182 / 4 / 2, 1800.0
+    restart = 900 + 45.5 + 22.75 + 45.5 + 10
+    rate = (nodes * FAIL_PER_NODE_HOUR + (spot_nodes * SPOT_PER_NODE_HOUR if lossy else 0)) / 3600
+    return ideal_h * (1 + d / tau) / (1 - rate * (restart + (tau + d) / 2))
+
+
+def prod_expected(text: str = PROD):
+    est = estimate_text(text, "prod", "prod")
+    assert est.expected_note == ""
+    (fleet,) = est.expected
+    return est, fleet
+
+
+def test_the_prod_fleet_is_priced_at_its_expected_wall_time():
+    est, e = prod_expected()
+    assert e.fleet == "main" and e.usd_per_hour == pytest.approx(PER_HOUR)
+    assert not e.emergency_checkpoint_fits
+    assert e.wall_hours == pytest.approx(naive_wall_hours(e.ideal_hours, 4, 3, lossy=True), rel=2e-3)
+    assert e.expected_job_usd == pytest.approx(PER_HOUR * e.wall_hours)
+    assert e.list_job_usd == pytest.approx(PER_HOUR * e.ideal_hours)
+    assert e.expected_job_usd > e.list_job_usd
+    events = (3 * SPOT_PER_NODE_HOUR + 4 * FAIL_PER_NODE_HOUR) * e.wall_hours  # 2.76
+    assert e.interruptions == pytest.approx(events)
+    data = est.to_json()
+    assert data["expected_job_usd"] == pytest.approx(round(e.expected_job_usd, 2))
+    assert data["expected"][0]["assumptions"][-1] == "1 on-demand node(s) are never interrupted, 3 spot"
+
+
+def test_the_useful_hours_are_what_trainfleet_estimate_says_for_the_same_setup(trainfleet):
+    _, e = prod_expected()
+    result = trainfleet(
+        "estimate", "--model", "llama-13b", "--tokens", "260B", "--seq-len", "4096", "--accelerator", "A100-80GB",
+        "--devices", "32", "--zero-stage", "3", "--offload", "none", "--micro-batch", "4",
+        "--global-batch", str(4 * 8 * 32 * 4096),  # micro batch x grad_accum x devices x seq_len
+        "--instance-type", "p4de.24xlarge", "--json",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    useful = result.json()["useful_hours"]
+    assert e.ideal_hours == pytest.approx(useful * 1.27, rel=1e-3)  # + 27% evaluation and data stalls
+
+
+def test_an_all_on_demand_fleet_only_fails():
+    text = re.sub(r"\n *on_demand_(base|percentage_above_base): \d+", "", PROD)
+    text = text.replace("purchase: mixed", "purchase: on-demand")
+    _, e = prod_expected(text)
+    assert e.usd_per_hour == pytest.approx(4 * 27.44705)
+    assert e.interruptions == pytest.approx(4 * FAIL_PER_NODE_HOUR * e.wall_hours)
+    assert e.wall_hours == pytest.approx(naive_wall_hours(e.ideal_hours, 4, 0, lossy=True), rel=2e-3)
+
+
+def test_a_setup_that_does_not_fit_says_so_instead_of_a_number():
+    """dev declares ZeRO-2 with micro batch 4 on one g5.12xlarge (4 x A10G, 24 GB): the planner's memory model
+    (`trainfleet estimate ... --zero-stage 2 --micro-batch 4` refuses it too) says it does not fit."""
+    text = (Path(__file__).parent.parent / "stacks" / "Pulumi.dev.yaml").read_text()
+    est = estimate_text(text, "dev", "dev")
+    assert est.expected == [] and est.expected_job_usd is None
+    assert (
+        "dev: ZeRO-2, offload none, micro batch 4 does not fit in memory on 1 x g5.12xlarge"
+        in est.expected_note
+    )
+
+
+def test_the_preview_table_shows_expected_beside_list(trainfleet):
+    result = trainfleet("preview", "--stack", "prod", "--wide")
+    assert result.code == 0, result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("Expected planned job, fleet main"))
+    _, e = prod_expected()
+    assert f"${e.expected_job_usd:,.2f}" in line and f"list ${e.list_job_usd:,.2f}" in line
