@@ -207,3 +207,24 @@ def test_an_autoscaled_group_without_desired_capacity_is_priced_at_its_maximum(u
     assert spot.name == "p4d.24xlarge spot (16 nodes)"
     assert spot.monthly_cost == pytest.approx(16 * HOURS * P4D_SPOT_AZ1_AZ4)  # 61,821.07
     assert "no desiredCapacity: priced at maxSize 16" in spot.note
+
+
+def test_a_usage_file_sizes_an_autoscaled_group(tmp_path, trainfleet):
+    doc = json.loads(MAIN.read_text())
+    asg = next(s for s in doc["steps"] if s["urn"].endswith("::train-asg"))
+    for state in (asg["oldState"], asg["newState"]):
+        state["inputs"].pop("desiredCapacity")
+        state["inputs"].update({"minSize": 0, "maxSize": 16})
+    path = tmp_path / "autoscaled.json"
+    path.write_text(json.dumps(doc))
+    usage = tmp_path / "usage.yaml"
+    usage.write_text("group_nodes:\n  train-asg: 5\n")
+    data = trainfleet("preview", "--pulumi-json", str(path), "--usage-file", str(usage), "--json").json()
+    group = next(r for r in data["estimate"]["resources"] if r["name"] == "train-asg")
+    spot = next(c for c in group["components"] if "spot" in c["name"])
+    assert spot["name"] == "p4d.24xlarge spot (5 nodes)" and "group_nodes" in spot["note"]
+    assert spot["monthly_cost"] == pytest.approx(5 * HOURS * P4D_SPOT_AZ1_AZ4, abs=1e-3)
+    assert data["estimate"]["usage"]["group_nodes:train-asg"]["value"] == 5
+    usage.write_text("group_nodes:\n  train-asg: -1\n")
+    bad = trainfleet("preview", "--pulumi-json", str(path), "--usage-file", str(usage))
+    assert_one_line_error(bad, "group_nodes")

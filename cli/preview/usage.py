@@ -13,12 +13,14 @@ A usage file is YAML with any of these keys:
     egress_gb_per_month: 50     # GB leaving the cloud per month (default 0)
     nat_gb_per_month: 0         # GB through a NAT gateway per month (default 0)
     billing_export_gb: 1        # GB the billing export holds (default 1)
+    group_nodes:                # nodes an autoscaled group without desired capacity runs, by resource
+      train-asg: 8              #   name (default: the group's maxSize, the most it can scale to)
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -29,6 +31,7 @@ from infra.stack_file import load_yaml
 from infra.units import MAX_HOURS
 
 HOURS_PER_MONTH = 730.0
+GROUP_NODES = "group_nodes:"  # usage key prefix: nodes of one autoscaled group, by resource name
 # trainfleet's default checkpoint.interval_minutes, assumed for a preview document without a stack config
 DEFAULT_INTERVAL_MIN = 30.0
 MAX_GB = 1e9  # an exabyte: anything larger is a typo, and would print as an unreadable cost
@@ -48,6 +51,9 @@ class UsageFile(BaseModel):
     egress_gb_per_month: float | None = Field(None, ge=0, le=MAX_GB, allow_inf_nan=False)
     nat_gb_per_month: float | None = Field(None, ge=0, le=MAX_GB, allow_inf_nan=False)
     billing_export_gb: float | None = Field(None, ge=0, le=MAX_GB, allow_inf_nan=False)
+    group_nodes: dict[Annotated[str, Field(min_length=1, max_length=200)], Annotated[int, Field(ge=0, le=100_000)]] = (
+        Field(default_factory=dict)
+    )
 
 
 def read_usage_file(path: Path) -> UsageFile:
@@ -125,6 +131,8 @@ def resolve_usage(
     pick("egress_gb_per_month", "GB", (0.0, "default: 0 GB (checkpoints and data stay in-region)"))
     pick("nat_gb_per_month", "GB", (0.0, "default: 0 GB through NAT"))
     pick("billing_export_gb", "GB", (1.0, "default: 1 GB of billing export data"))
+    for name, nodes in f.group_nodes.items():
+        out[GROUP_NODES + name] = UsageValue(float(nodes), "nodes", src)
     return out
 
 

@@ -26,6 +26,7 @@ from cli.preview.pricing.base import (
 )
 from cli.preview.pricing.checkpoints import LIFECYCLE_LAG_DAYS, Retention, checkpoint_components
 from cli.preview.pricing.rates import rate, region_note
+from cli.preview.usage import GROUP_NODES
 from infra.config import TAG_FLEET
 
 _EBS_RATES = {  # storage, per GB-month (https://aws.amazon.com/ebs/pricing/)
@@ -232,9 +233,16 @@ def autoscaling_group(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     sized = ""
     if get(i, "desiredCapacity") is not None:
         nodes = int(number(i, "desiredCapacity"))
+    elif GROUP_NODES + r.name in ctx.usage:
+        given = ctx.usage[GROUP_NODES + r.name]
+        nodes = int(given.value)
+        sized = f"no desiredCapacity: {nodes} nodes from {given.source} (group_nodes)"
     else:
         nodes = int(number(i, "maxSize"))
-        sized = f"no desiredCapacity: priced at maxSize {nodes}, the most the group can scale to"
+        sized = (
+            f"no desiredCapacity: priced at maxSize {nodes}, the most the group can scale to "
+            f"(a usage file's group_nodes: {{{r.name}: N}} says otherwise)"
+        )
     if nodes == 0:
         raise Free("desired capacity 0: no nodes run")
     mip = get(i, "mixedInstancesPolicy")
