@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cli.preview.model import UsageValue
 from infra.config import StackConfig, describe_validation_error
@@ -51,9 +51,17 @@ class UsageFile(BaseModel):
     egress_gb_per_month: float | None = Field(None, ge=0, le=MAX_GB, allow_inf_nan=False)
     nat_gb_per_month: float | None = Field(None, ge=0, le=MAX_GB, allow_inf_nan=False)
     billing_export_gb: float | None = Field(None, ge=0, le=MAX_GB, allow_inf_nan=False)
-    group_nodes: dict[Annotated[str, Field(min_length=1, max_length=200)], Annotated[int, Field(ge=0, le=100_000)]] = (
-        Field(default_factory=dict)
-    )
+    # a mapping in the file; kept as (name, nodes) pairs so the frozen model stays hashable
+    group_nodes: tuple[
+        tuple[Annotated[str, Field(min_length=1, max_length=200)], Annotated[int, Field(ge=0, le=100_000)]], ...
+    ] = ()
+
+    @field_validator("group_nodes", mode="before")
+    @classmethod
+    def _group_nodes_mapping(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ValueError("expected a mapping of group resource name to nodes, e.g. {train-asg: 8}")
+        return tuple(value.items())
 
 
 def read_usage_file(path: Path) -> UsageFile:
@@ -131,7 +139,7 @@ def resolve_usage(
     pick("egress_gb_per_month", "GB", (0.0, "default: 0 GB (checkpoints and data stay in-region)"))
     pick("nat_gb_per_month", "GB", (0.0, "default: 0 GB through NAT"))
     pick("billing_export_gb", "GB", (1.0, "default: 1 GB of billing export data"))
-    for name, nodes in f.group_nodes.items():
+    for name, nodes in f.group_nodes:
         out[GROUP_NODES + name] = UsageValue(float(nodes), "nodes", src)
     return out
 
