@@ -9,7 +9,9 @@ import subprocess
 import pytest
 
 from cli.preview.diff import diff_estimates, git_show
-from cli.preview.model import FREE, NOT_ESTIMABLE, PRICED, CostComponent, Estimate, PricedResource, Resource
+from cli.preview.model import (
+    FREE, NOT_ESTIMABLE, NOT_PRICED, PRICED, CostComponent, Estimate, PricedResource, Resource,
+)  # fmt: skip
 from infra.errors import TrainfleetError
 
 
@@ -96,3 +98,16 @@ def test_a_symlink_leaving_the_repository_at_the_base_ref_is_refused(tmp_path, t
     git(repo, "commit", "-q", "-m", "base")
     with pytest.raises(TrainfleetError, match="outside the repository"):
         git_show("main", repo / "Pulumi.link.yaml")
+
+
+def test_unknown_changes_are_counted_by_what_they_are():
+    """A type with no pricing function is "not priced", an input unknown until apply "not estimable": the
+    summary never calls one the other (issue 17 item 10)."""
+    gone = PricedResource(
+        Resource("aws:ecs/service:Service", "svc", "urn:pulumi:dev::tf::aws:ecs/service:Service::svc"),
+        NOT_PRICED, reason="no pricing function for aws:ecs/service:Service",
+    )  # fmt: skip
+    base = estimate(priced("train", 1000, 300), unknown("nat", {"a": 1}))
+    head = estimate(priced("train", 1000, 300), unknown("nat", {"a": 2}), gone)
+    summary = diff_estimates(base, head, "main", "pr").summary()
+    assert (summary["not_priced_changes"], summary["not_estimable_changes"]) == (1, 1)

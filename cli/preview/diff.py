@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cli.preview.model import PRICED, Estimate, PricedResource, _round
+from cli.preview.model import NOT_PRICED, PRICED, Estimate, PricedResource, _round
 from cli.preview.pricing.base import UNKNOWN
 from infra.errors import TrainfleetError
 
@@ -127,7 +127,8 @@ class CostDiff:
             "changed": self.count("update"),
             "replaced": self.count("replace"),
             "unchanged": self.count("same"),
-            "not_estimable_changes": len(self.unknown_rows),
+            "not_priced_changes": sum(1 for r in self.unknown_rows if r.status == NOT_PRICED),
+            "not_estimable_changes": sum(1 for r in self.unknown_rows if r.status != NOT_PRICED),
             "complete": self.base.complete and self.head.complete,
         }
 

@@ -157,10 +157,10 @@ def diff_renderable(diff: CostDiff, *, wide: bool = False) -> Group:
         Text(
             f"Infra: {s['added']} added, {s['changed']} changed, {s['replaced']} replaced, {s['removed']} removed, "
             f"{s['unchanged']} unchanged"
-            + (
-                f"; {s['not_estimable_changes']} changed resource(s) not estimable"
-                if s["not_estimable_changes"]
-                else ""
+            + "".join(
+                f"; {s[key]} changed resource(s) {status}"
+                for key, status in (("not_priced_changes", "not priced"), ("not_estimable_changes", "not estimable"))
+                if s[key]
             )
         ),
     ]
