@@ -228,3 +228,19 @@ def test_a_usage_file_sizes_an_autoscaled_group(tmp_path, trainfleet):
     usage.write_text("group_nodes:\n  train-asg: -1\n")
     bad = trainfleet("preview", "--pulumi-json", str(path), "--usage-file", str(usage))
     assert_one_line_error(bad, "group_nodes")
+
+
+def test_a_buckets_region_is_what_the_cloud_reported(usage):
+    """Issue 17 item 5: a bucket created without a region input lives where its provider put it; a preview's
+    state reports it in the outputs (`region`), and that is the region priced, not the config's."""
+    doc = {
+        "config": {"aws:region": "us-east-1"},
+        "changeSummary": {"same": 1},
+        "steps": [{"op": "same", "urn": "urn:pulumi:prod::p::aws:s3/bucketV2:BucketV2::data", "newState": {
+            "type": "aws:s3/bucketV2:BucketV2", "custom": True, "id": "data-1",
+            "inputs": {"bucket": "data-1"}, "outputs": {"bucket": "data-1", "region": "eu-west-1"}}}],
+    }  # fmt: skip
+    priced = price_document(doc, "bucket.json", usage)
+    (bucket,) = priced.after.resources
+    storage = next(c for c in bucket.components if "current" in c.name)
+    assert storage.note.startswith("us-east-1 list price used for eu-west-1")
