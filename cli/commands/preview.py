@@ -71,6 +71,10 @@ def preview_command(
         usage, regions, name, config = _usage_for(stack, usage_file)
         diff = diff_one_preview(pulumi_json, usage, name, regions)
         estimate = diff.head
+        if config is not None:
+            from cli.preview.expected import expected_for
+
+            estimate.expected, estimate.expected_note = expected_for(config, usage)
         if config is not None and config.budget is not None:
             estimate.guardrail_usd = config.budget.fail_above_usd
             estimate.budget_usd = config.budget.monthly_limit_usd
@@ -157,13 +161,13 @@ def diff_command(
         head_path = head or stack_path(stack)
         name = stack_name(head_path)
         text = git_show(base, head_path)
+        base_label = f"{base} (no {head_path.name})"
         with _status(fmt == Format.table, "running the program offline ..."):
-            h = estimate_stack(str(head_path), usage_file)
             if text is None:  # the stack is new in this change: everything is added
+                h = estimate_stack(str(head_path), usage_file)
                 b = Estimate(name, f"no {head_path.name} at {base}", [], h.usage)
             else:
-                b = estimate_text(text, name, f"{base}:{head_path}", usage_file)
-        base_label = f"{base}:{head_path.name}" if text is not None else f"{base} (no {head_path.name})"
+                b, h, base_label = _price_at_ref(base, head_path, text, name, usage_file)
         diff = diff_estimates(b, h, base_label, f"working tree {head_path.name}")
         command = f"trainfleet diff --base {base} --stack {stack}"
     if fmt == Format.json:
@@ -195,6 +199,34 @@ def diff_command(
         import sys
 
         sys.stdout.write(text_out)
+
+
+def _price_at_ref(base: str, head_path: Path, text: str, name: str, usage_file: Path | None):
+    """(base estimate, head estimate, base label): the base stack text priced by the base commit's own
+    program and pricing (a git worktree of REF, run in a subprocess while the head runs here), else, when
+    the base's code cannot price itself, by the working tree's program, said in the label and on stderr."""
+    from cli.preview.at_ref import base_program
+    from cli.preview.engine import estimate_stack, estimate_text
+
+    with base_program(base, head_path, text, usage_file) as run:
+        h = estimate_stack(str(head_path), usage_file)
+        b = run.estimate()
+    if b is not None:
+        b.stack = name
+        return b, h, f"{base}:{head_path.name} (base program)"
+    try:
+        b = estimate_text(text, name, f"{base}:{head_path}", usage_file)
+    except TrainfleetError as exc:  # still one line: the head program's complaint, with why it was asked
+        raise type(exc)(f"{exc} (the base commit's own program could not price it: {run.reason})") from None
+    from cli.output import err_console
+
+    err_console.print(
+        f"note: {base}'s own program could not price {head_path.name} ({run.reason}); "
+        "its base side is priced with the working tree's program",
+        markup=False,
+        highlight=False,
+    )
+    return b, h, f"{base}:{head_path.name} (head program)"
 
 
 def _read(path: Path, option: str) -> str:

@@ -46,6 +46,23 @@ class Resource:
             "inputs": self.inputs,
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Resource:
+        """From `to_json` (or a priced resource's JSON with "inputs"); the optional fields when present."""
+        return cls(
+            type=str(data["type"]),
+            name=str(data["name"]),
+            urn=str(data["urn"]),
+            parent=str(data.get("parent") or ""),
+            inputs=dict(data.get("inputs") or {}),
+            outputs=dict(data.get("outputs") or {}),
+            id=str(data.get("id") or ""),
+            custom=bool(data.get("custom", True)),
+            provider=str(data.get("provider") or ""),
+            managed=bool(data.get("managed", True)),
+            has_state=bool(data.get("has_state", True)),
+        )
+
 
 @dataclass
 class CostComponent:
@@ -79,6 +96,20 @@ class CostComponent:
             "source": self.source,
             "note": self.note,
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CostComponent:
+        return cls(
+            name=str(data["name"]),
+            unit=str(data["unit"]),
+            quantity=data.get("quantity"),
+            unit_price=data.get("unit_price"),
+            source=str(data.get("source") or ""),
+            monthly_cost=data.get("monthly_cost"),
+            job_quantity=data.get("job_quantity"),
+            job_cost=data.get("job_cost"),
+            note=str(data.get("note") or ""),
+        )
 
 
 @dataclass
@@ -122,6 +153,16 @@ class PricedResource:
             "components": [c.to_json() for c in self.components],
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PricedResource:
+        """From `to_json`; the resource's inputs are read from an "inputs" key when there is one."""
+        return cls(
+            resource=Resource.from_json(data),
+            status=str(data["status"]),
+            components=[CostComponent.from_json(c) for c in data.get("components") or []],
+            reason=str(data.get("reason") or ""),
+        )
+
 
 @dataclass(frozen=True)
 class UsageValue:
@@ -133,6 +174,10 @@ class UsageValue:
 
     def to_json(self) -> dict[str, Any]:
         return {"value": self.value, "unit": self.unit, "source": self.source}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> UsageValue:
+        return cls(value=float(data["value"]), unit=str(data["unit"]), source=str(data.get("source") or ""))
 
 
 @dataclass(frozen=True)
@@ -169,6 +214,18 @@ class FleetExpectation:
             "emergency_checkpoint_fits": self.emergency_checkpoint_fits,
             "assumptions": list(self.assumptions),
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FleetExpectation:
+        return cls(
+            fleet=str(data["fleet"]),
+            usd_per_hour=float(data["usd_per_hour"] or 0.0),
+            ideal_hours=float(data["ideal_hours"] or 0.0),
+            wall_hours=float(data["wall_hours"] or 0.0),
+            interruptions=float(data.get("expected_interruptions") or 0.0),
+            emergency_checkpoint_fits=bool(data.get("emergency_checkpoint_fits")),
+            assumptions=tuple(str(a) for a in data.get("assumptions") or ()),
+        )
 
 
 @dataclass
@@ -248,6 +305,23 @@ class Estimate:
             "budget_monthly_limit_usd": self.budget_usd,
             "resources": [r.to_json() for r in self.resources],
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Estimate:
+        """The inverse of `to_json` (totals and counts are worked out again from the resources); an
+        "elapsed_s" key is read when there is one."""
+        return cls(
+            stack=str(data["stack"]),
+            origin=str(data.get("origin") or ""),
+            resources=[PricedResource.from_json(r) for r in data.get("resources") or []],
+            usage={str(k): UsageValue.from_json(v) for k, v in (data.get("usage") or {}).items()},
+            guardrail_usd=data.get("guardrail_usd"),
+            budget_usd=data.get("budget_monthly_limit_usd"),
+            elapsed_s=data.get("elapsed_s"),
+            absent=int(data.get("absent_unchanged") or 0),
+            expected=[FleetExpectation.from_json(e) for e in data.get("expected") or []],
+            expected_note=str(data.get("expected_note") or ""),
+        )
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:
