@@ -302,7 +302,9 @@ def check_outcome(case: dict, github: FakeGitHub, seeded: list[dict], action: st
     expect = case["expect"]
     assert action == expect["action"]
     after = {c["id"]: c for c in github.comments}
-    if action == "create":
+    if action == "none":  # a no-change body and no comment of the stack to replace: nothing written
+        assert comment_id is None and github.writes == [] and len(github.comments) == len(seeded)
+    elif action == "create":
         new = [c for c in github.comments if c["id"] not in {s["id"] for s in seeded}]
         assert len(new) == 1 and new[0]["body"] == case["body"] and new[0]["user"] == BOT
         assert comment_id == new[0]["id"]

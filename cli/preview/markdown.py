@@ -1,20 +1,45 @@
 """The pull-request comment: a cost diff in GitHub markdown, with a hidden marker per stack.
 
 The marker (`<!-- trainfleet-cost-diff:<stack> -->`) lets a workflow find and update its own comment
-instead of adding a new one on every push. GitHub rejects comment bodies over 65,536 characters; the
-summary always comes first and is always kept, the per-resource tables are cut row by row when the
-whole would not fit, and the cut is said in the comment.
+instead of adding a new one on every push. The comment is written to be read in ten seconds:
+
+1. the summary, always first and always whole: monthly before -> after (delta, %), the planned job and its
+   expected cost with interruptions per fleet, the monthly budget and the guardrail (before -> after when
+   either changes), what is left out of the totals (not priced / not estimable, counted by type; resources a
+   preview document leaves out), the infra counts, and every free resource the change touches on one line;
+2. details, folded: the changed resources that cost something (one row each), their cost split by component
+   (base -> head per component), and the changed inputs (user data decoded and summarised as a line diff,
+   never dumped);
+3. the assumptions (usage figures, the expected-cost model's assumptions), folded.
+
+GitHub rejects comment bodies over 65,536 characters. When the whole would not fit, the details are cut
+first (each section to a fair share of the room, whole lines, largest cost change first), the assumptions
+only after them, and the summary never; the cut is said in the comment.
+
+A diff that changes nothing (no resource added, removed, changed or replaced, no cost moved) renders as a
+short "no cost change" body with the same marker, so the workflow replaces a stale comment rather than
+leaving old numbers up; it carries NO_CHANGE_TAG so a poster can tell it needs no new comment of its own.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import difflib
+import gzip
+import hashlib
+import re
+import zlib
 from typing import Any
 
-from cli.preview.diff import CostDiff, DiffRow
-from cli.preview.model import FREE, NOT_ESTIMABLE, NOT_PRICED
+from cli.preview.diff import CostDiff, DiffRow, InputChange
+from cli.preview.model import FREE, PRICED, CostComponent, Estimate, PricedResource
 
 GITHUB_COMMENT_LIMIT = 65_536
 MARKER_PREFIX = "<!-- trainfleet-cost-diff:"
+# The second line of a body that says the stack's cost did not change: such a body replaces an earlier
+# comment of the stack, but is not worth a new comment (cost-comment.js and github_comment.decide).
+NO_CHANGE_TAG = "<!-- trainfleet-no-cost-change -->"
 OP_LABEL = {
     "create": "added",
     "delete": "removed",
@@ -22,6 +47,7 @@ OP_LABEL = {
     "replace": "replaced",
     "same": "unchanged",
 }
+CUT_NOTE_ROOM = 400  # characters kept for the truncation note
 
 
 def marker(stack: str) -> str:
@@ -29,12 +55,13 @@ def marker(stack: str) -> str:
 
 
 def _money(value: float | None) -> str:
-    return "not estimable" if value is None else f"${value:,.2f}"
+    """A known amount; an unknown one is "unknown" here, and callers that know why say why (its status)."""
+    return "unknown" if value is None else f"${value:,.2f}"
 
 
 def _delta(value: float | None) -> str:
     if value is None:
-        return "not estimable"
+        return "unknown"
     if abs(value) < 0.005:
         return "$0.00"
     return f"{'+' if value > 0 else '-'}${abs(value):,.2f}"
@@ -43,7 +70,7 @@ def _delta(value: float | None) -> str:
 def _pct(base: float, delta: float) -> str:
     if abs(base) < 0.005:
         return ""
-    return f" ({'+' if delta >= 0 else ''}{delta / base * 100:.1f}%)"
+    return f", {'+' if delta >= 0 else ''}{delta / base * 100:,.1f}%"
 
 
 def _cell(value: Any, limit: int = 60) -> str:
@@ -52,116 +79,610 @@ def _cell(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _type_label(token: str) -> str:
+    from cli.preview.report import type_label  # report imports this module: imported when first used
+
+    return type_label(token)
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
+
+
+# ---- one row's sides -----------------------------------------------------------------------------------
+
+
+def _side_cell(side: PricedResource | None) -> str:
+    """A side's monthly cost as the table shows it: — (no such side), free, $x, or its status."""
+    if side is None:
+        return "—"
+    if side.status == FREE:
+        return "free"
+    cost = side.monthly_cost
+    return side.status if cost is None else _money(cost)  # not priced / not estimable, never "$0"
+
+
+def _unknown_side(row: DiffRow) -> PricedResource | None:
+    """The side whose cost is unknown (head first), or None when both are known."""
+    for side in (row.head, row.base):
+        if side is not None and side.monthly_cost is None:
+            return side
+    return None
+
+
 def _row_cost(row: DiffRow) -> str:
-    if row.status in (NOT_PRICED, NOT_ESTIMABLE) and row.delta is None:
-        side = row.head or row.base
-        return f"{row.status}: {_cell(side.reason if side else '', 70)}"
+    side = _unknown_side(row)
+    if row.delta is None and side is not None:
+        return f"{side.status}: {_cell(side.reason, 70)}"
     return _delta(row.delta)
 
 
+def _is_free(row: DiffRow) -> bool:
+    """Every side the row has is free: no charge of its own before or after."""
+    sides = [s for s in (row.base, row.head) if s is not None]
+    return bool(sides) and all(s.status == FREE for s in sides)
+
+
+def has_changes(diff: CostDiff) -> bool:
+    """Whether the diff changes anything: a resource added, removed, changed or replaced, or a cost moved."""
+    if any(r.op != "same" for r in diff.rows):
+        return True
+    if any(r.delta is not None and abs(r.delta) >= 0.005 for r in diff.rows):
+        return True
+    return abs(diff.monthly_delta) >= 0.005 or abs(diff.job_delta) >= 0.005
+
+
+def changed_rows(diff: CostDiff) -> list[DiffRow]:
+    """Rows the change touches (op other than same, or a cost that moved), largest cost change first,
+    unknown deltas before all."""
+    rows = [r for r in diff.rows if r.op != "same" or (r.delta is not None and abs(r.delta) >= 0.005)]
+    rows.sort(key=lambda r: -(abs(r.delta) if r.delta is not None else float("inf")))
+    return rows
+
+
+# ---- free resources: one line ----------------------------------------------------------------------------
+
+# (a piece of the free reason, lower-cased; the short label) in order: the first that matches names the group
+FREE_LABELS = (
+    ("read, not managed", "read-only"),
+    ("component:", "component"),
+    ("provider is configuration", "provider"),
+    ("iam", "IAM"),
+    ("identit", "IAM"),
+    ("role assignment", "IAM"),
+    ("networking", "networking"),
+    ("template", "template"),
+    ("attaching a volume", "attachment"),
+    ("topic", "alerting"),
+    ("eventbridge", "alerting"),
+    ("budget", "budget"),
+    ("cost allocation tag", "cost tags"),
+    ("report", "billing export"),
+    ("billing export", "billing export"),
+    ("bucket configuration", "storage config"),
+    ("storage configuration", "storage config"),
+    ("random values", "random/local"),
+    ("no billable component", "nothing billable"),
+)
+
+
+def free_label(side: PricedResource) -> str:
+    """A short group name for a free resource: from why it is free, else its type's module (aws:s3 -> s3)."""
+    reason = side.reason.lower()
+    for piece, label in FREE_LABELS:
+        if piece in reason:
+            return label
+    parts = side.resource.type.split(":")
+    if len(parts) != 3:
+        return side.resource.type
+    module = parts[1].split("/")[0]
+    return parts[0] if module in ("", "index") else module  # random:index/... -> random
+
+
+def free_line(rows: list[DiffRow]) -> str:
+    """Every free resource among `rows` on one line: '17 free resources (...): 9 IAM, 5 networking, ...'."""
+    free = [r for r in rows if _is_free(r)]
+    if not free:
+        return ""
+    groups: dict[str, int] = {}
+    for r in free:
+        label = free_label(r.head or r.base)  # type: ignore[arg-type]
+        groups[label] = groups.get(label, 0) + 1
+    listed = ", ".join(f"{n} {label}" for label, n in sorted(groups.items(), key=lambda kv: (-kv[1], kv[0])))
+    return (
+        f"{_plural(len(free), 'free resource')} changed (no charge of their own, not in the table): {listed}"
+    )
+
+
+# ---- the summary --------------------------------------------------------------------------------------------
+
+
+def _short_of(est: Estimate) -> str:
+    """Why a total is a lower bound: '' when it is not."""
+    parts = []
+    if est.unknown:
+        parts.append(f"{_plural(len(est.unknown), 'resource')} without a price")
+    if est.absent:
+        parts.append(f"{est.absent} unchanged left out of the document")
+    return f" (a lower bound: {', '.join(parts)})" if parts else ""
+
+
+def _budget_state(est: Estimate) -> tuple[tuple, str] | None:
+    """((limit, over), text) against trainfleet:budget.monthly_limit_usd, or None without a budget."""
+    limit = est.budget_usd
+    if limit is None:
+        return None
+    total = est.monthly_total
+    if total > limit:
+        return (limit, True), f"🛑 **over by {_money(total - limit)}**"
+    return (limit, False), f"within ({_money(limit - total)} to spare){_short_of(est)}"
+
+
+def _guardrail_state(est: Estimate) -> tuple[tuple, str] | None:
+    """((limit, outcome), text) against trainfleet:budget.fail_above_usd (report.check_guardrail's rule),
+    or None without a guardrail."""
+    limit = est.guardrail_usd
+    if limit is None:
+        return None
+    total = est.monthly_total
+    if est.absent:
+        return (limit, "unchecked"), f"not checked: the document leaves out {est.absent} unchanged resources"
+    if total > limit:
+        return (limit, "fails"), f"🛑 **fails** (over by {_money(total - limit)})"
+    return (limit, "pass"), f"pass{_short_of(est)}"
+
+
+def _before_after(what: str, base: tuple[tuple, str] | None, head: tuple[tuple, str] | None) -> str:
+    """'Budget $X/month: within ...' or, when the limit or the outcome changes, 'base → head'."""
+    if head is None:
+        return ""
+    (limit, _), text = head
+    if base is None or base[0] == head[0]:
+        return f"{what} {_money(limit)}/month: {text}"
+    (base_limit, _), base_text = base
+    if base_limit == limit:
+        return f"{what} {_money(limit)}/month: {base_text} → {text}"
+    return f"{what}: {_money(base_limit)}/month, {base_text} → {_money(limit)}/month, {text}"
+
+
+def expected_lines(diff: CostDiff) -> list[str]:
+    """Each fleet's planned job with interruptions (base -> head where the base has the fleet), or the note
+    saying why there is none; nothing when neither says anything."""
+    head, base = diff.head.expected, diff.base.expected
+    before = {e.fleet: e for e in base}
+    out = []
+    for e in head:
+        was = before.get(e.fleet)
+        cost = _money(e.expected_job_usd)
+        if was is not None and abs(was.expected_job_usd - e.expected_job_usd) >= 0.005:
+            cost = f"{_money(was.expected_job_usd)} → {cost}"
+        over = _pct(e.list_job_usd, e.expected_job_usd - e.list_job_usd).removeprefix(", ")
+        out.append(
+            f"Expected job with interruptions, fleet `{_cell(e.fleet, 40)}`: {cost}"
+            f" (list {_money(e.list_job_usd)}{', ' + over if over else ''};"
+            f" ~{e.interruptions:,.1f} interruptions and failures, {e.wall_hours:,.1f} h vs {e.ideal_hours:,.1f} h)"
+        )
+    names = {e.fleet for e in head}
+    for e in base:
+        if e.fleet not in names:
+            out.append(
+                f"Expected job, fleet `{_cell(e.fleet, 40)}`: removed (was {_money(e.expected_job_usd)})"
+            )
+    if not head and diff.head.expected_note:
+        out.append(f"No expected job cost with interruptions: {_cell(diff.head.expected_note, 160)}")
+    return out
+
+
+def _unknown_line(diff: CostDiff) -> str:
+    from cli.preview.report import unknown_summary
+
+    head, base = unknown_summary(diff.head), unknown_summary(diff.base)
+    if not head and not base:
+        return ""
+    parts = []
+    if head:
+        parts.append(f"head {head}")
+    if base and base != head:
+        parts.append(f"base {base}")
+    elif base:
+        parts.append("base the same")
+    unknown = [(r, _unknown_side(r)) for r in changed_rows(diff) if _unknown_side(r) is not None]
+    if unknown:
+        names = ", ".join(f"`{_cell(r.name, 40)}` ({side.status})" for r, side in unknown[:5])  # type: ignore[union-attr]
+        parts.append(f"changed: {names}{' …' if len(unknown) > 5 else ''}")
+    return "⚠️ Cost unknown, left out of the totals: " + "; ".join(parts)
+
+
+def _absent_line(diff: CostDiff) -> str:
+    base, head = diff.base.absent, diff.head.absent
+    if not base and not head:
+        return ""
+    if base == head:
+        where = f"the preview documents leave out {_plural(head, 'unchanged resource')}"
+    else:
+        where = "; ".join(
+            f"the {which} document leaves out {_plural(n, 'unchanged resource')}"
+            for which, n in (("base", base), ("head", head))
+            if n
+        )
+    return f"ℹ️ {where} (written without --show-sames): the totals cover only what they list"
+
+
+def _job_hours(diff: CostDiff) -> str:
+    hours = diff.head.usage.get("job_hours")
+    return f" ({hours.value:g} h)" if hours is not None else ""
+
+
 def summary_lines(diff: CostDiff) -> list[str]:
+    """The summary: marker, monthly, then one bullet per thing a reviewer needs before the details."""
     s = diff.summary()
     base_m, head_m = diff.base.monthly_total, diff.head.monthly_total
     lines = [
         marker(diff.stack),
-        f"### trainfleet cost diff: `{diff.stack}`",
+        f"### `{_cell(diff.stack, 80)}` · **Monthly: {_money(base_m)} → {_money(head_m)}"
+        f" ({_delta(diff.monthly_delta)}{_pct(base_m, diff.monthly_delta)})**",
         "",
-        f"**Monthly: {_money(base_m)} → {_money(head_m)} ({_delta(diff.monthly_delta)}{_pct(base_m, diff.monthly_delta)})**"
-        f" · planned job: {_money(diff.base.job_total)} → {_money(diff.head.job_total)} ({_delta(diff.job_delta)})",
-        "",
+    ]
+    job = ""
+    if abs(diff.base.job_total) >= 0.005 or abs(diff.head.job_total) >= 0.005:
+        job = (
+            f"Planned job{_job_hours(diff)}: {_money(diff.base.job_total)} → {_money(diff.head.job_total)}"
+            f" ({_delta(diff.job_delta)})"
+        )
+    bullets = [
+        job,
+        *expected_lines(diff),
+        _before_after("Budget", _budget_state(diff.base), _budget_state(diff.head)),
+        _before_after("Guardrail, fail above", _guardrail_state(diff.base), _guardrail_state(diff.head)),
+        _unknown_line(diff),
+        _absent_line(diff),
         f"Infra: **{s['added']} added, {s['changed']} changed, {s['replaced']} replaced, {s['removed']} removed**"
         f" ({s['unchanged']} unchanged) · base `{_cell(diff.base_label, 80)}` → head `{_cell(diff.head_label, 80)}`",
+        free_line(changed_rows(diff)),
     ]
-    unknown = diff.unknown_rows
-    if unknown:
-        names = ", ".join(f"`{r.name}`" for r in unknown[:5]) + (" …" if len(unknown) > 5 else "")
-        lines += [
-            "",
-            f"> ⚠️ {len(unknown)} changed resource(s) not priced or not estimable, left out of the totals: {names}",
-        ]
-    elif not s["complete"]:
-        lines += ["", "> ⚠️ Some unchanged resources are not priced; totals leave them out."]
-    guard = diff.head.guardrail_usd
-    if guard is not None and head_m > guard:
-        lines += [
-            "",
-            f"> 🛑 Head estimate {_money(head_m)}/month exceeds this stack's guardrail {_money(guard)}.",
-        ]
-    return lines
+    return lines + [f"- {b}" for b in bullets if b]
 
 
-def _resource_table(rows: list[DiffRow]) -> list[str]:
-    out = [
+def no_change_lines(diff: CostDiff) -> list[str]:
+    """The whole body for a diff that changes nothing: it replaces the stack's earlier comment."""
+    head_m = diff.head.monthly_total
+    bullets = [
+        _before_after("Budget", None, _budget_state(diff.head)),
+        _before_after("Guardrail, fail above", None, _guardrail_state(diff.head)),
+        _unknown_line(diff),
+    ]
+    return [
+        marker(diff.stack),
+        NO_CHANGE_TAG,
+        f"### `{_cell(diff.stack, 80)}` · no cost change",
+        "",
+        f"No cost change for this stack at `{_cell(diff.head_label, 80)}`: **Monthly: {_money(head_m)}** "
+        f"(unchanged), no resource added, changed, replaced or removed.",
+    ] + [f"- {b}" for b in bullets if b]
+
+
+# ---- details: resources, components, inputs --------------------------------------------------------------
+
+
+def _resource_table(rows: list[DiffRow]) -> tuple[list[str], list[str]]:
+    """(header, one line per row)."""
+    header = [
         "| resource | type | change | base $/mo | head $/mo | Δ $/mo |",
         "|---|---|---|---:|---:|---:|",
     ]
+    out = [
+        f"| `{_cell(r.name, 50)}` | `{_cell(_type_label(r.type), 50)}` | {OP_LABEL.get(r.op, r.op)} "
+        f"| {_side_cell(r.base)} | {_side_cell(r.head)} | {_row_cost(r)} |"
+        for r in rows
+    ]
+    return header, out
+
+
+def _shape(name: str) -> str:
+    """A component name without its numbers: 'p4d.24xlarge spot (2 nodes)' and '(4 nodes)' are one line."""
+    return re.sub(r"\d[\d,.]*", "#", name)
+
+
+def pair_components(
+    base: list[CostComponent], head: list[CostComponent]
+) -> list[tuple[CostComponent | None, CostComponent | None]]:
+    """Base and head components matched by name, then by name without its numbers (a node count or a size in
+    the name), when that is unambiguous; the rest alone. In head order, then the base's left over."""
+    pairs: dict[int, CostComponent | None] = {}  # head index -> base component
+    left = list(range(len(base)))
+    for j, h in enumerate(head):
+        i = next((i for i in left if base[i].name == h.name), None)
+        if i is not None:
+            pairs[j] = base[i]
+            left.remove(i)
+    for j, h in enumerate(head):
+        if j in pairs:
+            continue
+        same_shape = [i for i in left if _shape(base[i].name) == _shape(h.name)]
+        heads_alike = [k for k, o in enumerate(head) if k not in pairs and _shape(o.name) == _shape(h.name)]
+        if len(same_shape) == 1 and len(heads_alike) == 1:
+            pairs[j] = base[same_shape[0]]
+            left.remove(same_shape[0])
+    out: list[tuple[CostComponent | None, CostComponent | None]] = [
+        (pairs.get(j), h) for j, h in enumerate(head)
+    ]
+    return out + [(base[i], None) for i in left]
+
+
+def _component_cost(c: CostComponent) -> str:
+    return "no price" if c.monthly_cost is None else _money(c.monthly_cost)
+
+
+def _component_line(b: CostComponent | None, h: CostComponent | None) -> str:
+    if b is None and h is not None:
+        return f"{_cell(h.name, 70)}: {_component_cost(h)} (new)"
+    if h is None and b is not None:
+        return f"{_cell(b.name, 70)}: removed (was {_component_cost(b)})"
+    assert b is not None and h is not None
+    name = _cell(h.name, 70) if b.name == h.name else f"{_cell(b.name, 60)} → {_cell(h.name, 60)}"
+    if b.monthly_cost is not None and h.monthly_cost is not None:
+        d = h.monthly_cost - b.monthly_cost
+        if abs(d) < 0.005:
+            return f"{name}: {_money(h.monthly_cost)} (unchanged)"
+        return f"{name}: {_money(b.monthly_cost)} → {_money(h.monthly_cost)} ({_delta(d)})"
+    return f"{name}: {_component_cost(b)} → {_component_cost(h)}"
+
+
+def component_lines(rows: list[DiffRow]) -> list[list[str]]:
+    """Per changed resource with two or more cost components on a side: a nested list, base -> head per
+    component. One block of lines per resource (a block is kept or cut whole)."""
+    blocks = []
     for r in rows:
-        base = "—" if r.base is None else (_money(r.base_monthly) if r.base.status != FREE else "free")
-        head = "—" if r.head is None else (_money(r.head_monthly) if r.head.status != FREE else "free")
-        out.append(
-            f"| `{_cell(r.name, 50)}` | `{_cell(r.type, 60)}` | {OP_LABEL.get(r.op, r.op)} | {base} | {head} | {_row_cost(r)} |"
+        base = r.base.components if r.base is not None and r.base.status == PRICED else []
+        head = r.head.components if r.head is not None and r.head.status == PRICED else []
+        if max(len(base), len(head)) < 2:
+            continue
+        block = [f"- `{_cell(r.name, 50)}` ({OP_LABEL.get(r.op, r.op)}, {_row_cost(r)})"]
+        block += [f"  - {_component_line(b, h)}" for b, h in pair_components(base, head)]
+        blocks.append(block)
+    return blocks
+
+
+# user data: the inputs that carry a boot script or cloud-init document, base64 (AWS userData, Azure
+# customData) or plain (GCP metadata user-data / startup-script)
+USER_DATA_KEYS = {
+    "userdata",
+    "userdatabase64",
+    "user_data",
+    "user_data_base64",
+    "customdata",
+    "custom_data",
+    "user-data",
+    "startup-script",
+}
+MAX_DECODED = 4 * 1024 * 1024
+
+
+def is_user_data(path: str) -> bool:
+    last = re.sub(r"\[\d+\]$", "", path.rsplit(".", 1)[-1])
+    return last.lower() in USER_DATA_KEYS
+
+
+def _text(raw: bytes) -> str | None:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if any(ord(ch) < 32 and ch not in "\t\n\r\f" for ch in text):
+        return None
+    return text
+
+
+def decode_payload(value: Any) -> tuple[str, str | None, bytes]:
+    """(how it was encoded, its text or None when it is not text, its bytes) of a user-data value: base64
+    when it is valid base64 of UTF-8 text (or of gzip of it, as cloud-init accepts), else the string as is.
+    A value that is absent is empty."""
+    if value is None:
+        return "", "", b""
+    s = value if isinstance(value, str) else str(value)
+    compact = "".join(s.split())
+    if compact and len(compact) % 4 == 0 and re.fullmatch(r"[A-Za-z0-9+/]+={0,2}", compact):
+        try:
+            raw = base64.b64decode(compact, validate=True)
+        except (binascii.Error, ValueError):
+            raw = None
+        if raw is not None:
+            if raw[:2] == b"\x1f\x8b":
+                try:
+                    inflated = gzip.decompress(raw)[:MAX_DECODED]
+                except (OSError, EOFError, zlib.error):
+                    inflated = None
+                if inflated is not None and (text := _text(inflated)) is not None:
+                    return "gzip+base64", text, inflated
+                return "base64", None, raw
+            text = _text(raw)
+            if text is not None:
+                return "base64", text, raw
+            if not re.search(r"[^A-Za-z0-9]", s) and len(compact) < 16:
+                return "", s, s.encode()  # a short word that merely happens to be valid base64
+            return "base64", None, raw
+    return "", s, s.encode()
+
+
+def _kind(text: str | None) -> str:
+    if text is None:
+        return "binary"
+    first = text.lstrip().split("\n", 1)[0].strip().lower()
+    if not text.strip():
+        return "empty"
+    if first.startswith("#cloud-config"):
+        return "cloud-config"
+    if first.startswith("#cloud-boothook"):
+        return "cloud-boothook"
+    if first.startswith("#!"):
+        return "script"
+    if first.startswith("content-type: multipart"):
+        return "cloud-init multipart"
+    return "text"
+
+
+def user_data_summary(path: str, base: Any, head: Any) -> str:
+    """'userData (base64 script, 412 → 418 lines): +3 −1 lines; first change (line 7): `- …` `+ …`', or,
+    for a payload that is not text, its size and sha256 prefix; never the payload itself."""
+    b_enc, b_text, b_raw = decode_payload(base)
+    h_enc, h_text, h_raw = decode_payload(head)
+    b_kind, h_kind = _kind(b_text), _kind(h_text)
+    if base is None or head is None:  # one side only: say what the other is
+        enc, kind = (h_enc, h_kind) if base is None else (b_enc, b_kind)
+    else:
+        enc = b_enc if b_enc == h_enc else f"{b_enc or 'plain'} → {h_enc or 'plain'}"
+        kind = b_kind if b_kind == h_kind else f"{b_kind} → {h_kind}"
+    what = f"{enc} {kind}".strip()
+    if b_text is None or h_text is None:
+
+        def digest(raw: bytes) -> str:
+            return hashlib.sha256(raw).hexdigest()[:12]
+
+        return (
+            f"`{_cell(path, 70)}` ({what}): {len(b_raw):,} → {len(h_raw):,} bytes,"
+            f" sha256 {digest(b_raw)} → {digest(h_raw)}"
         )
+    a, z = b_text.splitlines(), h_text.splitlines()
+    ops = difflib.SequenceMatcher(None, a, z, autojunk=False).get_opcodes()
+    added = sum(j2 - j1 for tag, _, _, j1, j2 in ops if tag in ("insert", "replace"))
+    removed = sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag in ("delete", "replace"))
+    head_part = f"`{_cell(path, 70)}` ({what}, {len(a):,} → {len(z):,} lines): +{added} −{removed} lines"
+    first = next(((i1, i2, j1, j2) for tag, i1, i2, j1, j2 in ops if tag != "equal"), None)
+    if first is None:
+        return f"{head_part}; only whitespace or line ends differ"
+    i1, i2, j1, j2 = first
+    shown = []
+    if i2 > i1:
+        shown.append(f"`- {_cell(a[i1], 60)}`")
+    if j2 > j1:
+        shown.append(f"`+ {_cell(z[j1], 60)}`")
+    return f"{head_part}; first change (line {j1 + 1}): {' '.join(shown)}"
+
+
+def _input_line(row: DiffRow, c: InputChange) -> str:
+    if is_user_data(c.path) and (isinstance(c.base, str) or isinstance(c.head, str)):
+        return f"- `{_cell(row.name, 50)}` {user_data_summary(c.path, c.base, c.head)}"
+    return f"- `{_cell(row.name, 50)}` `{_cell(c.path, 70)}`: `{_cell(c.base)}` → `{_cell(c.head)}`"
+
+
+def input_lines(rows: list[DiffRow]) -> list[str]:
+    return [_input_line(r, c) for r in rows for c in r.changes]
+
+
+# ---- assumptions ---------------------------------------------------------------------------------------------
+
+
+def assumption_lines(diff: CostDiff) -> list[str]:
+    """The usage figures IaC cannot know, then the expected-cost model's assumptions per fleet."""
+    out = [f"- `{k}` = {v.value:g} {v.unit} ({_cell(v.source, 140)})" for k, v in diff.head.usage.items()]
+    for e in diff.head.expected:
+        if e.assumptions:
+            out.append(f"- expected job cost, fleet `{_cell(e.fleet, 40)}`:")
+            out += [f"  - {_cell(a, 200)}" for a in e.assumptions]
     return out
 
 
-def _input_lines(rows: list[DiffRow]) -> list[str]:
-    out = []
-    for r in rows:
-        for c in r.changes:
-            out.append(
-                f"- `{_cell(r.name, 50)}` `{_cell(c.path, 70)}`: `{_cell(c.base)}` → `{_cell(c.head)}`"
-            )
-    return out
+# ---- the whole ---------------------------------------------------------------------------------------------
 
 
-def _usage_lines(diff: CostDiff) -> list[str]:
-    return [f"- `{k}` = {v.value:g} {v.unit} ({_cell(v.source, 140)})" for k, v in diff.head.usage.items()]
+def _section(title: str, lines: list[str]) -> list[str]:
+    return ["", f"<details><summary>{title}</summary>", "", *lines, "", "</details>"]
+
+
+def _cost(lines: list[str]) -> int:
+    """Characters `lines` add to the body, each with its newline."""
+    return sum(len(line) + 1 for line in lines)
+
+
+def _fair_shares(needs: list[int], room: int) -> list[int]:
+    """Split `room` among sections: each gets what it needs when that is under an equal share of what is
+    left, the others split the rest equally."""
+    shares = [0] * len(needs)
+    pending = sorted(range(len(needs)), key=lambda i: needs[i])
+    left = room
+    while pending:
+        share = left // len(pending)
+        i = pending[0]
+        if needs[i] <= share:
+            shares[i] = needs[i]
+            left -= needs[i]
+            pending.pop(0)
+            continue
+        for j in pending:
+            shares[j] = share
+        break
+    return shares
+
+
+def _fill(blocks: list[list[str]], room: int) -> int:
+    """How many of `blocks` (kept whole, in order) fit in `room` characters."""
+    n = 0
+    for block in blocks:
+        need = _cost(block)
+        if need > room:
+            break
+        room -= need
+        n += 1
+    return n
 
 
 def render(diff: CostDiff, limit: int = GITHUB_COMMENT_LIMIT, command: str = "") -> str:
     """The comment body; never longer than `limit` characters, the summary always kept whole."""
-    head = summary_lines(diff)
     footer = [
         "",
         "<sub>Prices: embedded catalog (instances) and list prices (storage, transfer); "
         f"see `trainfleet catalog show`. {('Reproduce: `' + command + '`') if command else ''}</sub>",
     ]
-    changed = [r for r in diff.rows if r.op != "same" or (r.delta is not None and abs(r.delta) > 0.005)]
-    changed.sort(key=lambda r: -(abs(r.delta) if r.delta is not None else float("inf")))
-    inputs = _input_lines([r for r in changed if r.changes])
-    sections = [
-        (
-            f"Cost by resource ({len(changed)} changed)",
-            _resource_table(changed) if changed else ["No resource changes."],
-        ),
-        (f"Changed inputs ({len(inputs)})", inputs or ["No input changes."]),
-        ("Usage assumptions", _usage_lines(diff)),
+    if not has_changes(diff):
+        text = "\n".join(no_change_lines(diff) + footer) + "\n"
+        return text if len(text) <= limit else text[: limit - 1]
+    head = summary_lines(diff)
+    changed = changed_rows(diff)
+    priced = [r for r in changed if not _is_free(r)]
+    header, table = _resource_table(priced)
+    splits = component_lines(priced)
+    inputs = input_lines(changed)
+    # (title, fixed lines, blocks kept or cut whole, what a block is), the sections with something to show
+    details = [
+        (f"Cost by resource ({len(priced)} changed", header, [[line] for line in table], "table row"),
+        (f"Cost split by component ({_plural(len(splits), 'resource')}", [], splits, "component split"),
+        (f"Changed inputs ({len(inputs)}", [], [[line] for line in inputs], "input change"),
     ]
-    body = list(head)
-    budget = limit - len("\n".join(head + footer)) - 400  # room for the truncation notes and tags
-    cut = 0
-    for title, lines in sections:
-        opener = ["", f"<details><summary>{title}</summary>", ""]
-        closer = ["", "</details>"]
-        cost = len("\n".join(opener + closer)) + 1
-        if cost > budget:
-            cut += len(lines)
+    details = [d for d in details if d[2]]
+    assumptions = assumption_lines(diff)
+
+    room = limit - _cost(head + footer) - CUT_NOTE_ROOM
+    cuts: list[str] = []
+    # the assumptions first: kept whole unless even they do not fit, then cut line by line (last of all)
+    a_title = "Usage assumptions"
+    a_kept = len(assumptions)
+    if assumptions and _cost(_section(a_title, assumptions)) > room:
+        a_kept = _fill([[line] for line in assumptions], max(room - _cost(_section(a_title, [])), 0))
+        cuts.append(f"{len(assumptions) - a_kept} of {len(assumptions)} assumption lines")
+    a_lines = _section(a_title, assumptions[:a_kept]) if a_kept else []
+    room -= _cost(a_lines)
+
+    needs = [
+        _cost(_section(title + ")", fixed + [x for b in blocks for x in b]))
+        for title, fixed, blocks, _ in details
+    ]
+    shares = _fair_shares(needs, max(room, 0))
+    body_details: list[str] = []
+    for (title, fixed, blocks, what), share, need in zip(details, shares, needs, strict=True):
+        if need <= share:
+            body_details += _section(title + ")", fixed + [x for b in blocks for x in b])
             continue
-        budget -= cost
-        kept = []
-        for i, line in enumerate(lines):
-            need = len(line) + 1
-            if need > budget:
-                cut += len(lines) - i
-                break
-            kept.append(line)
-            budget -= need
-        body += opener + kept + closer
-    if cut:
+        kept = _fill(blocks, share - _cost(_section(f"{title}, the first {len(blocks):,} shown)", fixed)))
+        if kept:
+            shown = f"{title}, the first {kept:,} shown)"
+            body_details += _section(shown, fixed + [x for b in blocks[:kept] for x in b])
+        cuts.append(f"{len(blocks) - kept:,} of {len(blocks):,} {what}s")
+    body = head + body_details + a_lines
+    if cuts:
         body += [
             "",
-            f"> ✂️ {cut} line(s) cut to stay under GitHub's {limit:,}-character comment limit; "
-            "run the command with `--format json` for everything.",
+            f"> ✂️ {'; '.join(cuts)} cut to stay under GitHub's {limit:,}-character comment limit "
+            "(details first, assumptions last); run the command with `--format json` for everything.",
         ]
     text = "\n".join(body + footer) + "\n"
     if len(text) > limit:  # cannot happen unless the summary alone is over the limit
