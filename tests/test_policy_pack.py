@@ -660,10 +660,14 @@ def test_azure_custom_data_with_a_storage_connection_string_fails(stacks):
 #   root EBS   4 nodes x 500 GB x $0.08/GB-month (gp3)       =    160.00
 #   NAT        730 h x $0.045/h                              =     32.85
 #   public IP  730 h x $0.005/h                              =      3.65
-#   S3         checkpoints 13e9 params x 14 B x 3 kept = 546 GB x $0.023 = 12.558; billing 1 GB = 0.023
-#   total                                                    = 39,190.0225
+#   S3         checkpoints, 182 GB each (13e9 params x 14 B), $0.023/GB-month:
+#                current: 3 kept = 546 GB                    =     12.558
+#                noncurrent: one every 30 min kept 1 + 1 days = 96 x 182 GB = 401.856
+#                requests: 1,460 a month x 2,713 parts of 64 MiB x $0.005/1,000 = 19.8049
+#              billing 1 GB                                  =      0.023
+#   total                                                    = 39,611.6834
 PROD_INSTANCES_USD = 38_980.9415
-PROD_TOTAL_USD = 39_190.0225
+PROD_TOTAL_USD = 39_611.6834
 
 
 def _prod_source(stacks) -> budget.StackSource:
@@ -699,15 +703,15 @@ def _prod_file_with_limit(tmp_path: Path, limit: int) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("limit", "fails"), [(38_900, True), (39_100, True), (39_300, False), (150_000, False)]
+    ("limit", "fails"), [(38_900, True), (39_500, True), (39_700, False), (150_000, False)]
 )
 def test_budget_fails_when_the_stack_costs_more_than_fail_above(stacks, tmp_path, limit, fails):
-    """38,900 < the instances alone (38,980.94); 39,100 < the total (39,190.02) < 39,300."""
+    """38,900 < the instances alone (38,980.94); 39,500 < the total (39,611.68) < 39,700."""
     path = _prod_file_with_limit(tmp_path, limit)
     found = stack_violations(budget.POLICY, policy_resources(stacks["prod"].run), {"stackFile": str(path)})
     assert bool(found) is fails
     if fails:
-        assert len(found) == 1 and f"exceeds the guardrail ${limit:,}" in found[0] and "$39,190" in found[0]
+        assert len(found) == 1 and f"exceeds the guardrail ${limit:,}" in found[0] and "$39,611" in found[0]
 
 
 def test_budget_limit_from_policy_config_overrides_the_stack(stacks):

@@ -357,8 +357,8 @@ def test_preview_cli_json_is_the_hand_worked_total(estimates, trainfleet):
 
 
 def test_fail_above_exits_1_naming_the_cost_drivers(trainfleet):
-    # dev costs $1,742.39 a month, most of it dev-asg ($1,689.05 + $16.00)
-    result = trainfleet("preview", "--stack", "dev", "--fail-above", "1741.39")
+    # dev costs $1,805.64 a month, most of it dev-asg ($1,689.05 + $16.00)
+    result = trainfleet("preview", "--stack", "dev", "--fail-above", "1804.64")
     assert result.code == 1, (result.stdout, result.stderr)
     errors = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and "Traceback" not in result.stderr
