@@ -61,9 +61,7 @@ def test_unknown_prices_stay_unknown(catalog):
     # p5e.48xlarge has no on-demand price anywhere in the source: unknown, never 0.
     p5e = catalog.offers(cloud="aws", instance_type="p5e.48xlarge")
     assert p5e and all(o.on_demand_usd_per_hour is None for o in p5e)
-    assert not any(
-        o.on_demand_usd_per_hour == 0 for o in catalog.all_offers if o.instance_type != "a4-highgpu-8g"
-    )
+    assert not any(o.on_demand_usd_per_hour == 0 for o in catalog.all_offers)
 
 
 def test_interruption_is_published_or_labelled_assumption(catalog):
@@ -184,3 +182,31 @@ def test_overlay_replaces_matching_offers(tmp_path: Path):
     (offer,) = merged.offers(cloud="aws", zone="use1-az4", instance_type="p4de.24xlarge")
     assert offer.spot_usd_per_hour == 7.5
     assert len(merged.all_offers) == len(default_catalog().all_offers)
+
+
+def test_types_gcp_sells_only_reserved_or_spot_have_no_on_demand_offer(catalog):
+    """GCP's A4X, A4 and A3 Ultra run only reservation-bound, flex-start or spot (infra/catalog/sold.py cites
+    the provisioning-model docs): the price lists' on-demand rate is not an offer, the spot price stays."""
+    for prefix in ("a4-highgpu-", "a3-ultragpu-"):
+        offers = [o for o in catalog.all_offers if o.cloud == "gcp" and o.instance_type.startswith(prefix)]
+        assert offers, prefix
+        assert all(o.on_demand_usd_per_hour is None and o.price("on-demand") is None for o in offers)
+        assert any(o.spot_usd_per_hour for o in offers) and all(
+            "on-demand not sold" in o.note for o in offers
+        )
+    # A3 Mega and A3 High are sold on demand
+    a3 = [o for o in catalog.all_offers if o.cloud == "gcp" and o.instance_type.startswith("a3-highgpu-8g")]
+    assert a3 and any(o.on_demand_usd_per_hour for o in a3)
+
+
+def test_an_on_demand_plan_never_buys_what_is_not_sold(trainfleet):
+    """Issue 16: the fastest-plan note offered GCP a4-highgpu-8g on-demand. B200 and H200 on demand now come
+    from clouds that sell them that way, or not at all."""
+    result = trainfleet("plan", "--params", "70B", "--tokens", "200B", "--accelerators", "B200,H200",
+                        "--clouds", "gcp", "--purchase", "on-demand", "--json")  # fmt: skip
+    assert result.code == 2 and "no catalog offer is usable" in result.stderr  # GCP sells neither on demand
+    assert "a4-highgpu" not in result.stdout and "a3-ultragpu" not in result.stdout
+    spot = trainfleet("plan", "--params", "70B", "--tokens", "200B", "--accelerators", "B200,H200",
+                      "--clouds", "gcp", "--purchase", "spot", "--json")  # fmt: skip
+    assert spot.code == 0, spot.stderr
+    assert spot.json()["best"]["instance_type"].startswith(("a4-highgpu", "a3-ultragpu"))

@@ -204,6 +204,14 @@ HARDWARE_COLUMNS = ("accelerator", "accelerators_per_node", "accelerator_memory_
                     "network_gbps")  # fmt: skip
 
 
+def reservation_only(row: dict) -> bool:
+    """GCP runs A4X, A4 and A3 Ultra only reservation-bound, flex-start or spot, never on demand
+    (https://cloud.google.com/compute/docs/instances/about-reservation-bound-vms)."""
+    return row["cloud"] == "gcp" and row["instance_type"].split("-")[0] in ("a4", "a4x") or (
+        row["cloud"] == "gcp" and row["instance_type"].startswith("a3-ultragpu")
+    )
+
+
 def price_points(rows: list[dict], purchase: str) -> list[tuple[dict, str, tuple[str, ...], float]]:
     """(row, purchase, zones, USD per node-hour): spot is priced per zone, so every row with a spot price
     is its own point; on-demand is priced per region, one point per (cloud, region, type) over its zones."""
@@ -214,7 +222,7 @@ def price_points(rows: list[dict], purchase: str) -> list[tuple[dict, str, tuple
     if purchase in ("on-demand", "any"):
         regional: dict[tuple, list[dict]] = {}
         for r in rows:
-            if number(r["on_demand_usd_per_hour"]):
+            if number(r["on_demand_usd_per_hour"]) and not reservation_only(r):
                 regional.setdefault((r["cloud"], r["region"], r["instance_type"]), []).append(r)
         for group in regional.values():
             (price,) = {number(r["on_demand_usd_per_hour"]) for r in group}  # one regional price

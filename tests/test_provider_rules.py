@@ -471,3 +471,19 @@ def test_a_standard_gpu_vm_must_still_terminate_on_host_maintenance():
     assert template.inputs["scheduling"]["provisioningModel"] == "STANDARD"
     template.inputs["scheduling"]["onHostMaintenance"] = "MIGRATE"
     assert len(_findings(run, "gcp-spot-scheduling")) == 1
+
+
+def test_a_type_gcp_never_sells_on_demand_is_refused_unless_spot():
+    """A4 (B200) runs only reservation-bound, flex-start or Spot
+    (https://cloud.google.com/compute/docs/instances/about-reservation-bound-vms): a STANDARD template for it is
+    one finding naming the rule; the same fleet on Spot passes."""
+    on_demand = run_program("gcp-dev", _config("gcp-dev", instance_type="a4-highgpu-8g", purchase="on-demand"),
+                            enforce_rules=False)  # fmt: skip
+    (found,) = _findings(on_demand, "gcp-standard-provisioning-sold")
+    assert "a4-highgpu-8g is sold only reservation-bound, flex-start or Spot" in found.problem
+    assert "purchase: spot" in found.fix
+    spot = run_program("gcp-dev", _config("gcp-dev", instance_type="a4-highgpu-8g"), enforce_rules=False)
+    assert _findings(spot, "gcp-standard-provisioning-sold") == []
+    sold = run_program("gcp-dev", _config("gcp-dev", instance_type="a3-highgpu-8g", purchase="on-demand"),
+                       enforce_rules=False)  # fmt: skip
+    assert _findings(sold, "gcp-standard-provisioning-sold") == []

@@ -11,6 +11,7 @@ from functools import cache
 from pathlib import Path
 
 from infra.catalog.model import OFFER_COLUMNS, OFFER_LIMITS, Accelerator, Offer
+from infra.catalog.sold import NOT_SOLD_NOTE, on_demand_sold
 from infra.errors import CatalogError, shown
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -104,6 +105,10 @@ def _offer(row: list[str], where: str, has_as_of: bool) -> Offer:
         raise CatalogError(f"{where}: cloud/region/instance_type missing or unknown; {_FIX}")
     bucket = _float(v["interruption_bucket"], where, "interruption_bucket")  # 0..4, whole
     prices = {c: _float(v[c], where, c) for c in ("on_demand_usd_per_hour", "spot_usd_per_hour")}
+    note = v["note"]
+    if not on_demand_sold(v["cloud"], v["instance_type"]):
+        prices["on_demand_usd_per_hour"] = None
+        note = "; ".join(n for n in (note, NOT_SOLD_NOTE) if n)
     return Offer(
         cloud=v["cloud"],
         region=v["region"],
@@ -121,7 +126,7 @@ def _offer(row: list[str], where: str, has_as_of: bool) -> Offer:
         network_gbps=_float(v["network_gbps"], where, "network_gbps"),
         fabric=v["fabric"],
         source=v["source"],
-        note=v["note"],
+        note=note,
         as_of=row[len(OFFER_COLUMNS)] if has_as_of else "",
     )
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 
+from infra.catalog.sold import on_demand_sold
 from infra.rules import Finding, rule, where
 
 CONDITION_ATTRIBUTES = "https://cloud.google.com/iam/docs/conditions-resource-attributes"
+RESERVATION_BOUND = "https://cloud.google.com/compute/docs/instances/about-reservation-bound-vms"
 
 # Resource types whose resource.name / resource.type IAM conditions can test, for the services the program
 # grants on (conditions-resource-attributes, "Resource type values" and "Resource name values" tables,
@@ -101,4 +103,20 @@ def spot_and_gpu_scheduling(run):
                 where(template),
                 problem,
                 "build the scheduling block as infra/gcp/fleet.py does for spot and standard VMs",
+            )
+
+
+@rule("gcp-standard-provisioning-sold", RESERVATION_BOUND)
+def standard_provisioning_is_sold(run):
+    """A4X, A4 and A3 Ultra have no standard (on-demand) provisioning model: a template asking for one is refused
+    by Compute Engine, so only Spot (or a reservation, which trainfleet does not declare) can run them."""
+    for template in run.of_type(TEMPLATE):
+        machine = str(template.inputs.get("machineType", ""))
+        model = (template.inputs.get("scheduling") or {}).get("provisioningModel", "STANDARD")
+        if model != "SPOT" and not on_demand_sold("gcp", machine):
+            yield Finding(
+                "gcp-standard-provisioning-sold",
+                where(template),
+                f"{machine} is sold only reservation-bound, flex-start or Spot, never on demand (STANDARD)",
+                "set the fleet's purchase: spot, or choose a type sold on demand (e.g. a3-highgpu-8g)",
             )
