@@ -105,7 +105,9 @@ def test_a_months_long_cheapest_plan_comes_with_a_note():
     assert "fastest plan within your bounds" in note
     fastest = min(p["wallclock_hours"] for p in slow["frontier"])
     assert f"{fastest:,.1f} h" in note
-    assert plan_json("--model", "llama-7b", "--tokens", "200B", "--deadline", "72h")["notes"] == []
+    # a deadline: no note about the run's length (its one note is the price outlier, tested below)
+    assert not [n for n in plan_json("--model", "llama-7b", "--tokens", "200B", "--deadline", "72h")["notes"]
+                if "--deadline" in n]  # fmt: skip
 
 
 def test_regions_filter_and_on_demand_purchase():
@@ -365,3 +367,25 @@ def test_a_spot_plan_whose_emergency_checkpoint_misses_the_notice_says_so():
     # a plan that fits its notice carries no such note (the quick start: 16 H200 nodes, 128 GB checkpoint)
     assert not [n for n in plan_json("--model", "llama-7b", "--tokens", "200B", "--deadline", "72h")["notes"]
                 if "emergency checkpoint" in n]  # fmt: skip
+
+
+def test_a_spot_zone_priced_far_below_its_neighbours_is_flagged(trainfleet):
+    """Issue 16: the plan bet on one catalog row far below the same type's other zones, silently. offers.csv:
+        aws,eu-south-2,eus2-az1,p5en.48xlarge ... spot 16.864200 ... skypilot-aws
+        aws,eu-south-2,eus2-az2,p5en.48xlarge ... spot  6.836000 ... skypilot-aws
+    16.8642 / 6.836 = 2.47x, over the 2x threshold: the note says so, with the plan's cost at 16.8642."""
+    result = trainfleet("plan", "--model", "llama-7b", "--tokens", "200B", "--deadline", "72h", "--json")
+    assert result.code == 0, result.stderr
+    data = result.json()
+    best = data["best"]
+    assert (best["instance_type"], best["zones"], best["price_usd_per_node_hour"]) == (
+        "p5en.48xlarge", ["eus2-az2"], 6.836,
+    )  # fmt: skip
+    (note,) = [n for n in data["notes"] if "neighbouring zone" in n]
+    assert "$6.84/h on one catalog row (skypilot-aws), 2.5x below the median of its 1 neighbouring zone" in note
+    at_neighbours = float(note.split("this plan costs $")[1].split(",  ")[0].split(", not")[0].replace(",", ""))
+    # compute scales with the price; the checkpoint storage (under $1 here) does not
+    assert at_neighbours == pytest.approx(best["expected_cost_usd"] * 16.8642 / 6.836, abs=2)
+    on_demand = trainfleet("plan", "--model", "llama-7b", "--tokens", "200B", "--deadline", "72h",
+                           "--purchase", "on-demand", "--json")  # fmt: skip
+    assert not [n for n in on_demand.json()["notes"] if "neighbouring zone" in n]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 from cli.planner.calibration import Fit
 from cli.planner.memory import GIB, MemoryEstimate
 from cli.planner.memory import assumptions as memory_assumptions
@@ -139,6 +141,36 @@ LONG_RUN_HOURS = (
 )  # past a month without a deadline, say so: the cheapest plan is rarely the one wanted
 
 
+# A spot price under half the median of the same type in the region's other zones is flagged: one catalog row
+# that far below its neighbours is more often stale, or a pool too small for a fleet, than a bargain.
+OUTLIER_RATIO = 2.0
+
+
+def price_outlier(c: Candidate) -> str | None:
+    """The note for a spot plan priced on a zone far below its neighbours, with its cost at their price."""
+    from infra.catalog import default_catalog
+
+    if c.purchase != "spot":
+        return None
+    o = c.offer
+    others = [
+        x.spot_usd_per_hour
+        for x in default_catalog().offers(cloud=o.cloud, region=o.region, instance_type=o.instance_type)
+        if x.zone not in c.zones and x.spot_usd_per_hour
+    ]
+    if not others or statistics.median(others) < OUTLIER_RATIO * c.price_usd_per_node_hour:
+        return None
+    median = statistics.median(others)
+    at_median = (c.cost_usd - c.storage_usd) * median / c.price_usd_per_node_hour + c.storage_usd
+    return (
+        f"{o.instance_type} spot in {', '.join(c.zones) or o.region} is ${c.price_usd_per_node_hour:,.2f}/h on one "
+        f"catalog row ({o.source}), {median / c.price_usd_per_node_hour:.1f}x below the median of its "
+        f"{len(others)} neighbouring zone{'s' if len(others) > 1 else ''} in {o.region} (${median:,.2f}/h): a price "
+        f"that far out is often stale or a small pool; at the neighbours' price this plan costs ${at_median:,.0f}, "
+        f"not ${c.cost_usd:,.0f}; check it with `trainfleet catalog refresh --cloud {o.cloud}`"
+    )
+
+
 def notes(best: Candidate, front: list[Candidate], req: Request) -> list[str]:
     """Warnings a user should read before deploying the best plan."""
     out = []
@@ -148,6 +180,9 @@ def notes(best: Candidate, front: list[Candidate], req: Request) -> list[str]:
             f"the cheapest plan runs {best.wall_hours:,.0f} h ({best.wall_hours / 24:,.0f} days); give --deadline "
             f"(e.g. --deadline 14d) or --objective time; the fastest plan within your bounds is {describe(fastest)}"
         )
+    outlier = price_outlier(best)
+    if outlier:
+        out.append(outlier)
     rel = best.rel
     if best.purchase == "spot" and not rel.emergency_checkpoint_fits:
         t = rel.times
