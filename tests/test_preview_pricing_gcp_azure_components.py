@@ -302,3 +302,38 @@ def test_azure_number_where_a_list_belongs_is_still_malformed():
     vmss = azure_scale_set(nics=[{"ipConfigurations": 4}])
     with pytest.raises(MalformedInputs):
         price_resource(vmss, ctx_for([vmss]))
+
+
+# ---- an autoscaled managed instance group (issue 17 item 7, on GCP) --------------------------------------
+# offers.csv: a2-highgpu-1g spot $1.80385/h in us-central1-a and -b (host row + GPU row, skypilot-gcp)
+A2_SPOT = 1.80385
+
+
+def autoscaled(max_replicas: int | None = 12):
+    mig, template = gcp_fleet()
+    mig = Resource(mig.type, mig.name, mig.urn, mig.parent, inputs={k: v for k, v in mig.inputs.items()
+                   if k != "targetSize"}, outputs={"selfLink": "migs/mig"})  # fmt: skip
+    scaler = res("gcp:compute/regionAutoscaler:RegionAutoscaler", "scaler",
+                 {"target": "migs/mig", "autoscalingPolicy": {"minReplicas": 0, "maxReplicas": max_replicas}})  # fmt: skip
+    return mig, template, scaler
+
+
+def test_a_group_sized_by_its_autoscaler_is_priced_at_max_replicas_never_free():
+    """A MIG without targetSize was priced free ("target size 0"); its autoscaler may run up to 12 nodes:
+    12 x 730 h x $1.80385 = $15,801.73 a month, and the line says why."""
+    mig, template, scaler = autoscaled()
+    priced = price_resource(mig, ctx_for([mig, template, scaler]))
+    spot = next(c for c in priced.components if "spot" in c.name)
+    assert priced.status == PRICED and spot.name == "a2-highgpu-1g spot (12 nodes)"
+    assert spot.monthly_cost == pytest.approx(12 * HOURS * A2_SPOT) and "maxReplicas 12" in spot.note
+    assert price_resource(scaler, ctx_for([mig, template, scaler])).status == "free"
+
+
+def test_a_usage_file_sizes_the_group_and_no_autoscaler_is_not_estimable():
+    mig, template, scaler = autoscaled()
+    usage = resolve_usage(None, UsageFile(group_nodes={"mig": 3}))
+    ctx = PricingContext(default_catalog(), usage, [mig, template, scaler], {"gcp": "us-central1"})
+    spot = next(c for c in price_resource(mig, ctx).components if "spot" in c.name)
+    assert spot.name == "a2-highgpu-1g spot (3 nodes)" and "group_nodes" in spot.note
+    alone = price_resource(mig, ctx_for([mig, template]))
+    assert alone.status == NOT_ESTIMABLE and "no targetSize and no autoscaler" in alone.reason

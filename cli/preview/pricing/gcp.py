@@ -22,6 +22,7 @@ from cli.preview.pricing.base import (
     uploaded_bytes,
 )
 from cli.preview.pricing.checkpoints import LIFECYCLE_LAG_DAYS, Retention, checkpoint_components
+from cli.preview.usage import GROUP_NODES
 
 _DISK_RATES = {"pd-balanced": "gcp-pd-balanced", "pd-ssd": "gcp-pd-ssd", "pd-standard": "gcp-pd-standard"}
 _TEMPLATES = (
@@ -109,8 +110,31 @@ def _disks(ctx: PricingContext, template: Resource, nodes: int, region: str) -> 
     return out
 
 
+_AUTOSCALERS = ("gcp:compute/autoscaler:Autoscaler", "gcp:compute/regionAutoscaler:RegionAutoscaler")
+
+
+def _group_size(r: Resource, ctx: PricingContext) -> tuple[int, str]:
+    """The group's target size; without one an autoscaler sizes it, anywhere up to its maxReplicas: priced
+    there (or at a usage file's group_nodes), and the note says so. Neither: the size is unknown."""
+    if get(r.inputs, "targetSize") is not None:
+        return int(number(r.inputs, "targetSize")), ""
+    if GROUP_NODES + r.name in ctx.usage:
+        given = ctx.usage[GROUP_NODES + r.name]
+        return int(given.value), f"no targetSize: {int(given.value)} nodes from {given.source} (group_nodes)"
+    names = {v for v in (r.id, r.outputs.get("selfLink"), r.outputs.get("id"), r.inputs.get("name")) if v}
+    scalers = [a for a in ctx.resources if a.type in _AUTOSCALERS and get(a.inputs, "target") in names]
+    scalers = scalers or [a for t in _AUTOSCALERS for a in ctx.related(r, t)]
+    if len(scalers) != 1:
+        raise NotEstimable("no targetSize and no autoscaler that names the group: its size is unknown")
+    most = int(number(scalers[0].inputs, "autoscalingPolicy.maxReplicas"))
+    return most, (
+        f"no targetSize: priced at the autoscaler's maxReplicas {most}, the most it can scale to "
+        f"(a usage file's group_nodes: {{{r.name}: N}} says otherwise)"
+    )
+
+
 def _group(r: Resource, ctx: PricingContext, region: str, zones: list[str]) -> list[CostComponent]:
-    nodes = int(number(r.inputs, "targetSize", 0))
+    nodes, sized = _group_size(r, ctx)
     if nodes == 0:
         raise Free("target size 0: no nodes run")
     versions = elements(r.inputs, "versions")
@@ -123,6 +147,8 @@ def _group(r: Resource, ctx: PricingContext, region: str, zones: list[str]) -> l
         ctx, cloud="gcp", region=region, zones=zones, instance_type=machine,
         on_demand_nodes=0 if spot else nodes, spot_nodes=nodes if spot else 0,
     )  # fmt: skip
+    for c in comps:
+        c.note = "; ".join(n for n in (sized, c.note) if n)
     return comps + _disks(ctx, template, nodes, region) + _external_ips(ctx, template, nodes, region)
 
 
@@ -306,3 +332,7 @@ free(
     "gcp:pubsub/subscription:Subscription",
 )
 free("a provider is configuration, not a cloud resource", "pulumi:providers:gcp")
+free(
+    "an autoscaler costs nothing by itself; the group it sizes is priced at its maxReplicas",
+    *_AUTOSCALERS,
+)
