@@ -25,7 +25,7 @@ from cli.preview.pricing.base import (
     transfer_component,
 )
 from cli.preview.pricing.checkpoints import LIFECYCLE_LAG_DAYS, Retention, checkpoint_components
-from cli.preview.pricing.rates import rate, region_note
+from cli.preview.pricing.rates import rate
 from cli.preview.usage import GROUP_NODES
 from infra.config import TAG_FLEET
 
@@ -44,31 +44,6 @@ _IO2_TIERS = ((0.0, 32000.0, "aws-ebs-io2-iops-1", "up to 32,000"),
               (32000.0, 64000.0, "aws-ebs-io2-iops-2", "32,001-64,000"),
               (64000.0, math.inf, "aws-ebs-io2-iops-3", "above 64,000"))  # fmt: skip
 _DEFAULT_ROOT_GB = 8.0  # an AMI's root volume when the template names no size
-
-
-def _monthly(
-    ctx: PricingContext,
-    name: str,
-    quantity: float,
-    rate_id: str,
-    region: str,
-    *,
-    with_nodes: bool,
-    note: str = "",
-) -> CostComponent:
-    """A per-month charge (GB-, IOPS- or MB/s-month). `with_nodes`: the volume lives as long as a fleet's node,
-    so it is prorated by the fleet's hours, not calendar hours; the planned job pays its hours' share."""
-    r = rate(rate_id)
-    share = ctx.hours_per_month / 730.0 if with_nodes else 1.0
-    return CostComponent(
-        name=name,
-        unit=r.unit,
-        quantity=quantity * share,
-        unit_price=r.usd,
-        source=f"rate:{rate_id}",
-        job_quantity=quantity * ctx.job_hours / 730.0,
-        note="; ".join(n for n in (note, region_note(rate_id, region)) if n),
-    )
 
 
 def _ebs_volume(
@@ -109,29 +84,29 @@ def _ebs_volume(
     if rate_id is None:
         return [CostComponent(f"EBS {kind}{where} volume", "GB-month", size * count, None, "rate",
                               note=f"no rate for EBS {kind}")]  # fmt: skip
-    out = [_monthly(ctx, f"EBS {kind}{where} {size:g} GB{nodes}", size * count, rate_id, region,
+    out = [storage_component(ctx, f"EBS {kind}{where} {size:g} GB{nodes}", size * count, rate_id, region,
                     with_nodes=with_nodes, note=type_note)]  # fmt: skip
     if kind == "gp3":
         iops = number(inputs, at("iops"), _GP3_FREE_IOPS)
         mbps = number(inputs, at("throughput"), _GP3_FREE_MBPS)
         if iops > _GP3_FREE_IOPS:
             extra = iops - _GP3_FREE_IOPS
-            out.append(_monthly(ctx, f"EBS gp3{where} IOPS above 3,000 ({extra:,.0f}{nodes})", extra * count,
+            out.append(storage_component(ctx, f"EBS gp3{where} IOPS above 3,000 ({extra:,.0f}{nodes})", extra * count,
                                 "aws-ebs-gp3-iops", region, with_nodes=with_nodes))  # fmt: skip
         if mbps > _GP3_FREE_MBPS:
             extra = mbps - _GP3_FREE_MBPS
-            out.append(_monthly(ctx, f"EBS gp3{where} throughput above 125 MB/s ({extra:,.0f} MB/s{nodes})",
+            out.append(storage_component(ctx, f"EBS gp3{where} throughput above 125 MB/s ({extra:,.0f} MB/s{nodes})",
                                 extra * count, "aws-ebs-gp3-throughput", region, with_nodes=with_nodes))  # fmt: skip
     elif kind == "io1":
         iops = number(inputs, at("iops"))  # required for io1: no default to guess
-        out.append(_monthly(ctx, f"EBS io1{where} provisioned IOPS ({iops:,.0f}{nodes})", iops * count,
+        out.append(storage_component(ctx, f"EBS io1{where} provisioned IOPS ({iops:,.0f}{nodes})", iops * count,
                             "aws-ebs-io1-iops", region, with_nodes=with_nodes))  # fmt: skip
     elif kind == "io2":
         iops = number(inputs, at("iops"))  # required for io2
         for low, high, tier_rate, tier in _IO2_TIERS:
             in_tier = min(iops, high) - low
             if in_tier > 0:
-                out.append(_monthly(ctx, f"EBS io2{where} IOPS {tier} ({in_tier:,.0f}{nodes})", in_tier * count,
+                out.append(storage_component(ctx, f"EBS io2{where} IOPS {tier} ({in_tier:,.0f}{nodes})", in_tier * count,
                                     tier_rate, region, with_nodes=with_nodes))  # fmt: skip
     return out
 
@@ -515,7 +490,6 @@ def vpc_endpoint(r: Resource, ctx: PricingContext) -> list[CostComponent]:
 
 @prices("aws:cloudwatch/metricAlarm:MetricAlarm")
 def metric_alarm(r: Resource, ctx: PricingContext) -> list[CostComponent]:
-    from cli.preview.pricing.rates import rate
 
     unit = rate("aws-cloudwatch-alarm").usd
     return [

@@ -349,24 +349,28 @@ def uploaded_bytes(r: Resource) -> int:
 def storage_component(
     ctx: PricingContext,
     name: str,
-    gb: float,
+    quantity: float,
     rate_id: str,
     region: str | None,
     *,
     usage_key: str | None = None,
+    with_nodes: bool = False,
+    note: str = "",
 ) -> CostComponent:
+    """A per-month charge (GB-, IOPS- or MB/s-month); the planned job pays its hours' share of a month.
+    `with_nodes`: it lives as long as a fleet's node (a node's disk), so the month is the fleet's hours."""
     from cli.preview.pricing.rates import rate, region_note
 
     r = rate(rate_id)
-    notes = [region_note(rate_id, region)]
+    notes = [note, region_note(rate_id, region)]
     if usage_key:
         notes.append(f"{usage_key}: {ctx.usage[usage_key].source}")
     return CostComponent(
         name=name,
         unit=r.unit,
-        quantity=gb,
+        quantity=quantity * (ctx.hours_per_month / 730.0 if with_nodes else 1.0),
         unit_price=r.usd,
-        job_quantity=gb * ctx.job_fraction,
+        job_quantity=quantity * ctx.job_fraction,
         source=f"rate:{rate_id}",
         note="; ".join(n for n in notes if n),
     )

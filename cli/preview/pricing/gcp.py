@@ -95,18 +95,10 @@ def _disks(ctx: PricingContext, template: Resource, nodes: int, region: str) -> 
                 )
             )
             continue
-        c = storage_component(
-            ctx,
-            f"{kind} {size:g} GB x {nodes} node{'s' if nodes != 1 else ''}",
-            size * nodes,
-            rate_id,
-            region,
-        )
-        c.quantity = size * nodes * ctx.hours_per_month / 730.0  # disks live as long as their nodes
-        c.monthly_cost = c.quantity * c.unit_price
-        c.job_quantity = size * nodes * ctx.job_hours / 730.0
-        c.job_cost = c.job_quantity * c.unit_price
-        out.append(c)
+        out.append(  # disks live as long as their nodes
+            storage_component(ctx, f"{kind} {size:g} GB x {nodes} node{'s' if nodes != 1 else ''}", size * nodes,
+                              rate_id, region, with_nodes=True)
+        )  # fmt: skip
     return out
 
 
