@@ -24,7 +24,7 @@ from cli.preview.pricing.base import (
     storage_component,
     transfer_component,
 )
-from cli.preview.pricing.checkpoints import LIFECYCLE_LAG_DAYS, Retention, checkpoint_components
+from cli.preview.pricing.checkpoints import Retention, checkpoint_components, declared_retention
 from cli.preview.pricing.rates import rate
 from cli.preview.usage import GROUP_NODES
 from infra.config import TAG_FLEET
@@ -431,12 +431,7 @@ def _s3_retention(bucket: Resource, ctx: PricingContext) -> Retention:
                 days.append(
                     (number(rule, "noncurrentVersionExpiration.noncurrentDays"), f"{config.name} rules[{n}]")
                 )
-    if not days:
-        return Retention(True, None, "versioning on, no NoncurrentVersionExpiration")
-    d, where = min(days)
-    return Retention(
-        True, d + LIFECYCLE_LAG_DAYS, f"{where}: {d:g} days, +{LIFECYCLE_LAG_DAYS:g} for the daily rule run"
-    )
+    return declared_retention(days, "versioning on, no NoncurrentVersionExpiration")
 
 
 @prices("aws:s3/bucketObjectv2:BucketObjectv2", "aws:s3/bucketObject:BucketObject")

@@ -19,7 +19,7 @@ from cli.preview.pricing.base import (
     transfer_component,
     uploaded_bytes,
 )
-from cli.preview.pricing.checkpoints import LIFECYCLE_LAG_DAYS, Retention, checkpoint_components
+from cli.preview.pricing.checkpoints import Retention, checkpoint_components, declared_retention
 from cli.preview.pricing.rates import AZURE_DISK_TIERS, AZURE_DISK_URL
 from infra.naming import AZURE_NODE_FILES_CONTAINER
 
@@ -155,14 +155,7 @@ def _blob_retention(account: Resource, ctx: PricingContext) -> Retention:
                 days.append((float(after), f"{policy.name} rule {n}"))
     soft = max((number(p.inputs, "deleteRetentionPolicy.days", 0) for p in props
                 if get(p.inputs, "deleteRetentionPolicy.enabled", False)), default=0.0)  # fmt: skip
-    if not days:
-        return Retention(True, None, "blob versioning on, no version delete rule")
-    d, where = min(days)
-    return Retention(
-        True,
-        d + soft + LIFECYCLE_LAG_DAYS,
-        f"{where}: {d:g} days, +{soft:g} soft delete, +{LIFECYCLE_LAG_DAYS:g} for the daily rule run",
-    )
+    return declared_retention(days, "blob versioning on, no version delete rule", soft)
 
 
 @prices("azure-native:storage:Blob")

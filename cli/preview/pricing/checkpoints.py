@@ -36,6 +36,21 @@ class Retention:
     where: str  # what declared it, shown in the component's note
 
 
+def declared_retention(
+    rules: list[tuple[float, str]], no_rule: str, soft_delete_days: float = 0.0
+) -> Retention:
+    """A versioned bucket's retention from its expiry rules ((days, where) each): the shortest rule wins, plus
+    any soft-delete days that follow it and the daily rule run's lag; no rule keeps every version."""
+    if not rules:
+        return Retention(True, None, no_rule)
+    days, where = min(rules)
+    soft = f", +{soft_delete_days:g} soft delete" if soft_delete_days else ""
+    return Retention(
+        True, days + soft_delete_days + LIFECYCLE_LAG_DAYS,
+        f"{where}: {days:g} days{soft}, +{LIFECYCLE_LAG_DAYS:g} for the daily rule run",
+    )  # fmt: skip
+
+
 def checkpoint_components(
     ctx: PricingContext,
     *,

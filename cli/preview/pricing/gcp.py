@@ -21,7 +21,7 @@ from cli.preview.pricing.base import (
     transfer_component,
     uploaded_bytes,
 )
-from cli.preview.pricing.checkpoints import LIFECYCLE_LAG_DAYS, Retention, checkpoint_components
+from cli.preview.pricing.checkpoints import Retention, checkpoint_components, declared_retention
 from cli.preview.usage import GROUP_NODES
 
 _DISK_RATES = {"pd-balanced": "gcp-pd-balanced", "pd-ssd": "gcp-pd-ssd", "pd-standard": "gcp-pd-standard"}
@@ -204,12 +204,7 @@ def _gcs_retention(bucket: Resource) -> Retention:
             since = get(rule, "condition.age")
         if since is not None:
             days.append((float(since), f"lifecycleRules[{n}]"))
-    if not days:
-        return Retention(True, None, "versioning on, no Delete rule for noncurrent objects")
-    d, where = min(days)
-    return Retention(
-        True, d + LIFECYCLE_LAG_DAYS, f"{where}: {d:g} days, +{LIFECYCLE_LAG_DAYS:g} for the daily rule run"
-    )
+    return declared_retention(days, "versioning on, no Delete rule for noncurrent objects")
 
 
 @prices("gcp:storage/bucketObject:BucketObject")
