@@ -12,6 +12,7 @@ from cli.preview.pricing.base import (
     Free,
     NotEstimable,
     PricingContext,
+    autoscaled_nodes,
     elements,
     fleet_components,
     free,
@@ -26,7 +27,6 @@ from cli.preview.pricing.base import (
 )
 from cli.preview.pricing.checkpoints import Retention, checkpoint_components, declared_retention
 from cli.preview.pricing.rates import rate
-from cli.preview.usage import GROUP_NODES
 from infra.config import TAG_FLEET
 
 _EBS_RATES = {  # storage, per GB-month (https://aws.amazon.com/ebs/pricing/)
@@ -208,16 +208,8 @@ def autoscaling_group(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     sized = ""
     if get(i, "desiredCapacity") is not None:
         nodes = int(number(i, "desiredCapacity"))
-    elif GROUP_NODES + r.name in ctx.usage:
-        given = ctx.usage[GROUP_NODES + r.name]
-        nodes = int(given.value)
-        sized = f"no desiredCapacity: {nodes} nodes from {given.source} (group_nodes)"
     else:
-        nodes = int(number(i, "maxSize"))
-        sized = (
-            f"no desiredCapacity: priced at maxSize {nodes}, the most the group can scale to "
-            f"(a usage file's group_nodes: {{{r.name}: N}} says otherwise)"
-        )
+        nodes, sized = autoscaled_nodes(r, ctx, "desiredCapacity", lambda: (int(number(i, "maxSize")), "maxSize"))
     if nodes == 0:
         raise Free("desired capacity 0: no nodes run")
     mip = get(i, "mixedInstancesPolicy")

@@ -23,6 +23,7 @@ from cli.preview.model import (
     Resource,
     UsageValue,
 )
+from cli.preview.usage import GROUP_NODES
 from infra.catalog import Catalog, Offer
 from infra.errors import TrainfleetError, shown
 
@@ -266,6 +267,22 @@ def price_all(resources: Iterable[Resource], ctx: PricingContext) -> list[Priced
 
 
 # ---- shared helpers for the per-cloud functions -------------------------------------------------
+
+
+def autoscaled_nodes(
+    r: Resource, ctx: PricingContext, missing: str, most: Callable[[], tuple[int, str]]
+) -> tuple[int, str]:
+    """Nodes of a group whose `missing` size input is unset, so its scaling sizes it: a usage file's
+    `group_nodes` for it, else `most()` (the most it can scale to, and what says so), never the cheapest
+    guess; and the note that says which."""
+    given = ctx.usage.get(GROUP_NODES + r.name)
+    if given is not None:
+        return int(given.value), f"no {missing}: {int(given.value)} nodes from {given.source} (group_nodes)"
+    nodes, what = most()
+    return nodes, (
+        f"no {missing}: priced at {what} {nodes}, the most it can scale to "
+        f"(a usage file's group_nodes: {{{r.name}: N}} says otherwise)"
+    )
 
 
 def fleet_components(

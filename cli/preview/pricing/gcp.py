@@ -9,6 +9,7 @@ from cli.preview.pricing.base import (
     Free,
     NotEstimable,
     PricingContext,
+    autoscaled_nodes,
     elements,
     fleet_components,
     free,
@@ -22,7 +23,6 @@ from cli.preview.pricing.base import (
     uploaded_bytes,
 )
 from cli.preview.pricing.checkpoints import Retention, checkpoint_components, declared_retention
-from cli.preview.usage import GROUP_NODES
 
 _DISK_RATES = {"pd-balanced": "gcp-pd-balanced", "pd-ssd": "gcp-pd-ssd", "pd-standard": "gcp-pd-standard"}
 _TEMPLATES = (
@@ -106,23 +106,20 @@ _AUTOSCALERS = ("gcp:compute/autoscaler:Autoscaler", "gcp:compute/regionAutoscal
 
 
 def _group_size(r: Resource, ctx: PricingContext) -> tuple[int, str]:
-    """The group's target size; without one an autoscaler sizes it, anywhere up to its maxReplicas: priced
-    there (or at a usage file's group_nodes), and the note says so. Neither: the size is unknown."""
+    """The group's target size; without one an autoscaler sizes it, anywhere up to its maxReplicas. Neither
+    a target size nor an autoscaler: the size is unknown."""
     if get(r.inputs, "targetSize") is not None:
         return int(number(r.inputs, "targetSize")), ""
-    if GROUP_NODES + r.name in ctx.usage:
-        given = ctx.usage[GROUP_NODES + r.name]
-        return int(given.value), f"no targetSize: {int(given.value)} nodes from {given.source} (group_nodes)"
-    names = {v for v in (r.id, r.outputs.get("selfLink"), r.outputs.get("id"), r.inputs.get("name")) if v}
-    scalers = [a for a in ctx.resources if a.type in _AUTOSCALERS and get(a.inputs, "target") in names]
-    scalers = scalers or [a for t in _AUTOSCALERS for a in ctx.related(r, t)]
-    if len(scalers) != 1:
-        raise NotEstimable("no targetSize and no autoscaler that names the group: its size is unknown")
-    most = int(number(scalers[0].inputs, "autoscalingPolicy.maxReplicas"))
-    return most, (
-        f"no targetSize: priced at the autoscaler's maxReplicas {most}, the most it can scale to "
-        f"(a usage file's group_nodes: {{{r.name}: N}} says otherwise)"
-    )
+
+    def max_replicas() -> tuple[int, str]:
+        names = {v for v in (r.id, r.outputs.get("selfLink"), r.outputs.get("id"), r.inputs.get("name")) if v}
+        scalers = [a for a in ctx.resources if a.type in _AUTOSCALERS and get(a.inputs, "target") in names]
+        scalers = scalers or [a for t in _AUTOSCALERS for a in ctx.related(r, t)]
+        if len(scalers) != 1:
+            raise NotEstimable("no targetSize and no autoscaler that names the group: its size is unknown")
+        return int(number(scalers[0].inputs, "autoscalingPolicy.maxReplicas")), "the autoscaler's maxReplicas"
+
+    return autoscaled_nodes(r, ctx, "targetSize", max_replicas)
 
 
 def _group(r: Resource, ctx: PricingContext, region: str, zones: list[str]) -> list[CostComponent]:
