@@ -81,7 +81,7 @@ def checkpoint_components(
 def noncurrent_checkpoints(ctx: PricingContext, retention: Retention) -> tuple[float, str]:
     """How many pruned checkpoints the bucket holds at a steady state, and the sentence that says why."""
     per_month = ctx.use("checkpoints_per_month")
-    written_by_job = per_month * ctx.job_hours / ctx.hours_per_month if ctx.hours_per_month else 0.0
+    written_by_job = per_month * ctx.job_hours / ctx.hours_per_month  # hours_per_month > 0 (usage schema)
     if retention.noncurrent_days is None:
         return written_by_job, (
             f"versioned with no noncurrent expiration ({retention.where}): every pruned checkpoint is kept, "
@@ -107,9 +107,10 @@ def write_requests(
         unit=r.unit,
         quantity=requests / per,
         unit_price=r.usd,
-        job_quantity=requests / per * ctx.job_fraction * 730.0 / ctx.hours_per_month
-        if ctx.hours_per_month
-        else 0.0,
+        job_quantity=requests
+        / per
+        * ctx.job_hours
+        / ctx.hours_per_month,  # the job's share of a month's uploads
         source=f"rate:{rate_id}",
         note="; ".join(
             n
