@@ -72,7 +72,9 @@ def preview_command(
         diff = diff_one_preview(pulumi_json, usage, name, regions)
         estimate = diff.head
         if config is not None:
-            _apply_stack_terms(estimate, config, usage)
+            from cli.preview.engine import apply_stack_terms
+
+            apply_stack_terms(estimate, config, usage)
         if json_out:
             print_json({"estimate": estimate.to_json(), "diff": diff.to_json()})
         else:
@@ -136,7 +138,9 @@ def diff_command(
         usage, regions, name, config = _usage_for(stack, usage_file)
         diff = diff_preview_files(base_path, head, usage, name, regions)
         if config is not None:  # the stack config the head document was previewed with
-            _apply_stack_terms(diff.head, config, usage)
+            from cli.preview.engine import apply_stack_terms
+
+            apply_stack_terms(diff.head, config, usage)
         command = f"trainfleet diff --base {base} --head {head}"
     elif base.endswith((".yaml", ".yml")) and base_path.is_file():
         head_path = head or (stack_path(stack) if stack else None)
@@ -222,17 +226,6 @@ def _price_at_ref(base: str, head_path: Path, text: str, name: str, usage_file: 
         highlight=False,
     )
     return b, h, f"{base}:{head_path.name} (head program)"
-
-
-def _apply_stack_terms(estimate, config, usage) -> None:
-    """What a preview document cannot say and its stack config does: the budget, the guardrail, and each
-    fleet's expected job cost with interruptions."""
-    from cli.preview.expected import expected_for
-
-    estimate.expected, estimate.expected_note = expected_for(config, usage)
-    if config.budget is not None:
-        estimate.guardrail_usd = config.budget.fail_above_usd
-        estimate.budget_usd = config.budget.monthly_limit_usd
 
 
 def _read(path: Path, option: str) -> str:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cli.preview.model import Estimate, Resource
+from cli.preview.model import Estimate, Resource, UsageValue
 from infra.config import StackConfig
 from infra.errors import TrainfleetError
 
@@ -77,7 +77,6 @@ def estimate_config(
     usage_where: str = "",
 ) -> Estimate:
     """Run the program offline for one stack config and price what it declares."""
-    from cli.preview.expected import expected_for
     from cli.preview.pricing import PricingContext, price_all
     from cli.preview.usage import resolve_usage
     from infra.catalog import default_catalog
@@ -89,20 +88,21 @@ def estimate_config(
     ctx = PricingContext(
         default_catalog(), usage, resources, provider_regions(config, other_config), fleet_zones
     )
-    priced = price_all(resources, ctx)
-    budget = config.budget
-    expected, expected_note = expected_for(config, usage)
-    return Estimate(
-        stack=stack,
-        origin="program (offline, pulumi mocks)",
-        resources=priced,
-        usage=usage,
-        guardrail_usd=budget.fail_above_usd if budget else None,
-        budget_usd=budget.monthly_limit_usd if budget else None,
-        elapsed_s=time.perf_counter() - started,
-        expected=expected,
-        expected_note=expected_note,
-    )
+    estimate = Estimate(stack, "program (offline, pulumi mocks)", price_all(resources, ctx), usage)
+    apply_stack_terms(estimate, config, usage)
+    estimate.elapsed_s = time.perf_counter() - started
+    return estimate
+
+
+def apply_stack_terms(estimate: Estimate, config: StackConfig, usage: dict[str, UsageValue]) -> None:
+    """What the stack config says and the resources do not: the budget, the guardrail, and each fleet's
+    expected job cost with interruptions (for the program's estimate and a preview document's alike)."""
+    from cli.preview.expected import expected_for
+
+    estimate.expected, estimate.expected_note = expected_for(config, usage)
+    if config.budget is not None:
+        estimate.guardrail_usd = config.budget.fail_above_usd
+        estimate.budget_usd = config.budget.monthly_limit_usd
 
 
 def estimate_stack(stack: str, usage_file: Path | None = None, start: Path | None = None) -> Estimate:
