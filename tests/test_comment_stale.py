@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import subprocess
 
 import pytest
@@ -24,9 +23,8 @@ from cli.preview.diff import diff_estimates
 from cli.preview.github_comment import STALE_TAG, mark_stale, stale_body, upsert_comment
 from cli.preview.markdown import NO_CHANGE_TAG, marker, render
 from cli.preview.model import PRICED, CostComponent, Estimate, PricedResource, Resource
-from tests.conftest import REPO
 from tests.needs import need, need_tool
-from tests.test_cost_comment_js import HARNESS, WORKFLOW, ReadOnlyTokenGitHub
+from tests.test_cost_comment_js import WORKFLOW, ReadOnlyTokenGitHub, run_script
 from tests.test_diff_comment import BOT, CASES_FILE, FakeGitHub, seed_comments
 
 STALE_CASES = json.loads(CASES_FILE.read_text())["stale_cases"]
@@ -78,22 +76,8 @@ def test_stale_cases_python(case):
 
 def run_stale_step(node: str, tmp_path, github: FakeGitHub, stacks: list[str], head_sha: str, token="t0ken"):
     """The workflow's stale-comments step in the harness, with the env its `env:` gives it."""
-    (tmp_path / "harness.js").write_text(HARNESS)
-    (tmp_path / "step.js").write_text(stale_step()["with"]["script"])
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "GITHUB_API_URL": github.url,
-        "GITHUB_TOKEN": token,
-        "WORKSPACE": str(REPO),
-        "STEP_SCRIPT": str(tmp_path / "step.js"),
-        "OWNER": "acme",
-        "REPO": "infra",
-        "PR": "42",
-        "STACKS": json.dumps(stacks),
-        "HEAD_SHA": head_sha,
-    }
-    return subprocess.run([node, str(tmp_path / "harness.js")], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    env = {"PR": "42", "STACKS": json.dumps(stacks), "HEAD_SHA": head_sha}
+    return run_script(node, tmp_path, github, stale_step()["with"]["script"], env, token)
 
 
 @pytest.mark.parametrize("case", STALE_CASES, ids=[c["name"] for c in STALE_CASES])

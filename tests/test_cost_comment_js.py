@@ -123,14 +123,11 @@ def comment_step() -> dict:
     return next(s for s in steps if str(s.get("uses", "")).startswith("actions/github-script@"))
 
 
-def run_step(
-    node: str, tmp_path, github: FakeGitHub, stack: str, body: str, pr: int = 42, token: str = "t0ken"
-):
-    """Run the workflow's comment step in the harness: comment.md in the working directory, as the step
-    before it leaves it. Returns the finished process."""
+def run_script(node: str, tmp_path, github: FakeGitHub, script: str, env: dict[str, str], token: str = "t0ken"):
+    """Run a github-script step's script in the harness against the fake GitHub, with the step's own `env`
+    on top of what every step gets. Returns the finished process."""
     (tmp_path / "harness.js").write_text(HARNESS)
-    (tmp_path / "step.js").write_text(comment_step()["with"]["script"])
-    (tmp_path / "comment.md").write_text(body)
+    (tmp_path / "step.js").write_text(script)
     env = {
         "PATH": os.environ.get("PATH", ""),
         "GITHUB_API_URL": github.url,
@@ -139,17 +136,21 @@ def run_step(
         "STEP_SCRIPT": str(tmp_path / "step.js"),
         "OWNER": "acme",
         "REPO": "infra",
-        "PR": str(pr),
-        "STACK": stack,
+        **env,
     }
     return subprocess.run(
-        [node, str(tmp_path / "harness.js")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [node, str(tmp_path / "harness.js")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
+
+
+def run_step(
+    node: str, tmp_path, github: FakeGitHub, stack: str, body: str, pr: int = 42, token: str = "t0ken"
+):
+    """Run the workflow's comment step in the harness: comment.md in the working directory, as the step
+    before it leaves it. Returns the finished process."""
+    (tmp_path / "comment.md").write_text(body)
+    return run_script(node, tmp_path, github, comment_step()["with"]["script"], {"PR": str(pr), "STACK": stack},
+                      token)  # fmt: skip
 
 
 def test_the_workflow_parses_and_calls_the_script_module():
