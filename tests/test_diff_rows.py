@@ -10,7 +10,14 @@ import pytest
 
 from cli.preview.diff import diff_estimates, git_show
 from cli.preview.model import (
-    FREE, NOT_ESTIMABLE, NOT_PRICED, PRICED, CostComponent, Estimate, PricedResource, Resource,
+    FREE,
+    NOT_ESTIMABLE,
+    NOT_PRICED,
+    PRICED,
+    CostComponent,
+    Estimate,
+    PricedResource,
+    Resource,
 )  # fmt: skip
 from infra.errors import TrainfleetError
 
