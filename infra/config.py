@@ -38,6 +38,7 @@ from pydantic import (
 )
 
 from infra.errors import ConfigError, TrainfleetError, did_you_mean, shown
+from infra.parallelism import PP_MAX, unsupported
 from infra.units import MAX_HOURS, MAX_USD, format_count, parse_count
 
 NAMESPACE = "trainfleet"
@@ -236,6 +237,10 @@ class DeepSpeed(_Section):
     micro_batch: int = Field(default=1, ge=1, le=4096)
     grad_accum: int = Field(default=1, ge=1, le=65536)
     activation_checkpointing: bool = False
+    # TP x PP (x DP, the rest of the world), as the planner chose them; which combinations DeepSpeed can train
+    # is infra/parallelism.py's, the fleet-dependent layout is checked where the ds_config is rendered.
+    tensor_parallel: Literal[1, 2, 4, 8] = Field(default=1, description="AutoTP degree, within one node")
+    pipeline_parallel: int = Field(default=1, ge=1, le=PP_MAX, description="pipeline stages, whole nodes each")
 
     @model_validator(mode="after")
     def _offload_needs_stage(self) -> DeepSpeed:
@@ -245,6 +250,19 @@ class DeepSpeed(_Section):
             raise ValueError("offload_optimizer needs zero_stage 1, 2 or 3, not 0")
         if "nvme" in (self.offload_optimizer, self.offload_param) and self.zero_stage != 3:
             raise ValueError("nvme offload (ZeRO-Infinity) needs zero_stage 3")
+        return self
+
+    @model_validator(mode="after")
+    def _parallelism_deepspeed_trains(self) -> DeepSpeed:
+        reason = unsupported(
+            self.zero_stage,
+            self.offload_optimizer != "none",
+            self.offload_param != "none",
+            self.tensor_parallel,
+            self.pipeline_parallel,
+        )
+        if reason:
+            raise ValueError(reason)
         return self
 
 

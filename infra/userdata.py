@@ -43,6 +43,7 @@ from infra.deepspeed_settings import zero_communication
 from infra.errors import TrainfleetError, shown
 from infra.naming import check_stack_name
 from infra.node_env import AGENT_REQUIREMENTS, AGENT_VENV, VENV, node_image
+from infra.parallelism import data_parallel, layout_error
 
 # Provider limits on the value each input accepts.
 AWS_USER_DATA_LIMIT = 16 * 1024  # launch template user_data: 16 KB before base64
@@ -213,11 +214,23 @@ def ds_config(config: StackConfig, fleet: Fleet) -> dict:
     ds = config.deepspeed
     precision = config.job.precision
     _, per_node = accelerator_of(fleet)
+    tp, pp = ds.tensor_parallel, ds.pipeline_parallel
+    if per_node == 0 and tp > 1:
+        raise TrainfleetError(
+            f"trainfleet:deepspeed.tensor_parallel: the catalog does not say how many accelerators a "
+            f"{fleet.instance_type} node of fleet {fleet.name!r} has, so tensor_parallel {tp} cannot be placed; "
+            "use tensor_parallel 1 or an instance type the catalog lists"
+        )
+    problem = layout_error(tp, pp, per_node or 1, fleet.nodes)
+    if problem:
+        raise TrainfleetError(f"trainfleet:deepspeed: fleet {fleet.name!r}: {problem}")
     out: dict = {
         # The global batch the plan is for, fixed: DeepSpeed refuses to start when micro batch x accumulation x
-        # world size differs from it (runtime/config.py `_batch_assertion`), so a job on another number of
-        # devices fails at launch instead of training with a batch the learning-rate schedule was not set for.
-        "train_batch_size": ds.micro_batch * ds.grad_accum * (per_node or 1) * fleet.nodes,
+        # data-parallel size differs from it (runtime/config.py `_batch_assertion`, world_size there is
+        # `mpu.get_data_parallel_world_size()` when the script gives DeepSpeed its groups, as a PipelineModule
+        # always does), so a job on another number of devices fails at launch instead of training with a batch
+        # the learning-rate schedule was not set for. Data-parallel size: devices / (tp x pp).
+        "train_batch_size": ds.micro_batch * ds.grad_accum * data_parallel((per_node or 1) * fleet.nodes, tp, pp),
         "train_micro_batch_size_per_gpu": ds.micro_batch,
         "gradient_accumulation_steps": ds.grad_accum,
         "gradient_clipping": 1.0,
@@ -259,6 +272,13 @@ def ds_config(config: StackConfig, fleet: Fleet) -> dict:
             "synchronize_checkpoint_boundary": False,
             "profile": False,
         }
+    if tp > 1:
+        # AutoTP training: deepspeed.initialize shards the model's Linear layers over groups of tp ranks.
+        out["tensor_parallel"] = {"autotp_size": tp}
+    if pp > 1:
+        # DeepSpeed parses `pipeline.stages` (runtime/config.py get_pipeline_config, default "auto") but the
+        # engine takes the stage count from the PipelineModule the script builds: the script reads it here.
+        out["pipeline"] = {"stages": pp}
     return out
 
 

@@ -15,8 +15,17 @@ loses no completed step:
 * (Example only) `$TRAINFLEET_RUN_DIR/step` holds the last finished step, for operators.
 
 Every rank agrees on "checkpoint now" / "stop now" at each step boundary (one tiny all-reduce), so a signal
-to one process is enough. The data for step s is drawn from a generator seeded by (seed, s, rank): a run that
-is interrupted and resumed ends with the same weights and loss as one that never stopped.
+to one process is enough. The data for step s is drawn from a generator seeded by (seed, s, data-parallel
+rank): a run that is interrupted and resumed ends with the same weights and loss as one that never stopped.
+
+Parallelism comes from the ds_config (infra/userdata.py `ds_config`, infra/parallelism.py):
+* `tensor_parallel.autotp_size` > 1: DeepSpeed's AutoTP shards the Linear layers inside deepspeed.initialize.
+  The ranks of one TP group must see the same batch, so data is picked by the data-parallel rank, and the
+  script hands DeepSpeed its TP/DP groups (`mpu`) so that it counts the global batch over data-parallel ranks.
+* `pipeline.stages` > 1: the model is a deepspeed.pipe.PipelineModule of LayerSpecs with a loss function, cut
+  into that many stages, trained with engine.train_batch (which runs all micro batches of a step).
+Every layer is initialised from (seed + its index), as PipelineModule's `seed_layers` does, so the same model
+starts from the same weights in every layout.
 """
 
 from __future__ import annotations
@@ -34,18 +43,51 @@ from pathlib import Path
 import deepspeed
 import torch
 import torch.distributed as dist
+from deepspeed.pipe import LayerSpec, PipelineModule
+from deepspeed.runtime.utils import set_random_seed
 from torch import nn
 
 FEATURES = 16
 
 
+def layer_specs(hidden: int, depth: int) -> list[LayerSpec]:
+    """The model as a list of layers: depth x (Linear, Tanh), then Linear(hidden, 1)."""
+    specs = []
+    for i in range(depth):
+        specs += [LayerSpec(nn.Linear, FEATURES if i == 0 else hidden, hidden), LayerSpec(nn.Tanh)]
+    return [*specs, LayerSpec(nn.Linear, hidden, 1)]
+
+
 class TinyModel(nn.Module):
-    def __init__(self, hidden: int):
+    def __init__(self, hidden: int, depth: int, seed: int):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(FEATURES, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+        layers = []
+        for idx, spec in enumerate(layer_specs(hidden, depth)):
+            set_random_seed(seed + idx)  # as PipelineModule(seed_layers=True, base_seed=seed) builds layer idx
+            layers.append(spec.build())
+        self.net = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return nn.functional.mse_loss(self.net(x), y)
+
+
+# AutoTP needs to know how to cut a model it has no preset for (deepspeed/runtime/tensor_parallel/config.py
+# `partition_config`): the first Linear by output columns, the second by input rows, so the pair needs one
+# all-reduce and gives the unsharded result. Later layers stay replicated.
+TINY_PARTITION = {
+    "use_default_specs": False,
+    "layer_specs": [
+        {"patterns": [r".*net\.0\.weight$"], "partition_type": "column"},
+        {"patterns": [r".*net\.2\.weight$"], "partition_type": "row"},
+    ],
+}
+
+
+def parallelism(config: dict) -> tuple[int, int]:
+    """(tensor parallel, pipeline stages) the ds_config asks for; 1 each when absent."""
+    tp = int(config.get("tensor_parallel", {}).get("autotp_size") or 1)
+    stages = config.get("pipeline", {}).get("stages", 1)
+    return tp, stages if isinstance(stages, int) else 1  # DeepSpeed's default is "auto"
 
 
 def parse_args() -> argparse.Namespace:
@@ -54,6 +96,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=200, help="optimizer steps to train")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--depth", type=int, default=1, help="hidden layers; a pipeline needs a layer per stage")
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--step-seconds", type=float, default=0.0, help="pause per step (demos and tests)")
     p.add_argument(
@@ -112,7 +155,7 @@ def batch(args, step: int, micro: int, rank: int, micro_batch: int, device) -> t
     g = torch.Generator().manual_seed(hash((args.seed, step, micro, rank)) & 0x7FFFFFFF)
     x = torch.randn(micro_batch, FEATURES, generator=g)
     teacher = torch.Generator().manual_seed(args.seed)
-    w = torch.randn(FEATURES, 1, generator=teacher)
+    w = torch.randn(FEATURES, 1, generator=teacher) / FEATURES**0.5  # x @ w ~ N(0, 1): a learnable target
     y = torch.sin(x @ w) + 0.01 * torch.randn(micro_batch, 1, generator=g)
     return x.to(device), y.to(device)
 
@@ -196,38 +239,83 @@ def main() -> int:
         (run_dir / "DONE").unlink(missing_ok=True)
         (run_dir / "trainer.pid").write_text(f"{os.getpid()}\n")
 
-    torch.manual_seed(args.seed)
-    model = TinyModel(args.hidden)
-    if "optimizer" in json.loads(Path(args.deepspeed_config).read_text()):
+    config = json.loads(Path(args.deepspeed_config).read_text())
+    args.deepspeed_config = None  # passed as the dict below, with what this model adds
+    tp, stages = parallelism(config)
+    extra: dict = {}
+    if stages > 1:
+        # Layers are built on their own stage only, each from (seed + index): the same weights as TinyModel.
+        model = PipelineModule(
+            layers=layer_specs(args.hidden, args.depth),
+            num_stages=stages,
+            loss_fn=nn.MSELoss(),
+            seed_layers=True,
+            base_seed=args.seed,
+            partition_method="uniform",
+        )
+    else:
+        model = TinyModel(args.hidden, args.depth, args.seed)
+    if tp > 1:
+        from deepspeed.utils import groups
+
+        tp_section = config["tensor_parallel"]
+        if not ("partition_config" in tp_section or "preset_model" in tp_section):
+            tp_section["partition_config"] = TINY_PARTITION
+        # DeepSpeed counts train_batch_size over the data-parallel world only when it is given the groups
+        # (runtime/config.py: `mpu.get_data_parallel_world_size()`, else every rank); AutoTP would build these
+        # same DP x TP groups itself (runtime/engine.py `_configure_tensor_parallel_states`).
+        groups._init_tp_mesh_device(tensor_model_parallel_size=tp)
+        extra["mpu"] = groups
+    if "optimizer" in config:
         # The config names the optimizer (ZeRO-Offload: DeepSpeed's CPU Adam); DeepSpeed builds it, at --lr.
-        engine, _, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
+        engine, _, _, _ = deepspeed.initialize(
+            args=args, model=model, model_parameters=model.parameters(), config=config, **extra
+        )
         for group in engine.optimizer.param_groups:
             group["lr"] = args.lr
     else:
         optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-        engine, _, _, _ = deepspeed.initialize(args=args, model=model, optimizer=optimizer)
+        engine, _, _, _ = deepspeed.initialize(args=args, model=model, optimizer=optimizer, config=config, **extra)
     if rank == 0:
         inner = getattr(engine.optimizer, "optimizer", engine.optimizer)  # ZeRO wraps the real optimizer
         print(f"trainfleet-train: optimizer {type(inner).__name__}", flush=True)
     device = engine.device
     micro, accum = engine.train_micro_batch_size_per_gpu(), engine.gradient_accumulation_steps()
     dtype = torch.bfloat16 if engine.bfloat16_enabled() else torch.float16 if engine.fp16_enabled() else None
+    # The data a rank trains on is its data-parallel replica's: TP ranks and pipeline stages of one replica
+    # share it (DeepSpeed checks a TP group's inputs agree: "Data inconsistency within the TP group").
+    if stages > 1:
+        data_rank = engine.grid.get_data_parallel_id()
+    elif tp > 1:
+        data_rank = groups.get_data_parallel_rank()
+    else:
+        data_rank = rank
+    if rank == 0:
+        print(f"trainfleet-train: tp {tp} pp {stages} dp {engine.dp_world_size}", flush=True)
+
+    def step_batches(step: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        out = []
+        for m in range(accum):
+            x, y = batch(args, step, m, data_rank, micro, device)
+            out.append((x.to(dtype), y.to(dtype)) if dtype is not None else (x, y))
+        return out
 
     step = resume(engine, ckpt_dir, device)
     loss_value = float("nan")
     started = time.time()
     while step < args.steps:
-        total = torch.zeros(1, device=device)
-        for m in range(accum):
-            x, y = batch(args, step, m, rank, micro, device)
-            if dtype is not None:
-                x, y = x.to(dtype), y.to(dtype)
-            loss = engine(x, y)
-            engine.backward(loss)
-            engine.step()
-            total += loss.detach().float()
-        dist.all_reduce(total)
-        loss_value = total.item() / (accum * world)
+        if stages > 1:
+            # All micro batches of the step; every stage gets the mean loss over them and over replicas.
+            loss_value = float(engine.train_batch(data_iter=iter(step_batches(step))))
+        else:
+            total = torch.zeros(1, device=device)
+            for x, y in step_batches(step):
+                loss = engine(x, y)
+                engine.backward(loss)
+                engine.step()
+                total += loss.detach().float()
+            dist.all_reduce(total)
+            loss_value = total.item() / (accum * world)  # TP ranks of a replica hold the same loss: still a mean
         step += 1
         if local_rank == 0:  # progress for operators (and tests): the last finished step
             (run_dir / "step.tmp").write_text(f"{step}\n")

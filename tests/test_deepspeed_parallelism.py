@@ -1,0 +1,408 @@
+"""Tensor and pipeline parallelism from the stack to a real DeepSpeed launch, held against DeepSpeed 0.19.8 itself.
+
+The schema's refusals are checked against DeepSpeed's own source lines (read from the installed package) and
+against DeepSpeed refusing the same layouts at run time; the accepted layouts are run: the rendered launch
+script starts templates/train.py on 2 CPU ranks (gloo) with the rendered ds_config.json unchanged, a SIGTERM
+stops it mid-run (the node protocol: checkpoint, exit 0), a relaunch resumes, and the final loss is the
+single-rank (tp = pp = 1) run's on the same data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from infra.config import StackConfig
+from infra.errors import ConfigError, TrainfleetError
+from infra.parallelism import data_parallel, layout_error, unsupported
+from infra.userdata import ds_config, render_user_data
+from tests.needs import need_module
+
+VENV_BIN = Path(sys.executable).parent
+STEPS = 40
+# Same data in every layout (train.py: data by data-parallel rank, layers seeded by index); the only difference
+# left is the order of float sums (a TP all-reduce of partial products, a pipeline's stage hand-off).
+LOSS_RTOL = 1e-4
+
+
+def deepspeed_source(relative: str) -> str:
+    ds = need_module("deepspeed", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
+    return (Path(ds.__file__).parent / relative).read_text()
+
+
+def stack(instance_type: str = "g5.xlarge", nodes: int = 1, cloud: str = "aws", **deepspeed) -> StackConfig:
+    region = {"aws": "us-east-1", "gcp": "us-central1"}[cloud]
+    return StackConfig.from_sections(
+        {
+            "job": {"name": "par", "params": "1M", "tokens": "1M", "precision": "fp32"},
+            "fleets": [
+                {"name": "fl", "cloud": cloud, "region": region, "instance_type": instance_type, "nodes": nodes}
+            ],
+            "deepspeed": {"zero_stage": 1, "micro_batch": 16, "grad_accum": 2, **deepspeed},
+            "launch": {
+                "args": ["--steps", str(STEPS), "--step-seconds", "0.05", "--checkpoint-every", "1"],
+                "master_port": 29300 + (os.getpid() + len(str(deepspeed)) * 7 + nodes) % 300,
+            },
+        }
+    )
+
+
+# --- the schema, against DeepSpeed's source -------------------------------------------------------------------
+
+
+def test_deepspeeds_pipeline_assertion_is_the_one_the_schema_follows():
+    """runtime/pipe/engine.py:76-77 asserts `zero_optimization_stage() < ZeroStageEnum.gradients`, and
+    ZeroStageEnum.gradients is 2 (runtime/zero/config.py): a pipeline trains with ZeRO 0 or 1 only."""
+    engine = deepspeed_source("runtime/pipe/engine.py")
+    assert re.search(
+        r"assert self\.zero_optimization_stage\(\s*\) < ZeroStageEnum\.gradients, "
+        r"\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"",
+        engine,
+    )
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+
+    assert int(ZeroStageEnum.gradients) == 2
+    assert 'assert mpu is None, "mpu must be None with pipeline parallelism"' in deepspeed_source("__init__.py")
+
+
+@pytest.mark.parametrize("zero_stage", [0, 1, 2, 3])
+def test_pipeline_needs_zero_0_or_1(zero_stage):
+    if zero_stage < 2:  # < ZeroStageEnum.gradients (runtime/pipe/engine.py:76-77)
+        assert stack(nodes=2, pipeline_parallel=2, zero_stage=zero_stage).deepspeed.pipeline_parallel == 2
+        return
+    with pytest.raises(ConfigError) as e:
+        stack(nodes=2, pipeline_parallel=2, zero_stage=zero_stage)
+    msg = str(e.value)
+    assert msg.startswith("trainfleet:deepspeed: pipeline_parallel 2 needs zero_stage 0 or 1")
+    assert "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize(
+    "zero",
+    [
+        {"zero_stage": 0},
+        {"zero_stage": 1},
+        {"zero_stage": 2, "offload_optimizer": "cpu"},
+        {"zero_stage": 3},
+        {"zero_stage": 3, "offload_optimizer": "cpu", "offload_param": "cpu"},
+    ],
+)
+@pytest.mark.parametrize("tp", [2, 4, 8])
+def test_autotp_trains_under_every_zero_stage_and_offload(zero, tp):
+    """runtime/engine.py:952: "AutoTP + ZeRO stage 3 is supported for both inference and training"; nothing in
+    DeepSpeed refuses AutoTP by stage or offload (the e2e test below trains ZeRO 2 and ZeRO 3 + offload)."""
+    assert stack("p4d.24xlarge", tensor_parallel=tp, **zero).deepspeed.tensor_parallel == tp
+
+
+def test_tensor_and_pipeline_together_are_refused():
+    with pytest.raises(ConfigError) as e:
+        stack("p4d.24xlarge", nodes=4, tensor_parallel=8, pipeline_parallel=2)
+    assert "mpu must be None with pipeline parallelism" in str(e.value) and "set one of them to 1" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "deepspeed, error",
+    [
+        ({"tensor_parallel": 3}, "trainfleet:deepspeed.tensor_parallel: 3 is not allowed; use one of 1, 2, 4 or 8"),
+        ({"tensor_parallel": 16}, "trainfleet:deepspeed.tensor_parallel: 16 is not allowed"),
+        ({"pipeline_parallel": 0}, "trainfleet:deepspeed.pipeline_parallel: 0 is not valid"),
+        ({"pipeline_parallel": "two"}, "trainfleet:deepspeed.pipeline_parallel: 'two' is not valid"),
+    ],
+)
+def test_bad_values_name_the_key(deepspeed, error):
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        stack(**deepspeed)
+
+
+def test_defaults_render_as_before():
+    c = stack("g5.12xlarge", nodes=3)
+    assert (c.deepspeed.tensor_parallel, c.deepspeed.pipeline_parallel) == (1, 1)
+    out = ds_config(c, c.fleets[0])
+    assert "tensor_parallel" not in out and "pipeline" not in out
+    assert out["train_batch_size"] == 16 * 2 * 4 * 3
+
+
+# --- the fleet layout and the batch ---------------------------------------------------------------------------
+
+
+def test_global_batch_counts_data_parallel_ranks_only():
+    """4 nodes x 8 GPUs = 32 ranks; tp 8 x pp 2 leaves 32 / 16 = 2 data-parallel replicas (by hand), and
+    train_batch_size = micro 16 x accumulation 2 x dp."""
+    assert data_parallel(32, 8, 2) == 2
+    tp = stack("p4d.24xlarge", nodes=4, tensor_parallel=8)
+    assert ds_config(tp, tp.fleets[0])["train_batch_size"] == 16 * 2 * (32 // 8)  # dp 4
+    assert ds_config(tp, tp.fleets[0])["tensor_parallel"] == {"autotp_size": 8}
+    pp = stack("p4d.24xlarge", nodes=4, pipeline_parallel=2)
+    assert ds_config(pp, pp.fleets[0])["train_batch_size"] == 16 * 2 * (32 // 2)  # dp 16
+    assert ds_config(pp, pp.fleets[0])["pipeline"] == {"stages": 2}
+
+
+def test_deepspeed_accepts_the_batch_with_the_data_parallel_groups_and_refuses_it_without():
+    """runtime/config.py:463: world_size = mpu.get_data_parallel_world_size() when DeepSpeed has the groups (a
+    PipelineModule's grid, the TP groups train.py passes); :471 every rank otherwise: refused."""
+    need_module("deepspeed", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    from tests.test_userdata_node import deepspeed_world
+
+    class Groups:  # what PipelineParallelGrid and deepspeed.utils.groups answer
+        def __init__(self, dp: int):
+            self.dp = dp
+
+        def get_data_parallel_world_size(self) -> int:
+            return self.dp
+
+    c = stack("p4d.24xlarge", nodes=4, pipeline_parallel=2)
+    out = ds_config(c, c.fleets[0])
+    with deepspeed_world(32):
+        assert DeepSpeedConfig(out, Groups(16)).train_batch_size == 16 * 2 * 16
+        with pytest.raises(AssertionError, match="train_batch_size is not equal"):
+            DeepSpeedConfig(out)  # counted over all 32 ranks
+
+
+@pytest.mark.parametrize(
+    "instance_type, nodes, deepspeed, error",
+    [
+        ("g5.12xlarge", 1, {"tensor_parallel": 8}, "tensor_parallel 8 must divide the 4 accelerators per node"),
+        ("g5.xlarge", 2, {"tensor_parallel": 2}, "tensor_parallel 2 must divide the 1 accelerators per node"),
+        ("p4d.24xlarge", 3, {"pipeline_parallel": 2}, "pipeline_parallel 2 must divide the fleet's 3 nodes"),
+    ],
+)
+def test_layout_must_fit_the_fleet(instance_type, nodes, deepspeed, error):
+    c = stack(instance_type, nodes=nodes, **deepspeed)
+    with pytest.raises(TrainfleetError, match=re.escape(error)) as e:
+        ds_config(c, c.fleets[0])
+    assert "fleet 'fl'" in str(e.value)
+    with pytest.raises(TrainfleetError, match=re.escape(error)):
+        render_user_data("s", c, c.fleets[0], bucket="b", group="g")
+
+
+def test_layout_error_and_unsupported_agree_on_the_fine_cases():
+    assert layout_error(8, 2, 8, 4) is None and layout_error(1, 4, 1, 4) is None
+    assert unsupported(1, True, False, 1, 4) is None and unsupported(3, True, True, 8, 1) is None
+
+
+# --- real DeepSpeed runs on CPU -------------------------------------------------------------------------------
+
+
+class Node:
+    """The rendered node files under `root` instead of /opt, /etc and /var/lib; launched as the trainer unit
+    does (trainfleet-launch.sh HOSTFILE NODE_RANK MASTER_ADDR), `ranks` CPU ranks standing in for the fleet's
+    accelerators. The ds_config.json is the rendered one, unchanged."""
+
+    def __init__(self, root: Path, config: StackConfig, ranks: int):
+        rendered = render_user_data("par", config, config.fleets[0], bucket="b", group="g")
+        self.root, self.home = root, root / "opt"
+        for f in rendered.files:
+            if f.part in ("trainfleet.env", "trainfleet-launch.sh", "ds_config.json"):
+                dest = Path(self.move(f.path))
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_text(self.move(rendered.parts[f.part]))
+                dest.chmod(int(f.permissions, 8))
+        (self.home / "train.py").write_text(rendered.parts["train.py"])  # fetched from the bucket on a node
+        self.ds_config = json.loads(rendered.parts["ds_config.json"])
+        self.ckpt_dir, self.run_dir = root / "state" / "checkpoints", root / "state" / "run"
+        self.run_dir.mkdir(parents=True)
+        self.hostfile = self.run_dir / "hostfile"
+        self.hostfile.write_text(f"localhost slots={ranks}\n")
+        self.env = {
+            **os.environ,
+            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "DS_ACCELERATOR": "cpu",
+            "GLOO_SOCKET_IFNAME": "lo",
+            "TRAINFLEET_ENV_FILE": self.move("/etc/trainfleet/trainfleet.env"),
+        }
+
+    def move(self, text: str) -> str:
+        return (
+            text.replace("/opt/trainfleet", str(self.root / "opt"))
+            .replace("/etc/trainfleet", str(self.root / "etc"))
+            .replace("/var/lib/trainfleet", str(self.root / "state"))
+        )
+
+    def launch(self, log: Path) -> subprocess.Popen:
+        return subprocess.Popen(
+            [str(self.home / "trainfleet-launch.sh"), str(self.hostfile), "0", "127.0.0.1"],
+            stdout=open(log, "w"),  # noqa: SIM115 - closed with the process
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            start_new_session=True,
+        )
+
+    def losses(self) -> dict[int, float]:
+        """step -> loss, from every checkpoint's COMPLETE (one per step: --checkpoint-every 1)."""
+        out = {}
+        for done in self.ckpt_dir.glob("step-*/COMPLETE"):
+            record = json.loads(done.read_text())
+            out[record["step"]] = record["loss"]
+        return out
+
+    @property
+    def final(self) -> dict:
+        return json.loads((self.run_dir / "final.json").read_text())
+
+
+def finish(proc: subprocess.Popen, log: Path, timeout: float = 240) -> str:
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError(f"still running after {timeout}s:\n{log.read_text()[-3000:]}") from None
+    text = log.read_text()
+    assert rc == 0, text[-4000:]
+    return text
+
+
+def interrupted_then_resumed(node: Node, tmp: Path) -> tuple[int, str]:
+    """First launch: SIGTERM to the trainer (local rank 0) once step 15 is done; it checkpoints and exits 0.
+    Second launch: resumes from that step and finishes. Returns (stopped at, second log)."""
+    log = tmp / "first.log"
+    proc = node.launch(log)
+    deadline = time.time() + 180
+    step_file = node.run_dir / "step"
+    while not (step_file.exists() and int(step_file.read_text() or 0) >= 15):
+        assert proc.poll() is None and time.time() < deadline, log.read_text()[-4000:]
+        time.sleep(0.05)
+    os.kill(int((node.run_dir / "trainer.pid").read_text()), signal.SIGTERM)
+    first = finish(proc, log)
+    stopped = int(re.search(r"stopping at step (\d+) after its checkpoint", first).group(1))
+    assert stopped < STEPS and not (node.run_dir / "DONE").exists()
+    second = finish(node.launch(tmp / "second.log"), tmp / "second.log")
+    assert f"resumed from step-{stopped:08d}" in second, second[-3000:]
+    return stopped, second
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Node:
+    """tp = pp = 1 on one rank (one g5.xlarge GPU): the same global batch as the 2-rank layouts below (dp 1)."""
+    need_module("torch", "pip install torch==2.13.0")
+    need_module("deepspeed", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
+    tmp = tmp_path_factory.mktemp("reference")
+    node = Node(tmp / "node", stack("g5.xlarge", nodes=1), ranks=1)
+    finish(node.launch(tmp / "run.log"), tmp / "run.log")
+    return node
+
+
+LAYOUTS = {
+    # 2 nodes x 1 GPU, one pipeline stage per node: 2 ranks, dp 1.
+    "pp2": (dict(instance_type="g5.xlarge", nodes=2, pipeline_parallel=2), "tp 1 pp 2 dp 1"),
+    # 1 node x 2 GPUs, AutoTP across them: 2 ranks, dp 1.
+    "tp2": (dict(instance_type="a2-highgpu-2g", cloud="gcp", nodes=1, tensor_parallel=2), "tp 2 pp 1 dp 1"),
+}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_layout_trains_checkpoints_resumes_and_matches_tp1_pp1(layout, reference, tmp_path):
+    kwargs, banner = LAYOUTS[layout]
+    config = stack(**kwargs)
+    node = Node(tmp_path / "node", config, ranks=2)
+    assert node.ds_config["train_batch_size"] == 16 * 2 * 1 == reference.ds_config["train_batch_size"]
+    stopped, log = interrupted_then_resumed(node, tmp_path)
+    assert f"trainfleet-train: {banner}" in log
+
+    final, ref = node.final, reference.final
+    assert final["step"] == ref["step"] == STEPS
+    assert final["loss"] == pytest.approx(ref["loss"], rel=LOSS_RTOL), (final, ref)
+    losses, ref_losses = node.losses(), reference.losses()
+    assert sorted(losses) == list(range(1, STEPS + 1)), "a checkpoint per step, before and after the resume"
+    for step in (1, stopped, stopped + 1, STEPS):
+        assert losses[step] == pytest.approx(ref_losses[step], rel=LOSS_RTOL), step
+    early = sum(losses[s] for s in range(1, 11)) / 10
+    late = sum(losses[s] for s in range(STEPS - 9, STEPS + 1)) / 10
+    assert late < 0.5 * early, (early, late)
+
+
+def run_ranks(tmp: Path, ds: dict, ranks: int, port: int, script: Path | None = None) -> subprocess.CompletedProcess:
+    (tmp / "ds.json").write_text(json.dumps(ds))
+    env = {
+        **os.environ,
+        "DS_ACCELERATOR": "cpu",
+        "GLOO_SOCKET_IFNAME": "lo",
+        "TRAINFLEET_CKPT_DIR": str(tmp / "ckpt"),
+        "TRAINFLEET_RUN_DIR": str(tmp / "run"),
+    }
+    train = script or Path(__file__).resolve().parents[1] / "templates" / "train.py"
+    argv = [str(VENV_BIN / "deepspeed"), "--num_gpus", str(ranks), "--master_port", str(port), str(train)]
+    return subprocess.run(
+        [*argv, "--deepspeed_config", str(tmp / "ds.json"), "--steps", "3"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
+
+
+def port(offset: int) -> int:
+    return 29300 + (os.getpid() + 151 + offset) % 300
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "zero", [{"zero_stage": 2}, {"zero_stage": 3, "offload_optimizer": "cpu", "offload_param": "cpu"}]
+)
+def test_autotp_trains_under_zero_2_and_zero_3_with_offload(zero, tmp_path):
+    """What `unsupported` lets through for AutoTP, trained: 3 steps on 2 ranks, the rendered ds_config."""
+    need_module("deepspeed", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
+    config = stack("a2-highgpu-2g", cloud="gcp", tensor_parallel=2, **zero)
+    r = run_ranks(tmp_path, ds_config(config, config.fleets[0]), 2, port(zero["zero_stage"]))
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    assert "trainfleet-train: tp 2 pp 1 dp 1" in r.stdout and "done at step 3" in r.stdout
+
+
+@pytest.mark.e2e
+def test_deepspeed_itself_refuses_a_pipeline_under_zero_2(tmp_path):
+    """The schema refuses it; so does DeepSpeed (runtime/pipe/engine.py:76-77), with the message we cite."""
+    need_module("deepspeed", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
+    config = stack(nodes=2, pipeline_parallel=2)
+    ds = ds_config(config, config.fleets[0])
+    ds["zero_optimization"]["stage"] = 2  # what the schema would not render
+    r = run_ranks(tmp_path, ds, 2, port(20))
+    assert r.returncode != 0
+    assert "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" in r.stdout + r.stderr
+
+
+TP_IN_A_PIPELINE_WITHOUT_GROUPS = """
+import deepspeed, torch
+from deepspeed.pipe import LayerSpec, PipelineModule
+from torch import nn
+deepspeed.init_distributed()
+model = PipelineModule([LayerSpec(nn.Linear, 16, 64), LayerSpec(nn.Tanh), LayerSpec(nn.Linear, 64, 1)],
+                       num_stages=2, loss_fn=nn.MSELoss(), partition_method="uniform")
+config = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 1},
+          "zero_allow_untested_optimizer": True, "tensor_parallel": {"autotp_size": 2, "partition_config": {
+              "use_default_specs": False, "layer_specs": [{"patterns": [".*weight$"], "partition_type": "column"}]}}}
+deepspeed.initialize(model=model, optimizer=torch.optim.AdamW(model.parameters()), config=config)
+print("initialized")
+"""
+
+
+@pytest.mark.e2e
+def test_deepspeed_cannot_run_autotp_inside_a_pipeline(tmp_path):
+    """tp 2 x pp 2 on 4 ranks. train.py hands DeepSpeed the TP groups: refused, "mpu must be None with pipeline
+    parallelism" (__init__.py:582). Without them (DeepSpeed's own AutoTP mesh, no pipeline dimension) the engine
+    broadcasts the sharded weights over the pipeline grid's data-parallel group and gloo aborts."""
+    need_module("deepspeed", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
+    config = stack(nodes=2, pipeline_parallel=2)
+    ds = ds_config(config, config.fleets[0])
+    ds["tensor_parallel"] = {"autotp_size": 2}
+    ds["train_batch_size"] = 16 * 2 * 1  # 4 ranks / (tp 2 x pp 2)
+    (tmp_path / "with").mkdir()
+    r = run_ranks(tmp_path / "with", ds, 4, port(30))
+    assert r.returncode != 0 and "mpu must be None with pipeline parallelism" in r.stdout + r.stderr
+
+    (tmp_path / "without").mkdir()
+    script = tmp_path / "without" / "tp_in_pipeline.py"
+    script.write_text(TP_IN_A_PIPELINE_WITHOUT_GROUPS)
+    r = run_ranks(tmp_path / "without", {}, 4, port(40), script=script)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "initialized" not in r.stdout
+    assert "_broadcast_model" in out and re.search(r"doesn't match expected size|Connection reset by peer", out), out[-3000:]
