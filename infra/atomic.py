@@ -199,3 +199,20 @@ def check_target(path: Path | str, what: str = "") -> None:
             f"cannot write {label}: folder {target.parent} does not exist; create it or fix the path",
             errno.ENOENT,
         )
+
+
+def move_aside(path: Path, what: str, fix: str) -> Path:
+    """Rename a corrupt file to `<name>.corrupt-<unix time>` beside it (never over an earlier corrupt copy), so a
+    refresh can write a fresh one and nothing is lost; one line naming `what` and `fix` if it cannot be moved."""
+    import time
+
+    aside = path.with_name(path.name + f".corrupt-{int(time.time())}")
+    while aside.exists() or aside.is_symlink():
+        aside = aside.with_name(aside.name + "-1")
+    try:
+        os.rename(path, aside)
+    except OSError as exc:
+        raise TrainfleetError(
+            f"the {what} {path} is corrupt and cannot be moved aside ({exc.strerror or exc}); {fix}"
+        ) from None
+    return aside

@@ -23,7 +23,7 @@ from tests.conftest import REPO, STACKS, Result, assert_one_line_error
 
 FIXTURE = REPO / "tests" / "fixtures" / "no_data_lost" / "Pulumi.prod.yaml"
 PREVIEW = REPO / "tests" / "fixtures" / "preview"
-PLAN = ["plan", "--params", "7B", "--tokens", "50B", "--time-value", "100"]
+PLAN = ["plan", "--params", "7B", "--tokens", "50B", "--time-value", "100", "--clouds", "aws"]
 
 
 @pytest.fixture

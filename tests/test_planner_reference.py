@@ -79,7 +79,7 @@ class RefPlan:
 
     def identity(self) -> tuple:
         first_zone = self.zones[0] if self.zones else ""
-        return (self.cloud, self.region, first_zone, self.instance_type, self.purchase, self.nodes)
+        return (self.cloud, self.region, first_zone, self.zones, self.instance_type, self.purchase, self.nodes)
 
     def score(self, job: Job) -> tuple[float, ...]:
         if job.objective == "time":
@@ -119,21 +119,32 @@ def hardware(row: dict, precision: str) -> Hardware | None:
 
 
 def best_tokens_per_second(w: Workload, hw: Hardware, nodes: int) -> tuple[float, float] | None:
-    """(tokens/s, step seconds) of the fastest DeepSpeed setup that fits, trying every one (no early exits)."""
+    """(tokens/s, step seconds) of the fastest DeepSpeed setup that fits, trying every one (no early exits):
+    every ZeRO stage and offload, recompute, micro batch and (tensor, pipeline) layout DeepSpeed 0.19.8 trains.
+    Its own code says which: runtime/pipe/engine.py asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline
+    parallelism"; AutoTP builds a 2-D data x tensor mesh (utils/groups.py), so no pipeline beside it. Tensor
+    parallelism stays in a node and splits the heads; pipeline stages are whole nodes holding at least a layer."""
     devices = hw.devices_per_node * nodes
+    layouts = [(tp, pp) for tp in (1, 2, 4, 8) for pp in range(1, nodes + 1)
+               if (tp == 1 or pp == 1) and hw.devices_per_node % tp == 0 and w.shape.heads % tp == 0
+               and nodes % pp == 0 and pp <= w.shape.layers]  # fmt: skip
     best = None
-    for sharding in SHARDINGS:
-        for checkpointing in (False, True):
-            for mb in MICRO_BATCHES:
-                tokens = mb * w.seq_len
-                if mb > 1 and (tokens > MAX_MICRO_BATCH_TOKENS or tokens * devices > w.global_batch_tokens):
-                    continue
-                fits = memory.estimate(w, sharding, mb, checkpointing, hw.device_memory_gib,
-                                       hw.devices_per_node, nodes, hw.host_memory_gib).fits  # fmt: skip
-                if fits:
-                    st = throughput.step(w, hw, nodes, sharding, mb, checkpointing, default_fit())
-                    if best is None or st.tokens_per_second > best[0]:
-                        best = (st.tokens_per_second, st.step_s)
+    for tp, pp in layouts:
+        data_parallel = devices // (tp * pp)
+        for sharding in SHARDINGS:
+            if pp > 1 and sharding.zero_stage >= 2:
+                continue
+            for checkpointing in (False, True):
+                for mb in MICRO_BATCHES:
+                    tokens = mb * w.seq_len
+                    if mb > 1 and (tokens > MAX_MICRO_BATCH_TOKENS or tokens * data_parallel > w.global_batch_tokens):
+                        continue
+                    fits = memory.estimate(w, sharding, mb, checkpointing, hw.device_memory_gib,
+                                           hw.devices_per_node, nodes, hw.host_memory_gib, tp=tp, pp=pp).fits  # fmt: skip
+                    if fits:
+                        st = throughput.step(w, hw, nodes, sharding, mb, checkpointing, default_fit(), tp=tp, pp=pp)
+                        if best is None or st.tokens_per_second > best[0]:
+                            best = (st.tokens_per_second, st.step_s)
     return best
 
 
@@ -145,10 +156,23 @@ def checkpoint_bytes(w: Workload) -> float:
     return 14.0 * trained
 
 
+def capacity_wait_seconds(devices_per_node: int, nodes: int) -> float:
+    """capacity.py's docstring, with no placement score measured: an assumed score of 5 (8+ accelerators per
+    node), 7 (4+) or 9 for one node, less one per doubling of the nodes, at least 2; each try for the full set
+    succeeds with chance (score - 1) / 9, one try every 15 min: the expected wait is 900 s x (1 - q) / q."""
+    single = 5 if devices_per_node >= 8 else 7 if devices_per_node >= 4 else 9
+    doublings = 0
+    while 2**doublings < nodes:
+        doublings += 1
+    q = (max(2, single - doublings) - 1) / 9
+    return 900.0 * (1 - q) / q
+
+
 def expected_wall_hours(useful_hours: float, nodes: int, hw: Hardware, cloud: str, spot: bool,
                         bucket: float | None, ckpt_bytes: float, step_s: float) -> float | None:  # fmt: skip
     """Daly's expected wall time, spot interruptions and failures included (reliability.py's docstring);
-    None when the plan is refused (restarts would take half the time, or useful work under a third)."""
+    None when the plan is refused (restarts would take half the time, or useful work under a third). A spot
+    fleet waits for a full set of nodes before the start and in every restart (capacity.py)."""
     share = MONTHLY_INTERRUPTED_SHARE[4 if bucket is None else int(bucket)]
     spot_per_node_hour = -math.log(1 - share) / HOURS_PER_MONTH if spot else 0.0
     failures_per_node_hour = hw.devices_per_node * FAILURES_PER_DEVICE_HOUR
@@ -164,7 +188,8 @@ def expected_wall_hours(useful_hours: float, nodes: int, hw: Hardware, cloud: st
         upload = min(upload, hw.network_gbits / 8 / 2)
     d = per_node_gb / LOCAL_SAVE_GB_PER_S  # seconds the trainer blocks per checkpoint
     transfer = per_node_gb / upload
-    restart = PROVISION_SECONDS + transfer + d  # replace, download own part, load it
+    waiting = capacity_wait_seconds(hw.devices_per_node, nodes) if spot else 0.0
+    restart = PROVISION_SECONDS + waiting + transfer + d  # replace (once the pool holds N again), download, load
     emergency = step_s + d + transfer + COMMIT_SECONDS
     noticed = emergency <= NOTICE_SECONDS[cloud]  # an emergency checkpoint fits the notice: no work lost
     lossy_per_s = nodes * (failures_per_node_hour + (0.0 if noticed else spot_per_node_hour)) / 3600
@@ -181,7 +206,7 @@ def expected_wall_hours(useful_hours: float, nodes: int, hw: Hardware, cloud: st
     load = safe_per_s * (emergency + restart)
     if load >= 0.5 or not math.isfinite(daly_s):
         return None
-    wall_s = daly_s / (1 - load)
+    wall_s = daly_s / (1 - load) + waiting
     if useful_s < wall_s / 3:
         return None
     return wall_s / 3600
@@ -212,13 +237,40 @@ def reservation_only(row: dict) -> bool:
     )
 
 
+def spot_price(row: dict, rows: list[dict]) -> float:
+    """outliers.py's docstring: a spot row under half the median of the same type's other zones in its region
+    is priced at that median."""
+    own = number(row["spot_usd_per_hour"])
+    others = sorted(number(r["spot_usd_per_hour"]) for r in rows
+                    if (r["cloud"], r["region"], r["instance_type"]) == (row["cloud"], row["region"], row["instance_type"])
+                    and r["zone"] != row["zone"] and number(r["spot_usd_per_hour"]))  # fmt: skip
+    if not others:
+        return own
+    mid = len(others) // 2
+    median = others[mid] if len(others) % 2 else (others[mid - 1] + others[mid]) / 2
+    return median if median >= 2 * own else own
+
+
 def price_points(rows: list[dict], purchase: str) -> list[tuple[dict, str, tuple[str, ...], float]]:
     """(row, purchase, zones, USD per node-hour): spot is priced per zone, so every row with a spot price
     is its own point; on-demand is priced per region, one point per (cloud, region, type) over its zones."""
     points = []
     if purchase in ("spot", "any"):
-        points += [(r, "spot", (r["zone"],) if r["zone"] else (), number(r["spot_usd_per_hour"]))
-                   for r in rows if number(r["spot_usd_per_hour"])]  # fmt: skip
+        # optimizer.py's price_points docstring: AWS per zone, plus one node in any zone of the region at the
+        # dearest zone's price; GCP in any zone of the region; Azure per region (no zones).
+        spot_rows = [r for r in rows if number(r["spot_usd_per_hour"])]
+        places: dict[tuple, list[dict]] = {}
+        for r in spot_rows:
+            places.setdefault((r["cloud"], r["region"], r["instance_type"], r["interruption_bucket"]), []).append(r)
+        for group in places.values():
+            group = sorted(group, key=lambda r: r["zone"])
+            priced = [(r, spot_price(r, rows)) for r in group]
+            if group[0]["cloud"] != "gcp":
+                points += [(r, "spot", (r["zone"],) if r["zone"] else (), price) for r, price in priced]
+            if group[0]["cloud"] == "gcp" or (group[0]["cloud"] == "aws" and len(group) > 1):
+                top = max(price for _, price in priced)
+                first_dearest = next(r for r, price in priced if price == top)
+                points.append((first_dearest, "spot", tuple(r["zone"] for r in group), top))
     if purchase in ("on-demand", "any"):
         regional: dict[tuple, list[dict]] = {}
         for r in rows:
@@ -244,6 +296,8 @@ def reference_plans(rows: list[dict], job: Job, max_hours: float = TEN_YEARS_HOU
         if hw is None:
             continue
         for nodes in counts:
+            if purchase == "spot" and row["cloud"] == "aws" and nodes > 1 and len(zones) > 1:
+                continue  # several AWS nodes share a cluster placement group: one zone
             if (hw, nodes) not in speed:
                 speed[hw, nodes] = best_tokens_per_second(w, hw, nodes)
             if speed[hw, nodes] is None:

@@ -27,14 +27,17 @@ def naive_wall_hours(ideal_h: float, nodes: int, spot_nodes: int, lossy: bool) -
     W = T (1 + d/tau) / (1 - lambda (R + (tau + d) / 2)) for work-losing events at rate lambda, with
       d   = local save of a node's share: 182 GB / 4 nodes / 2 GB/s              = 22.75 s
       tau = the declared 30-minute interval                                     = 1800 s
-      R   = 15 min for a replacement + download 45.5 GB at 1 GB/s + load 22.75 s
-            + the upload not yet durable (45.5 s) and its 10 s commit            = 1,023.75 s
+      R   = 15 min for a replacement + W + download 45.5 GB at 1 GB/s + load 22.75 s
+            + the upload not yet durable (45.5 s) and its 10 s commit            = 1,023.75 s + W
+      W   = the wait for a full set of 3 spot nodes (capacity.py, no placement score: an 8-GPU size is
+            assumed 5/10 less ceil(log2 3) = 3/10, q = 2/9 a try, one try per 900 s): 900 x (7/9)/(2/9)
+                                                                                = 3,150 s, also before the start
     (S3 upload 1 GB/s per node and the 10 s commit: checkpoint_io.md.) The emergency checkpoint (a whole
     step + 22.75 + 45.5 + 10 s) misses AWS's 120 s notice, so spot interruptions lose work like failures."""
-    d, tau = 182 / 4 / 2, 1800.0
-    restart = 900 + 45.5 + 22.75 + 45.5 + 10
+    d, tau, wait = 182 / 4 / 2, 1800.0, 3150.0
+    restart = 900 + wait + 45.5 + 22.75 + 45.5 + 10
     rate = (nodes * FAIL_PER_NODE_HOUR + (spot_nodes * SPOT_PER_NODE_HOUR if lossy else 0)) / 3600
-    return ideal_h * (1 + d / tau) / (1 - rate * (restart + (tau + d) / 2))
+    return ideal_h * (1 + d / tau) / (1 - rate * (restart + (tau + d) / 2)) + wait / 3600
 
 
 def prod_expected(text: str = PROD):

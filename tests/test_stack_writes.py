@@ -19,7 +19,7 @@ from infra.errors import ConfigError, TrainfleetError
 from infra.stack_file import edit_stack_file
 from tests.conftest import REPO, run_trainfleet
 
-JOB = ("--model", "llama-7b", "--tokens", "200B", "--deadline", "72h")
+JOB = ("--model", "llama-7b", "--tokens", "200B", "--deadline", "72h", "--clouds", "aws")
 
 
 @pytest.fixture

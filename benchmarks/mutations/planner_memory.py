@@ -61,20 +61,20 @@ MUTANTS = [
     {
         "file": F,
         "bug": "with activation checkpointing the one layer being recomputed is not counted",
-        "original": "body = layers * 2 * s * b * h + per_layer if checkpointing else layers * per_layer",
-        "replacement": "body = layers * 2 * s * b * h if checkpointing else layers * per_layer",
+        "original": "rebuilt = per_layer if checkpointing else 0",
+        "replacement": "rebuilt = 0",
     },
     {
         "file": F,
         "bug": "the fp32 copy of the logits is forgotten (2 bytes per logit, not 6)",
-        "original": "return int(body + 6 * s * b * v)",
-        "replacement": "return int(body + 2 * s * b * v)",
+        "original": "_ceil_div(6 * s * v, tp)",
+        "replacement": "_ceil_div(2 * s * v, tp)",
     },
     {
         "file": F,
         "bug": "activations do not grow with the micro batch",
-        "original": "per_layer = 34 * s * b * h",
-        "replacement": "per_layer = 34 * s * h",
+        "original": "return b * max(first, last)",
+        "replacement": "return max(first, last)",
     },
     {
         "file": F,
@@ -91,8 +91,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "LoRA without ZeRO-3 forgets the frozen 16-bit base weights on every device",
-        "original": "frozen_gpu = 2 * w.params",
-        "replacement": "frozen_gpu = 0 * w.params",
+        "original": "frozen_gpu = 2 * params",
+        "replacement": "frozen_gpu = 0 * params",
     },
     {
         "file": F,
@@ -103,13 +103,13 @@ MUTANTS = [
     {
         "file": F,
         "bug": "LoRA is sized as a full fine-tune (every parameter trained)",
-        "original": "trained = w.trainable_params",
-        "replacement": "trained = w.params",
+        "original": "if w.method == \"full\":\n        return rank_params(w, tp, pp)",
+        "replacement": "if True:\n        return rank_params(w, tp, pp)",
     },
     {
         "file": F,
         "bug": "ZeRO-3 with param offload keeps its frozen LoRA base on the device anyway",
-        "original": "                frozen_gpu = 2 * w.shape.largest_layer_params",
+        "original": "                frozen_gpu = 2 * full_largest",
         "replacement": "                pass",
     },
     # Issue 14 item 1: ZeRO-1 keeps whole gradients; the ds_config's buffers; the headroom every plan keeps.

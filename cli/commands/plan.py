@@ -125,6 +125,7 @@ def plan_command(
     from cli.planner.optimizer import Request, alternatives, search
     from cli.planner.report import impossible, notes, plan_dict
     from infra.catalog import default_catalog
+    from infra.catalog.capacity import default_placement_scores
     from infra.units import MAX_HOURS, parse_hours, parse_money
 
     work = _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch)
@@ -157,12 +158,13 @@ def plan_command(
                 "checkpoint interval; the rest is kept and the old file backed up) or pick another ENV"
             )
         check_writable_stack(stack_target)  # a folder, or a file that is no stack: refused before the search
+    scores = default_placement_scores()
     t_setup = time.perf_counter()
     fit = default_fit()
     t_fit = time.perf_counter()
     gc.disable()  # tens of thousands of plan objects without cycles: collecting them mid-search is wasted time
     try:
-        result = search(req, offers, catalog.accelerators, fit)
+        result = search(req, offers, catalog.accelerators, fit, scores=scores)
     finally:
         gc.freeze()  # and at exit: the interpreter's last collection need not walk them either
         gc.enable()
@@ -171,7 +173,8 @@ def plan_command(
     selection = result.select(top, max_hours=MAX_HOURS)
     if not selection.count:
         if not result.feasible:  # say which bound failed and what came closest: every plan, none skipped
-            raise impossible(search(req, offers, catalog.accelerators, fit, prune=False) if result.pruned else result)
+            raise impossible(search(req, offers, catalog.accelerators, fit, prune=False, scores=scores)
+                             if result.pruned else result)  # fmt: skip
         raise TrainfleetError(
             f"the fastest plan would run {min(c.wall_hours for c in result.feasible):,.0f} h, more than "
             f"10 years ({MAX_HOURS:,.0f} h); lower --tokens or raise --max-nodes"
@@ -245,7 +248,8 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
         f"checkpoint every {b['checkpoint_interval_minutes']:g} min\n"
         f"  {b['wallclock_hours']:,.1f} h wall clock (expected), {money(b['expected_cost_usd'])} expected, "
         f"{b['tokens_per_second']:,.0f} tokens/s, MFU {b['mfu']:.1%}\n"
-        f"  memory per device: {_memory_line(b)}",
+        f"  memory per device: {_memory_line(b)}"
+        + (f"\n  capacity: {_capacity_line(b)}" if b["purchase"] == "spot" else ""),
         highlight=False,
     )
     show(_breakdown_table(b["breakdown"], b["expected_cost_usd"], wide), wide=wide)
@@ -256,7 +260,7 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
              p["purchase"], f"{p['cloud']} {p['region']}", f"{p['wallclock_hours']:,.1f}",
              money(p["expected_cost_usd"]), p["interruption"], f"{p['devices']} x {p['accelerator']}",
              f"ZeRO-{p['zero_stage']}, offload {p['offload']}",
-             ",".join(p["zones"]))
+             _capacity_cell(p), ",".join(p["zones"]))
             for p in plans
         ]  # fmt: skip
 
@@ -270,6 +274,7 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
         Col("interruption", drop=1),
         Col("devices", drop=2),
         Col("setup", drop=3),
+        Col("capacity", drop=4),
         Col("zones", wide=True),
     ]
     if out["alternatives"]:
@@ -292,6 +297,21 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
         console.print(f"wrote {out['stack_file']}", highlight=False)
 
 
+def _capacity_cell(p: dict) -> str:
+    if p["purchase"] != "spot":
+        return "on-demand"
+    cap = p["capacity"]
+    return f"{cap['score']}/10 {'measured' if cap['measured'] else 'assumed'}"
+
+
+def _capacity_line(p: dict) -> str:
+    cap, n = p["capacity"], p["nodes"]
+    return (f"{cap['score']}/10 ({'measured placement score' if cap['measured'] else 'assumed, no placement score'}"
+            f"): {cap['chance_full_set_within_1h']:.0%} chance of holding all {n} node{'s' if n > 1 else ''} within "
+            f"1 h, {cap['expected_wait_minutes']:,.0f} min expected wait for a full set; waiting for capacity adds "
+            f"${cap['risk_usd']:,.2f} to the expected cost")  # fmt: skip
+
+
 def _memory_line(p: dict) -> str:
     return (f"{p['memory_used_gib']:.1f} GiB used + {p['memory_reserved_gib']:.1f} GiB reserved, "
             f"{p['memory_available_gib']:.1f} of {p['device_memory_gib']:.1f} GiB available "
@@ -312,8 +332,10 @@ def _breakdown_table(bd: dict, total: float, wide: bool):
     )  # fmt: skip
 
 
-def _fixed_setup(zero_stage: int | None, offload: str | None, micro_batch: int | None, work, devices: int):
+def _fixed_setup(zero_stage: int | None, offload: str | None, micro_batch: int | None, work, devices: int,
+                 tp: int | None = None, pp: int | None = None):  # fmt: skip
     from cli.planner.optimizer import FixedSetup
+    from infra.parallelism import TP_SIZES, unsupported
 
     if offload is not None:
         _choice(offload, ("none", "optimizer", "optimizer+params"), "--offload")
@@ -321,18 +343,29 @@ def _fixed_setup(zero_stage: int | None, offload: str | None, micro_batch: int |
             raise TrainfleetError("--offload needs ZeRO stage 1-3 (DeepSpeed offloads ZeRO's partitions); raise --zero-stage")
         if offload == "optimizer+params" and zero_stage not in (None, 3):
             raise TrainfleetError("--offload optimizer+params needs --zero-stage 3 (only ZeRO-3 partitions the parameters)")
-    if micro_batch is not None and micro_batch * work.seq_len * devices > work.global_batch_tokens:
+    if tp is not None and tp not in TP_SIZES:
+        raise TrainfleetError(f"--tp {tp} is not one of {', '.join(map(str, TP_SIZES))} (tensor parallelism splits "
+                              "one node's accelerators); pick one of those")  # fmt: skip
+    offloads = (offload or "none").split("+")
+    reason = unsupported(zero_stage or 0, "optimizer" in offloads, "params" in offloads, tp or 1, pp or 1)
+    if reason:
+        reason = reason.replace("tensor_parallel", "--tp").replace("pipeline_parallel", "--pp")
+        raise TrainfleetError(reason.replace("zero_stage", "--zero-stage").replace("set one of them to 1", "drop one"))
+    data_parallel = devices // ((tp or 1) * (pp or 1))
+    if micro_batch is not None and micro_batch * work.seq_len * data_parallel > work.global_batch_tokens:
         raise TrainfleetError(
-            f"--micro-batch {micro_batch} x {work.seq_len} tokens x {devices} devices is more than one optimizer step "
-            f"of --global-batch {work.global_batch_tokens:,} tokens; lower --micro-batch or raise --global-batch"
+            f"--micro-batch {micro_batch} x {work.seq_len} tokens x {data_parallel} data-parallel ranks is more than one "
+            f"optimizer step of --global-batch {work.global_batch_tokens:,} tokens; lower --micro-batch or raise "
+            "--global-batch"
         )
-    return FixedSetup(zero_stage, offload, micro_batch)
+    return FixedSetup(zero_stage, offload, micro_batch, tp, pp)
 
 
 def _pinned(fixed) -> str:
     parts = [f"ZeRO-{fixed.zero_stage}" if fixed.zero_stage is not None else "",
              f"offload {fixed.offload}" if fixed.offload is not None else "",
-             f"micro batch {fixed.micro_batch}" if fixed.micro_batch is not None else ""]  # fmt: skip
+             f"micro batch {fixed.micro_batch}" if fixed.micro_batch is not None else "",
+             f"TP {fixed.tp}" if fixed.tp is not None else "", f"PP {fixed.pp}" if fixed.pp is not None else ""]  # fmt: skip
     return ", ".join(p for p in parts if p)
 
 
@@ -364,6 +397,12 @@ def estimate_command(
     micro_batch: Annotated[
         int | None, typer.Option("--micro-batch", min=1, max=4096, help="pin sequences per device per micro-step")
     ] = None,
+    tp: Annotated[
+        int | None, typer.Option("--tp", min=1, max=8, help="pin tensor parallelism (1, 2, 4, 8: within a node)")
+    ] = None,
+    pp: Annotated[
+        int | None, typer.Option("--pp", min=1, max=64, help="pin pipeline stages (whole nodes each; ZeRO 0-1)")
+    ] = None,
     json_out: JsonOpt = False,
     explain: ExplainOpt = False,
     wide: WideOpt = False,
@@ -371,12 +410,14 @@ def estimate_command(
     """Price a fixed hardware choice (accelerator x devices): time, cost, MFU, no search over hardware."""
     from cli.planner.calibration import default_fit
     from cli.planner.optimizer import FixedSetup, Request, best_setup, candidate, hardware_for, price_points
-    from cli.planner.report import assumptions, explain_lines, memory_figures, offload_label
+    from cli.planner.report import assumptions, capacity_dict, explain_lines, memory_figures, offload_label
     from infra.catalog import default_catalog
+    from infra.catalog.capacity import default_placement_scores
+    from infra.parallelism import layout_error
 
     work = _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch)
     _choice(purchase, ("spot", "on-demand"), "--purchase")
-    fixed = _fixed_setup(zero_stage, offload, micro_batch, work, devices)
+    fixed = _fixed_setup(zero_stage, offload, micro_batch, work, devices, tp, pp)
     catalog = default_catalog()
     known = sorted({o.accelerator for o in catalog.all_offers if o.accelerator})
     if accelerator not in known:
@@ -397,7 +438,7 @@ def estimate_command(
         )
     req = Request(work, purchase=purchase, max_nodes=1024, memory_headroom=memory_headroom)
     fit = default_fit()
-    best = unbearable = None
+    best = unbearable = unobtainable = misfit = None
     points = price_points(offers, purchase)
     if not points:
         other = "spot" if purchase == "on-demand" else "on-demand"
@@ -412,6 +453,10 @@ def estimate_command(
                 f"{accelerator} has no peak TFLOP/s for {precision} in the catalog; try --precision bf16"
             )
         nodes = devices // hw.devices_per_node
+        layout = layout_error(tp or 1, pp or 1, hw.devices_per_node, nodes)
+        if layout:
+            misfit = layout
+            continue  # another node size of the accelerator may take the pinned layout
         setup = best_setup(work, hw, nodes, fit, headroom=memory_headroom, fixed=fixed)
         if setup is None and fixed != FixedSetup():
             raise TrainfleetError(
@@ -425,11 +470,20 @@ def estimate_command(
                 f"while keeping {memory_headroom:.0%} of device memory free; add devices, lower --memory-headroom "
                 "or use --method lora"
             )
-        c = candidate(req, offer, kind, zones, nodes, hw, setup)
-        if not c.rel.feasible:
+        c = candidate(req, offer, kind, zones, nodes, hw, setup, scores=default_placement_scores())
+        if not c.capacity.obtainable:
+            unobtainable = c
+        elif not c.rel.feasible:
             unbearable = c
         elif best is None or (c.cost_usd, c.identity()) < (best.cost_usd, best.identity()):
             best = c
+    if best is None and unbearable is None and unobtainable is None:
+        raise TrainfleetError(f"{devices:,} x {accelerator}: {misfit.replace('tensor_parallel', '--tp').replace('pipeline_parallel', '--pp')}")
+    if best is None and unbearable is None:
+        raise TrainfleetError(
+            f"{devices:,} x {accelerator} spot: {unobtainable.capacity.source}, \"not likely to succeed\"; use "
+            "--purchase on-demand, or another --region"
+        )
     if best is None:
         rel = unbearable.rel
         per_hour = rel.nodes * (rel.spot_hazard_per_node_hour + rel.failure_hazard_per_node_hour)
@@ -458,11 +512,14 @@ def estimate_command(
         "price_usd_per_node_hour": best.price_usd_per_node_hour,
         "zero_stage": best.setup.sharding.zero_stage,
         "offload": offload_label(best),
+        "tensor_parallel": st.tp,
+        "pipeline_parallel": st.pp,
         "micro_batch": st.micro_batch,
         "grad_accum": st.grad_accum,
         "activation_checkpointing": best.setup.checkpointing,
         **memory_figures(best.setup.memory),
         "breakdown": {k: round(v, 2) for k, v in best.breakdown.items()},
+        "capacity": capacity_dict(best, req),
         "assumptions": [
             f"node type {best.offer.instance_type} in {best.offer.cloud} {best.offer.region}: the cheapest "
             f"{purchase} offer carrying {accelerator}"

@@ -32,9 +32,44 @@ def refresh_command(
         bool, typer.Option("--json", help="Print JSON for machines instead of a table.")
     ] = False,
     wide: WideOpt = False,
+    placement_scores: Annotated[
+        bool,
+        typer.Option(
+            "--placement-scores",
+            help="instead of prices, fetch AWS spot placement scores (obtainable spot capacity per region/zone) "
+            "into $TRAINFLEET_HOME/placement-scores.json",
+        ),
+    ] = False,
+    instance_types: Annotated[
+        str | None,
+        typer.Option(
+            help="with --placement-scores: comma-separated, e.g. p5.48xlarge (default: every catalog type)"
+        ),
+    ] = None,
+    nodes: Annotated[
+        str | None,
+        typer.Option(
+            help="with --placement-scores: node counts to score, e.g. 1,8,64 (default: 1,2,4,...,64)"
+        ),
+    ] = None,
+    max_configurations: Annotated[
+        int,
+        typer.Option(
+            min=1, max=1000, help="with --placement-scores: most requests sent (AWS limits new ones per 24 h)"
+        ),
+    ] = 10,
 ) -> None:
     """Fetch today's prices from the cloud's price APIs into your catalog overlay (the snapshot stays the fallback)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if placement_scores:
+        return _placement_refresh(cloud, regions, instance_types, nodes, max_configurations, json_out, wide)
+    if instance_types is not None or nodes is not None:
+        from infra.errors import TrainfleetError
+
+        raise TrainfleetError(
+            "--instance-types and --nodes go with --placement-scores; add it, or leave them out"
+        )
 
     from infra.catalog.refresh.overlay import overlay_path
     from infra.catalog.refresh.run import refresh
@@ -105,6 +140,95 @@ def refresh_command(
             + (f"; {len(report.failed)} failed regions keep their previous prices" if report.failed else ""),
             highlight=False,
         )
+    if report.failed:
+        raise typer.Exit(1)
+
+
+# Placement-score APIs of the other clouds, named in the one-line refusal (tests/fixtures/placement/PROVENANCE.md).
+_OTHER_PLACEMENT_APIS = {
+    "azure": "Azure's Spot Placement Score (POST .../providers/Microsoft.Compute/locations/{location}/placementScores/"
+    "spot/generate, a preview API) is not supported yet",
+    "gcp": "GCP's Compute Engine capacity advice (advice.capacity, an obtainability score 0.0-1.0) is not "
+    "supported yet",
+}
+
+
+def _placement_refresh(
+    cloud: str, regions: str | None, instance_types: str | None, nodes: str | None, max_configurations: int,
+    json_out: bool, wide: bool,
+) -> None:  # fmt: skip
+    """`catalog refresh --cloud aws --placement-scores`: EC2 GetSpotPlacementScores into the placement file."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from cli.options import comma_list
+    from infra.catalog.refresh.placement import DEFAULT_NODES, parse_nodes, refresh_placement_scores
+    from infra.errors import TrainfleetError, did_you_mean, shown
+
+    if cloud in _OTHER_PLACEMENT_APIS:
+        raise TrainfleetError(
+            f"--placement-scores reads AWS EC2 GetSpotPlacementScores only; {_OTHER_PLACEMENT_APIS[cloud]}; "
+            "use --cloud aws, or leave --placement-scores out to refresh prices"
+        )
+    if cloud != "aws":
+        raise TrainfleetError(
+            f"--cloud {shown(cloud)} is not a cloud{did_you_mean(cloud, ['aws', 'gcp', 'azure'])}; "
+            "--placement-scores works with --cloud aws"
+        )
+    wanted_regions = comma_list(regions, "--regions", "us-east-1,us-west-2") if regions is not None else None
+    wanted_types = (
+        comma_list(instance_types, "--instance-types", "p5.48xlarge") if instance_types is not None else None
+    )
+    counts = parse_nodes(comma_list(nodes, "--nodes", "1,8,64")) if nodes is not None else list(DEFAULT_NODES)
+    progress = Progress(
+        TextColumn("placement scores"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+        TimeElapsedColumn(), console=err_console.rich(), transient=True,
+    )  # fmt: skip
+    task = None
+
+    def on_start(total: int) -> None:
+        nonlocal task
+        progress.start()
+        task = progress.add_task("", total=total)
+
+    def on_request(result) -> None:
+        if task is not None:
+            state = "FAILED" if result.error else "ok"
+            progress.update(task, advance=1, description=f"{result.request.label()} {state}")
+
+    try:
+        report = refresh_placement_scores(
+            instance_types=wanted_types, nodes=counts, regions=wanted_regions,
+            max_configurations=max_configurations, on_start=on_start, on_request=on_request,
+        )  # fmt: skip
+    finally:
+        progress.stop()
+    if json_out:
+        print_json(report.to_json())
+    else:
+        notes = Footnotes()
+        show(
+            table(
+                f"aws spot placement scores as of {report.fetched_at} (asked in {report.endpoint_region})",
+                [Col("instance type"), Col("nodes", "right"), Col("scores"), Col("result"), Col("rows", "right"),
+                 Col("detail")],
+                [
+                    (r.request.instance_type, r.request.target_capacity,
+                     "per AZ" if r.request.single_az else "per region", "failed" if r.error else "ok", r.rows,
+                     notes.ref(r.error))
+                    for r in report.results
+                ],
+                wide=wide,
+            ),
+            wide=wide,
+        )  # fmt: skip
+        console.print(notes.renderable())
+        console.print(
+            f"{report.rows_written} scores from {len(report.results) - len(report.failed)} of "
+            f"{len(report.results)} requests; {report.path} holds {report.file_rows} scores",
+            highlight=False,
+        )
+        for line in report.not_sent:
+            console.print(f"not fetched: {line}", highlight=False)
     if report.failed:
         raise typer.Exit(1)
 

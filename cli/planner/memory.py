@@ -40,6 +40,36 @@ that config reads them (infra/deepspeed_settings.py), as DeepSpeed 0.19.8 alloca
 Reserved (not usable by the job): a CUDA context + NCCL reserve (RUNTIME_RESERVE_BYTES) and allocator
 fragmentation (FRAGMENTATION of device memory). A plan must leave at least `headroom` (default 10%) of device
 memory available after used + reserved (`trainfleet plan --memory-headroom`).
+
+Tensor (tp) and pipeline (pp) parallelism, Megatron-style (tp = pp = 1 gives every figure above unchanged):
+  Layout    world = nodes x g devices; tp divides g (a tensor-parallel group stays on one node's NVLink/PCIe);
+            pp divides nodes (each pipeline stage is nodes/pp whole nodes); the data-parallel group of one
+            (tp rank, stage) has dp = world / (tp x pp) members: g/tp on each of the stage's nodes/pp nodes.
+            Megatron also needs tp to divide the attention heads (megatron/core/transformer: "num_attention_heads
+            must be divisible by tensor_model_parallel_size").
+  Params    one (tp, pp) rank holds the largest stage's parameters / tp (Megatron splits every layer's matrices
+            and the vocabulary-parallel embedding over tp; layer norms, replicated, are ignored):
+              E = vocab x h (the embedding; the first stage holds it, the last the output layer or its tied copy)
+              P_rank = ceil((E + ceil((P - E) x ceil(L/pp) / L)) / tp)
+            i.e. ceil(L/pp) layers' share of the non-embedding parameters plus one embedding matrix, the larger
+            of the first and last stage taken (an untied output head, counted in P - E, is spread over the layers:
+            conservative). LoRA trains ceil(adapters x ceil(L/pp) / (L x tp)) per rank; ZeRO-3's largest layer is
+            ceil(largest_layer_params / tp).
+  ZeRO      the formulas above with P = P_rank and gpus = dp: each dp group is sized as a job of nodes/pp nodes
+            x g/tp devices; a node carries tp such groups (one per tp rank), so host memory per node is tp x the
+            group's per-node figure (ZeRO-3 offload: tp x 18 P_rank / (nodes/pp) ~ 18P / nodes, as without tp/pp).
+  Activations (Korthikanti et al. 2022, Table 2, "tensor parallel" without sequence parallelism, no 5as/h term
+            with flash attention), bytes per layer per micro-batch: s x b x h x (10 + 24/tp) (the 24/tp: the
+            tensor-parallel GEMM inputs and outputs; the 10: layer norms, dropout masks and the residual stream,
+            replicated on every tp rank). With 1F1B (non-interleaved) the first stage holds min(pp, m) micro-batches
+            in flight (m = gradient accumulation steps) for its ceil(L/pp) layers: the paper's sec. 4.2.3 "L layers'
+            worth" when m >= pp; the last stage holds one, plus the logits 6 s b V / tp (vocabulary-parallel).
+            Device activations = the larger of the two stages. Full checkpointing stores the layer inputs
+            2 s b h per layer and in-flight micro-batch (not divided by tp without sequence parallelism) plus one
+            layer rebuilt s b h (10 + 24/tp). All divisions by tp round up; the result is b x (bytes for b = 1), so
+            activations stay exactly linear in b at a fixed in-flight count.
+  Not counted: the pipeline's send/receive buffers (2 s b h bytes each, tens of MB) and the tensor-parallel
+  all-reduce staging (NCCL's, inside the NCCL reserve).
 """
 
 from __future__ import annotations
@@ -181,7 +211,10 @@ class MemoryEstimate:
     host_capacity_bytes: int
     headroom: float = DEFAULT_HEADROOM  # share of device memory that must stay available
     sharding: Sharding | None = None  # what the buffers are for (their rule is worded only when shown)
-    trained_params: int = 0
+    trained_params: int = 0  # per (tp, pp) rank
+    tp: int = 1  # tensor-parallel degree (inside a node)
+    pp: int = 1  # pipeline stages (across nodes)
+    in_flight: int = 1  # micro-batches whose activations the first pipeline stage holds (1F1B: min(pp, m))
 
     @property
     def comm_buffer_rule(self) -> str:
@@ -219,7 +252,15 @@ class MemoryEstimate:
 
     def explain(self) -> list[str]:
         g = GIB
-        return [
+        layout = []
+        if self.tp > 1 or self.pp > 1:
+            layout.append(
+                f"per device = one (tp, pp) rank: tensor parallel {self.tp} x pipeline {self.pp} stages; model "
+                f"states of the largest stage's parameters / tp ({self.trained_params:,} trained), ZeRO over the "
+                f"data-parallel group only; activations s b h (10 + 24/{self.tp}) per layer (Korthikanti 2022, no "
+                f"sequence parallelism) for {self.in_flight} micro-batch(es) in flight on the first stage (1F1B)"
+            )
+        return layout + [
             f"device memory used = model states {self.model_states_bytes / g:.2f} GiB + activations "
             f"{self.activation_bytes / g:.2f} GiB + communication buffers {self.comm_buffer_bytes / g:.2f} GiB "
             f"({self.comm_buffer_rule}) = {self.used_bytes / g:.2f} GiB",
@@ -235,11 +276,19 @@ class MemoryEstimate:
 
 def assumptions(mem: MemoryEstimate) -> list[str]:
     """The memory reserves a plan rests on, printed with every plan."""
-    return [
+    out = [
         f"device memory: {mem.headroom:.0%} kept available (--memory-headroom); reserved: CUDA context "
         f"{CUDA_CONTEXT_BYTES / GIB:g} GiB + NCCL {NCCL_BYTES / GIB:g} GiB + {FRAGMENTATION:.0%} allocator "
         f"fragmentation; communication buffers of the rendered ds_config: {mem.comm_buffer_rule}",
     ]
+    if mem.tp > 1 or mem.pp > 1:
+        out.append(
+            f"tensor parallel {mem.tp} x pipeline {mem.pp}: each rank holds the largest stage's parameters / tp "
+            "(embedding on the first and last stage, layer norms not split, no sequence parallelism); 1F1B "
+            "schedule, first stage holding min(pp, grad accumulation) micro-batches' activations; pipeline "
+            "send/receive buffers not counted"
+        )
+    return out
 
 
 def _e(n: int) -> str:
@@ -276,48 +325,113 @@ def comm_buffers(sharding: Sharding, trained_params: int) -> tuple[int, str]:
     return comm_buffer_bytes(sharding, trained_params), rule
 
 
-def model_states(w: Workload, sharding: Sharding, gpus_per_node: int, nodes: int) -> tuple[int, int]:
-    """(gpu bytes per device, cpu bytes per node) of parameters, gradients and optimizer states."""
-    trained = w.trainable_params
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def data_parallel_layout(w: Workload, gpus_per_node: int, nodes: int, tp: int = 1, pp: int = 1) -> tuple[int, int]:
+    """(data-parallel devices per node, nodes per pipeline stage): the data-parallel group of one (tp rank,
+    stage) as a job of its own. ValueError for a layout Megatron/DeepSpeed cannot run."""
+    for name, value in (("tp", tp), ("pp", pp)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name}={value!r}: the {name} degree must be a whole number >= 1")
+    if gpus_per_node % tp:
+        raise ValueError(f"tp={tp} does not divide the {gpus_per_node} devices per node: tensor parallelism "
+                         "stays inside one node (NVLink/PCIe)")  # fmt: skip
+    if nodes % pp:
+        raise ValueError(f"pp={pp} does not divide the {nodes} nodes: each pipeline stage is whole nodes")
+    if pp > w.shape.layers:
+        raise ValueError(f"pp={pp} exceeds the model's {w.shape.layers} layers: a stage would hold no layer")
+    if w.shape.heads % tp:
+        raise ValueError(f"tp={tp} does not divide the model's {w.shape.heads} attention heads (Megatron splits "
+                         "attention by heads)")  # fmt: skip
+    return gpus_per_node // tp, nodes // pp
+
+
+def stage_layers(w: Workload, pp: int = 1) -> int:
+    """Transformer layers of the largest pipeline stage."""
+    return _ceil_div(w.shape.layers, pp)
+
+
+def rank_params(w: Workload, tp: int = 1, pp: int = 1) -> int:
+    """Parameters one (tp, pp) rank holds: the largest stage's (its layers' share of the non-embedding
+    parameters plus one embedding matrix) / tp. All of them (= w.params) at tp = pp = 1."""
+    emb = w.shape.vocab * w.shape.hidden
+    stage = emb + _ceil_div((w.params - emb) * stage_layers(w, pp), w.shape.layers)
+    return _ceil_div(stage, tp)
+
+
+def rank_trained_params(w: Workload, tp: int = 1, pp: int = 1) -> int:
+    """Trained parameters of one (tp, pp) rank: rank_params for a full fine-tune; LoRA's adapters sit on every
+    layer, so the stage's layers' share / tp. w.trainable_params at tp = pp = 1."""
+    if w.method == "full":
+        return rank_params(w, tp, pp)
+    return _ceil_div(w.trainable_params * stage_layers(w, pp), w.shape.layers * tp)
+
+
+def model_states(w: Workload, sharding: Sharding, gpus_per_node: int, nodes: int, *, tp: int = 1,
+                 pp: int = 1) -> tuple[int, int]:  # fmt: skip
+    """(gpu bytes per device, cpu bytes per node) of parameters, gradients and optimizer states. With tp/pp:
+    one (tp, pp) rank's parameters sharded over its data-parallel group; tp such groups share a node."""
+    dp_per_node, dp_nodes = data_parallel_layout(w, gpus_per_node, nodes, tp, pp)
+    dp = dp_per_node * dp_nodes
+    trained = rank_trained_params(w, tp, pp)
+    params = rank_params(w, tp, pp)
+    full_largest = _ceil_div(w.shape.largest_layer_params, tp)
     frozen_gpu = frozen_cpu = 0
     if w.method == "lora":  # frozen 16-bit base weights, no gradients or optimizer state for them
         if sharding.zero_stage == 3:
-            frozen_gpu = int(2 * w.params / (gpus_per_node * nodes)) + 2 * w.shape.largest_layer_params
-            frozen_cpu = int(2 * w.params / nodes) if sharding.offload_param else 0
+            frozen_gpu = int(2 * params / dp) + 2 * full_largest
+            frozen_cpu = tp * int(2 * params / dp_nodes) if sharding.offload_param else 0
             if sharding.offload_param:
-                frozen_gpu = 2 * w.shape.largest_layer_params
+                frozen_gpu = 2 * full_largest
         else:
-            frozen_gpu = 2 * w.params
-        largest = 2 * w.lora_rank * w.shape.hidden
+            frozen_gpu = 2 * params
+        largest = _ceil_div(2 * w.lora_rank * w.shape.hidden, tp)
     else:
-        largest = w.shape.largest_layer_params
+        largest = full_largest
     if sharding.zero_stage == 0:
         cpu, gpu = estimate_zero2_model_states_mem_needs(trained, 1, 1, cpu_offload=False)
-        cpu = int(trained * 4 * gpus_per_node * ADDITIONAL_BUFFER_FACTOR)
+        cpu = int(trained * 4 * gpus_per_node * ADDITIONAL_BUFFER_FACTOR)  # every process loads its rank's params
     elif sharding.zero_stage == 2:
         cpu, gpu = estimate_zero2_model_states_mem_needs(
-            trained, gpus_per_node, nodes, cpu_offload=sharding.offload_optimizer
+            trained, dp_per_node, dp_nodes, cpu_offload=sharding.offload_optimizer
         )
     elif sharding.zero_stage == 1:
-        cpu, gpu = zero1_model_states_mem_needs(trained, gpus_per_node, nodes, sharding.offload_optimizer)
+        cpu, gpu = zero1_model_states_mem_needs(trained, dp_per_node, dp_nodes, sharding.offload_optimizer)
     else:
         cpu, gpu, _ = estimate_zero3_model_states_mem_needs(
             trained,
             largest,
-            gpus_per_node,
-            nodes,
+            dp_per_node,
+            dp_nodes,
             cpu_offload=sharding.offload_optimizer,
             cpu_offload_params=sharding.offload_param,
             zero_init=True,
         )
+    if sharding.zero_stage:
+        cpu *= tp  # the node carries one data-parallel group per tp rank
     return gpu + frozen_gpu, cpu + frozen_cpu
 
 
-def activation_bytes(w: Workload, micro_batch: int, checkpointing: bool) -> int:
-    s, b, h, layers, v = w.seq_len, micro_batch, w.shape.hidden, w.shape.layers, w.shape.vocab
-    per_layer = 34 * s * b * h
-    body = layers * 2 * s * b * h + per_layer if checkpointing else layers * per_layer
-    return int(body + 6 * s * b * v)
+def micro_batches_per_step(w: Workload, micro_batch: int, data_parallel: int) -> int:
+    """Gradient accumulation steps m: the global batch over micro batch x sequence x data-parallel size."""
+    return max(1, math.ceil(w.global_batch_tokens / (micro_batch * w.seq_len * data_parallel)))
+
+
+def activation_bytes(w: Workload, micro_batch: int, checkpointing: bool, *, tp: int = 1, pp: int = 1,
+                     grad_accum: int | None = None) -> int:  # fmt: skip
+    """Activation bytes per device (module docstring). `grad_accum` (m) bounds the micro-batches a pipeline
+    holds in flight, min(pp, m); None: pp (m >= pp, the 1F1B worst case)."""
+    s, b, h, layers, v = w.seq_len, micro_batch, w.shape.hidden, stage_layers(w, pp), w.shape.vocab
+    in_flight = min(pp, grad_accum) if grad_accum is not None else pp
+    # Per sequence (b = 1), then x b: exactly linear in the micro batch, as largest_micro_batch relies on.
+    per_layer = 10 * s * h + _ceil_div(24 * s * h, tp)  # Korthikanti Table 2: sbh(10 + 24/t); 34 sbh at t = 1
+    stored = 2 * s * h if checkpointing else per_layer  # what each layer keeps per micro-batch in flight
+    rebuilt = per_layer if checkpointing else 0  # recompute rebuilds one layer at a time
+    first = in_flight * layers * stored + rebuilt
+    last = layers * stored + rebuilt + _ceil_div(6 * s * v, tp)  # the logits live on the last stage
+    return b * max(first, last)
 
 
 def fits_host(host_bytes: int, host_capacity_bytes: int) -> bool:
@@ -330,22 +444,46 @@ def host_capacity(host_memory_gib: float) -> int:
 
 
 def states_fit_host(w: Workload, sharding: Sharding, gpus_per_node: int, nodes: int, host_memory_gib: float,
-                    states: tuple[int, int] | None = None) -> bool:  # fmt: skip
+                    states: tuple[int, int] | None = None, *, tp: int = 1, pp: int = 1) -> bool:  # fmt: skip
     """`estimate(...).host_fits` for any micro batch: host memory does not depend on it. `states`: the
     model_states(...) of these arguments, when the caller has them."""
-    cpu = (states or model_states(w, sharding, gpus_per_node, nodes))[1]
+    cpu = (states or model_states(w, sharding, gpus_per_node, nodes, tp=tp, pp=pp))[1]
     return fits_host(cpu, host_capacity(host_memory_gib))
 
 
 def largest_micro_batch(w: Workload, sharding: Sharding, checkpointing: bool, device_memory_gib: float,
                         gpus_per_node: int, nodes: int, host_memory_gib: float, headroom: float = DEFAULT_HEADROOM,
-                        states: tuple[int, int] | None = None) -> int:  # fmt: skip
-    """The largest micro batch `estimate(...).fits` allows (0: not even one), from the estimate for one:
-    activations are exactly linear in the micro batch and nothing else in the estimate depends on it."""
+                        states: tuple[int, int] | None = None, *, tp: int = 1, pp: int = 1) -> int:  # fmt: skip
+    """The largest micro batch b such that `estimate(...).fits` for every micro batch up to b (0: not even one).
+    Without a pipeline, from the estimate for one: activations are exactly linear in the micro batch and nothing
+    else in the estimate depends on it. With one, the in-flight count min(pp, m(b)) falls as b grows: linear at
+    pp in flight (an upper bound), then checked one by one until m(b) = 1, from where it is linear again."""
     one = estimate(w, sharding, 1, checkpointing, device_memory_gib, gpus_per_node, nodes, host_memory_gib, headroom,
-                   states)  # fmt: skip
-    room = one.device_capacity_bytes - (one.device_bytes - one.activation_bytes)
-    return room // one.activation_bytes if one.host_fits and room > 0 else 0
+                   states, tp=tp, pp=pp)  # fmt: skip
+    rest = one.device_bytes - one.activation_bytes  # what does not depend on the micro batch
+
+    def linear(in_flight: int) -> int:
+        per_b = activation_bytes(w, 1, checkpointing, tp=tp, pp=pp, grad_accum=in_flight)
+        room = one.device_capacity_bytes - rest
+        return room // per_b if room > 0 else 0
+
+    if not one.host_fits:
+        return 0
+    if pp == 1:
+        return linear(1)
+    best = linear(pp)  # never more than pp micro-batches in flight: every b up to this fits
+    dp = (gpus_per_node // tp) * (nodes // pp)
+    b_one = math.ceil(w.global_batch_tokens / (w.seq_len * dp))  # from this b on, m = 1: one in flight
+
+    def fits(b: int) -> bool:
+        return estimate(w, sharding, b, checkpointing, device_memory_gib, gpus_per_node, nodes, host_memory_gib,
+                        headroom, states, tp=tp, pp=pp).fits  # fmt: skip
+
+    while best + 1 < b_one and fits(best + 1):
+        best += 1
+    if best + 1 >= b_one:
+        best = max(best, linear(1))
+    return best
 
 
 def estimate(
@@ -358,14 +496,20 @@ def estimate(
     nodes: int,
     host_memory_gib: float,
     headroom: float = DEFAULT_HEADROOM,
-    states: tuple[int, int] | None = None,  # model_states(w, sharding, gpus_per_node, nodes), when known
+    states: tuple[int, int] | None = None,  # model_states(w, sharding, gpus_per_node, nodes, tp=, pp=), when known
+    *,
+    tp: int = 1,
+    pp: int = 1,
 ) -> MemoryEstimate:
-    gpu, cpu = states or model_states(w, sharding, gpus_per_node, nodes)
-    comm = comm_buffer_bytes(sharding, w.trainable_params)
+    dp_per_node, dp_nodes = data_parallel_layout(w, gpus_per_node, nodes, tp, pp)
+    gpu, cpu = states or model_states(w, sharding, gpus_per_node, nodes, tp=tp, pp=pp)
+    trained = rank_trained_params(w, tp, pp)
+    comm = comm_buffer_bytes(sharding, trained)
     device = int(device_memory_gib * GIB)
+    m = micro_batches_per_step(w, micro_batch, dp_per_node * dp_nodes)
     return MemoryEstimate(
         model_states_bytes=gpu,
-        activation_bytes=activation_bytes(w, micro_batch, checkpointing),
+        activation_bytes=activation_bytes(w, micro_batch, checkpointing, tp=tp, pp=pp, grad_accum=m),
         comm_buffer_bytes=comm,
         runtime_reserve_bytes=RUNTIME_RESERVE_BYTES,
         fragmentation_bytes=int(device * FRAGMENTATION),
@@ -374,5 +518,8 @@ def estimate(
         host_capacity_bytes=host_capacity(host_memory_gib),
         headroom=headroom,
         sharding=sharding,
-        trained_params=w.trainable_params,
+        trained_params=trained,
+        tp=tp,
+        pp=pp,
+        in_flight=min(pp, m),
     )

@@ -29,11 +29,15 @@ from itertools import groupby
 
 from cli.planner import memory, reliability, throughput
 from cli.planner.calibration import Fit
+from cli.planner.capacity import FULL, Capacity, spot_capacity
 from cli.planner.memory import SHARDINGS, MemoryEstimate, Sharding
+from cli.planner.outliers import conservative_spot
 from cli.planner.reliability import Reliability
 from cli.planner.throughput import Hardware, Step
 from cli.planner.workload import Workload
 from infra.catalog import Accelerator, Offer
+from infra.catalog.capacity import PlacementScores
+from infra.parallelism import TP_SIZES, divisors, unsupported
 from infra.placement import shares_cluster_placement_group
 
 NODE_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
@@ -69,6 +73,14 @@ class Setup:
     step: Step
     memory: MemoryEstimate
 
+    @property
+    def tp(self) -> int:
+        return self.step.tp
+
+    @property
+    def pp(self) -> int:
+        return self.step.pp
+
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
@@ -82,6 +94,7 @@ class Candidate:
     price_usd_per_node_hour: float
     cost_usd: float
     storage_usd: float
+    capacity: Capacity = FULL  # whether the spot nodes can be had (cli/planner/capacity.py)
 
     @property
     def breakdown(self) -> dict[str, float]:
@@ -92,6 +105,7 @@ class Candidate:
             "eval_and_stalls_usd": rate * rel.stall_hours,
             "interruption_loss_usd": rate * rel.interruption_loss_hours,
             "checkpoint_overhead_usd": rate * rel.checkpoint_overhead_hours,
+            "capacity_wait_usd": rate * rel.start_wait_hours,
             "storage_usd": self.storage_usd,
             "egress_usd": 0.0,
         }
@@ -115,9 +129,9 @@ class Candidate:
         return (self.cost_usd + req.time_value_usd_per_hour * self.wall_hours, self.wall_hours, self.cost_usd)
 
     def identity(self) -> tuple:
-        """A deterministic tie-break: same score -> the lexically first offer."""
+        """A deterministic tie-break: same score -> the lexically first offer (one zone before any zone)."""
         o = self.offer
-        return (o.cloud, o.region, o.zone, o.instance_type, self.purchase, self.nodes)
+        return (o.cloud, o.region, o.zone, self.zones, o.instance_type, self.purchase, self.nodes)
 
 
 @dataclass
@@ -129,6 +143,7 @@ class Stats:
     zones_not_priced: int = 0  # spot zones dearer than another zone of the same region, type and bucket
     pruned: int = 0  # hardware x node counts that could not meet the deadline or budget at any speed
     unbearable: int = 0  # fit memory but interruptions would dominate the run
+    unobtainable: int = 0  # spot plans whose measured placement score says the nodes cannot be had
     setups_evaluated: int = 0
     candidates: int = 0
 
@@ -155,21 +170,44 @@ def micro_batch_allowed(w: Workload, devices: int, mb: int) -> bool:
     return mb * w.seq_len <= MAX_MICRO_TOKENS and mb * w.seq_len * devices <= w.global_batch_tokens
 
 
+def layouts(w: Workload, hw: Hardware, nodes: int) -> list[tuple[int, int]]:
+    """(tp, pp) the search tries: tensor parallelism inside a node (a divisor of its devices and of the model's
+    heads), or pipeline stages of whole nodes (a divisor of the nodes, at most the layers), never both: DeepSpeed
+    0.19.8's AutoTP cannot train a PipelineModule (infra/parallelism.py)."""
+    out = [(1, 1)]
+    out += [(tp, 1) for tp in TP_SIZES[1:] if hw.devices_per_node % tp == 0 and w.shape.heads % tp == 0]
+    out += [(1, pp) for pp in divisors(nodes)[1:] if pp <= w.shape.layers]
+    return [(tp, pp) for tp, pp in out if unsupported_layout(tp, pp) is None]
+
+
+def unsupported_layout(tp: int, pp: int) -> str | None:
+    """Whether DeepSpeed can train the layout with some ZeRO stage at all (stage 0 always allows it)."""
+    return unsupported(0, False, False, tp, pp)
+
+
+def sharding_supported(sh: Sharding, tp: int, pp: int) -> bool:
+    return unsupported(sh.zero_stage, sh.offload_optimizer, sh.offload_param, tp, pp) is None
+
+
 def setups(w: Workload, hw: Hardware, nodes: int, fit: Fit, headroom: float = memory.DEFAULT_HEADROOM,
            micro_batch: int | None = None) -> Iterable[Setup]:  # fmt: skip
     """Every setup in the search space that fits memory with `headroom` of it left (the brute-force view);
     with `micro_batch`, only that micro batch (which may be outside MICRO_BATCHES)."""
-    devices = hw.devices_per_node * nodes
-    for sharding in SHARDINGS:
-        for ckpt in (False, True):
-            for mb in (micro_batch,) if micro_batch else MICRO_BATCHES:
-                if not micro_batch and not micro_batch_allowed(w, devices, mb):
-                    break
-                mem = memory.estimate(w, sharding, mb, ckpt, hw.device_memory_gib, hw.devices_per_node, nodes,
-                                      hw.host_memory_gib, headroom)  # fmt: skip
-                if not mem.fits:
-                    break  # activations grow with the micro batch: larger ones do not fit either
-                yield Setup(sharding, ckpt, throughput.step(w, hw, nodes, sharding, mb, ckpt, fit), mem)
+    for tp, pp in layouts(w, hw, nodes):
+        dp = hw.devices_per_node * nodes // (tp * pp)
+        for sharding in SHARDINGS:
+            if not sharding_supported(sharding, tp, pp):
+                continue
+            for ckpt in (False, True):
+                for mb in (micro_batch,) if micro_batch else MICRO_BATCHES:
+                    if not micro_batch and not micro_batch_allowed(w, dp, mb):
+                        break
+                    mem = memory.estimate(w, sharding, mb, ckpt, hw.device_memory_gib, hw.devices_per_node, nodes,
+                                          hw.host_memory_gib, headroom, tp=tp, pp=pp)  # fmt: skip
+                    if not mem.fits:
+                        break  # the micro batches that fit are a prefix (memory.largest_micro_batch)
+                    yield Setup(sharding, ckpt, throughput.step(w, hw, nodes, sharding, mb, ckpt, fit, tp=tp, pp=pp),
+                                mem)  # fmt: skip
 
 
 # At one (recompute, micro batch), a sharding is never faster than one listed for it here when that one fits
@@ -188,13 +226,14 @@ DOMINATED_BY: dict[Sharding, tuple[Sharding, ...]] = {
 
 
 def setup_key(s: Setup) -> tuple:
-    """Highest tokens/s first; ties: lower ZeRO stage, no offload, no recompute, smaller micro batch."""
+    """Highest tokens/s first; ties: lower ZeRO stage, no offload, no recompute, smaller micro batch, then no
+    tensor or pipeline parallelism before some."""
     return setup_key_of(s.sharding, s.checkpointing, s.step)
 
 
 def setup_key_of(sh: Sharding, checkpointing: bool, st: Step) -> tuple:
     return (-st.tokens_per_second, sh.zero_stage, sh.offload_optimizer, sh.offload_param, checkpointing,
-            st.micro_batch)  # fmt: skip
+            st.micro_batch, st.tp, st.pp)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +243,11 @@ class FixedSetup:
     zero_stage: int | None = None
     offload: str | None = None  # none | optimizer | optimizer+params
     micro_batch: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+
+    def allows_layout(self, tp: int, pp: int) -> bool:
+        return (self.tp is None or tp == self.tp) and (self.pp is None or pp == self.pp)
 
     def allows_sharding(self, sh: Sharding) -> bool:
         offload = "optimizer+params" if sh.offload_param else "optimizer" if sh.offload_optimizer else "none"
@@ -215,64 +259,91 @@ class FixedSetup:
 def best_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, stats: Stats | None = None,
                headroom: float = memory.DEFAULT_HEADROOM, fixed: FixedSetup | None = None,
                fits: dict | None = None) -> Setup | None:  # fmt: skip
-    """The fastest setup that fits, by setup_key: the same as the best of `setups()`, found with less work.
-
-    No sharding can beat the communication-free speed of its (recompute, micro batch), and that bound does
-    not depend on the sharding. So the (recompute, micro batch) pairs are tried from the highest bound down,
-    each with every sharding it fits, and the search stops at the first pair whose bound is below the best
-    found: none after it can beat or tie it. Activations are linear in the micro batch and nothing else in
-    device memory depends on it (memory.activation_bytes), so one estimate per (sharding, recompute) gives
-    the largest micro batch that fits. `fits` memoizes that across calls of one search: memory does not depend
-    on the network, vCPUs or price, so the offers of one accelerator and node shape share it."""
-    devices = hw.devices_per_node * nodes
-    pinned_mb = fixed.micro_batch if fixed is not None else None
-    batches = (pinned_mb,) if pinned_mb else tuple(mb for mb in MICRO_BATCHES if micro_batch_allowed(w, devices, mb))
-    shardings = [sh for sh in SHARDINGS if fixed is None or fixed.allows_sharding(sh)]
+    """The fastest setup that fits, by setup_key, over every layout (`layouts`; a pinned one with `fixed`): the
+    same as the best of `setups()`, found with less work (`best_layout_setup`)."""
     fits = {} if fits is None else fits
-    pairs_key = ("pairs", hw.accelerator, hw.peak_tflops, devices, batches)  # the bound ignores network and RAM
+    best = None
+    for tp, pp in layouts(w, hw, nodes):
+        if fixed is not None and not fixed.allows_layout(tp, pp):
+            continue
+        found = best_layout_setup(w, hw, nodes, fit, tp, pp, stats, headroom, fixed, fits,
+                                  best.step.tokens_per_second if best is not None else 0.0)  # fmt: skip
+        if found is not None and (best is None or setup_key(found) < setup_key(best)):
+            best = found
+    return best
+
+
+def layout_bound(w: Workload, micro_batch: int, dp: int, tp: int, pp: int) -> float:
+    """The share of the communication-free speed a layout can reach at most: its compute runs at
+    LAYOUT_EFFICIENCY, and a step of m micro-batches takes at least m + pp - 1 of them (the 1F1B bubble)."""
+    if tp * pp == 1:
+        return 1.0
+    m = throughput.micro_batches_per_step(w, micro_batch, dp)
+    return throughput.LAYOUT_EFFICIENCY * m / (m + pp - 1)
+
+
+def best_layout_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, pp: int, stats: Stats | None,
+                      headroom: float, fixed: FixedSetup | None, fits: dict, beat: float) -> Setup | None:  # fmt: skip
+    """The fastest setup that fits with tensor degree `tp` and pipeline degree `pp`, by setup_key, among those at
+    least as fast as `beat` tokens/s (a setup of another layout already found; None if none is).
+
+    No sharding can beat the communication-free speed of its (recompute, micro batch) times `layout_bound`,
+    and that bound does not depend on the sharding. So the (recompute, micro batch) pairs are tried from the
+    highest bound down, each with every sharding it fits, and the search stops at the first pair whose bound is below
+    the best found: none after it can beat or tie it. Activations are linear in the micro batch and nothing
+    else in device memory depends on it (memory.activation_bytes), so one estimate per (sharding, recompute)
+    gives the largest micro batch that fits. `fits` memoizes that across calls of one search: memory does not
+    depend on the network, vCPUs or price, so the offers of one accelerator and node shape share it."""
+    dp = hw.devices_per_node * nodes // (tp * pp)
+    pinned_mb = fixed.micro_batch if fixed is not None else None
+    batches = (pinned_mb,) if pinned_mb else tuple(mb for mb in MICRO_BATCHES if micro_batch_allowed(w, dp, mb))
+    shardings = [sh for sh in SHARDINGS if (fixed is None or fixed.allows_sharding(sh))
+                 and sharding_supported(sh, tp, pp)]  # fmt: skip
+    layout = (tp, pp)
+    pairs_key = ("pairs", hw.accelerator, hw.peak_tflops, hw.devices_per_node * nodes, batches, layout)  # the bound ignores network, RAM
     pairs = fits.get(pairs_key)
     if pairs is None:
-        pairs = fits[pairs_key] = sorted(((throughput.compute_only_tokens_per_second(w, hw, nodes, mb, ckpt, fit),
-                                           ckpt, mb) for ckpt in (False, True) for mb in batches),
-                                         key=lambda p: -p[0])  # fmt: skip
+        pairs = fits[pairs_key] = sorted(((throughput.compute_only_tokens_per_second(w, hw, nodes, mb, ckpt, fit)
+                                           * layout_bound(w, mb, dp, tp, pp), ckpt, mb)
+                                          for ckpt in (False, True) for mb in batches), key=lambda p: -p[0])  # fmt: skip
     comms: dict[int, throughput.Communication] = {}  # index in shardings -> its collectives here
     largest: dict[bool, list[int]] = {}  # recompute -> the largest micro batch each sharding fits
 
     def largest_fitting(ckpt: bool) -> list[int]:
         if ckpt not in largest:
             shape = ("largest", tuple(shardings), ckpt, hw.device_memory_gib, hw.devices_per_node, nodes,
-                     hw.host_memory_gib)  # fmt: skip
+                     hw.host_memory_gib, layout)  # fmt: skip
             if shape in fits:
                 largest[ckpt] = fits[shape]
                 return largest[ckpt]
             out = []
             for sh in shardings:
                 dpn = hw.devices_per_node
-                states = fits.get((sh, dpn, nodes))
+                states = fits.get((sh, dpn, nodes, layout))
                 if states is None:
-                    states = fits[sh, dpn, nodes] = memory.model_states(w, sh, dpn, nodes)
-                host = (sh, dpn, nodes, hw.host_memory_gib)
+                    states = fits[sh, dpn, nodes, layout] = memory.model_states(w, sh, dpn, nodes, tp=tp, pp=pp)
+                host = (sh, dpn, nodes, hw.host_memory_gib, layout)
                 if host not in fits:
-                    fits[host] = memory.states_fit_host(w, sh, dpn, nodes, hw.host_memory_gib, states)
-                device = (sh, ckpt, hw.device_memory_gib, dpn, nodes)
+                    fits[host] = memory.states_fit_host(w, sh, dpn, nodes, hw.host_memory_gib, states, tp=tp, pp=pp)
+                device = (sh, ckpt, hw.device_memory_gib, dpn, nodes, layout)
                 if device not in fits:  # no host capacity given: the device alone decides
                     fits[device] = memory.largest_micro_batch(w, sh, ckpt, hw.device_memory_gib, dpn, nodes, 0.0,
-                                                              headroom, states)  # fmt: skip
+                                                              headroom, states, tp=tp, pp=pp)  # fmt: skip
                 out.append(fits[device] if fits[host] else 0)
             largest[ckpt] = fits[shape] = out
         return largest[ckpt]
 
     best, best_key = None, None
     for bound, ckpt, mb in pairs:
-        if best is not None and bound < best[2].tokens_per_second:
+        if bound < beat or (best is not None and bound < best[2].tokens_per_second):
             break
         fitting = {i: sh for i, (sh, most) in enumerate(zip(shardings, largest_fitting(ckpt), strict=True)) if mb <= most}
         for i, sharding in fitting.items():
             if any(d in fitting.values() for d in DOMINATED_BY.get(sharding, ())):
                 continue
             if i not in comms:
-                comms[i] = throughput.zero_communication(w, hw, nodes, sharding)
-            st = throughput.step(w, hw, nodes, sharding, mb, ckpt, fit, comm=comms[i])
+                comms[i] = throughput.zero_communication(w, hw, nodes, sharding, tp=tp, pp=pp)
+            st = throughput.step(w, hw, nodes, sharding, mb, ckpt, fit, comm=comms[i], tp=tp, pp=pp)
             if stats is not None:
                 stats.setups_evaluated += 1
             key = setup_key_of(sharding, ckpt, st)
@@ -282,15 +353,31 @@ def best_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, stats: Stats | N
         return None
     sharding, ckpt, st = best
     return Setup(sharding, ckpt, st, memory.estimate(w, sharding, st.micro_batch, ckpt, hw.device_memory_gib,
-                                                     hw.devices_per_node, nodes, hw.host_memory_gib, headroom))
+                                                     hw.devices_per_node, nodes, hw.host_memory_gib, headroom,
+                                                     tp=tp, pp=pp))  # fmt: skip
 
 
 def price_points(offers: Iterable[Offer], purchase: str) -> list[tuple[Offer, str, tuple[str, ...]]]:
-    """(offer, purchase, zones): spot per zone; on-demand once per region (price is regional)."""
+    """(offer, purchase, zones): on-demand once per region (price is regional). Spot where the fleet can take
+    capacity from: AWS per zone, and one AWS node in any zone of its region (an Auto Scaling group over every
+    zone, priced at the dearest; several nodes share a cluster placement group, so one zone); GCP in any zone of
+    its region (the managed instance group takes one zone that has the capacity: distribution target shape
+    ANY_SINGLE_ZONE, or ANY for one VM); Azure per region (the catalog has no zones)."""
     out: list[tuple[Offer, str, tuple[str, ...]]] = []
     offers = list(offers)
     if purchase in ("spot", "any"):
-        out += [(o, "spot", (o.zone,) if o.zone else ()) for o in offers if o.spot_usd_per_hour]
+        places: dict[tuple, list[Offer]] = {}
+        for o in offers:
+            if o.spot_usd_per_hour:
+                places.setdefault((o.cloud, o.region, o.instance_type, o.interruption_bucket), []).append(o)
+        for group in places.values():
+            group.sort(key=lambda o: o.zone)
+            zones = tuple(o.zone for o in group if o.zone)
+            dearest = max(group, key=lambda o: o.spot_usd_per_hour)  # the lexically first of the dearest
+            if group[0].cloud != "gcp":
+                out += [(o, "spot", (o.zone,) if o.zone else ()) for o in group]
+            if group[0].cloud == "gcp" or (group[0].cloud == "aws" and len(zones) > 1):
+                out.append((dearest, "spot", zones))
     if purchase in ("on-demand", "any"):
         regional: dict[tuple[str, str, str], list[Offer]] = {}
         for o in offers:
@@ -303,23 +390,30 @@ def price_points(offers: Iterable[Offer], purchase: str) -> list[tuple[Offer, st
 
 
 def assess_group(w: Workload, hw: Hardware, nodes: int, setup: Setup, cloud: str, purchase: str,
-                 bucket: int | None) -> tuple[Reliability, float]:  # fmt: skip
-    """(reliability, checkpoint storage USD) shared by every offer of one cloud, purchase and interruption
-    bucket on this hardware and node count (storage 0 for a plan refused as unbearable)."""
+                 bucket: int | None, capacity: Capacity = FULL) -> tuple[Reliability, float]:  # fmt: skip
+    """(reliability, checkpoint storage USD) shared by every offer of one cloud, purchase, interruption
+    bucket and obtainable capacity on this hardware and node count (storage 0 for a plan refused as
+    unbearable)."""
     useful_h = w.tokens / setup.step.tokens_per_second / 3600
+    wait = capacity.wait_s if purchase == "spot" else 0.0
     rel = reliability.assess(useful_h, nodes, hw.devices_per_node, cloud, purchase == "spot", bucket,
-                             w.checkpoint_bytes, hw.network_gbits, setup.step.step_s)  # fmt: skip
+                             w.checkpoint_bytes, hw.network_gbits, setup.step.step_s,
+                             capacity_wait_s=wait)  # fmt: skip
     return rel, reliability.storage_usd(cloud, w.checkpoint_bytes, rel.wall_hours) if rel.feasible else 0.0
 
 
 def candidate(req: Request, offer: Offer, purchase: str, zones: tuple[str, ...], nodes: int, hw: Hardware,
-              setup: Setup, assessed: dict | None = None) -> Candidate:  # fmt: skip
-    """One priced plan. `assessed` memoizes the reliability of (cloud, purchase, bucket) for this hardware and
-    node count: the zones and regions of one instance type share it (a pure function of them for one job)."""
-    key = (offer.cloud, purchase, offer.interruption_bucket)
+              setup: Setup, assessed: dict | None = None, capacity: Capacity | None = None,
+              scores: PlacementScores | None = None) -> Candidate:  # fmt: skip
+    """One priced plan. `assessed` memoizes the reliability of (cloud, purchase, bucket, capacity score) for
+    this hardware and node count: the zones and regions of one instance type share it (a pure function of
+    them for one job). `capacity` defaults to what `scores` (or the assumed default) says of this fleet."""
+    if capacity is None:
+        capacity = capacity_for(offer, purchase, zones, nodes, hw.devices_per_node, scores)
+    key = (offer.cloud, purchase, offer.interruption_bucket, capacity.score)
     held = assessed.get(key) if assessed is not None else None
     if held is None:
-        held = assess_group(req.workload, hw, nodes, setup, *key)
+        held = assess_group(req.workload, hw, nodes, setup, *key[:3], capacity)
         if assessed is not None:
             assessed[key] = held
     rel, storage = held
@@ -328,7 +422,7 @@ def candidate(req: Request, offer: Offer, purchase: str, zones: tuple[str, ...],
     cost = rate * rel.wall_hours + storage if rel.feasible else math.inf
     if shares_cluster_placement_group(offer.cloud, nodes):
         zones = zones[:1]  # the placement group lives in one zone
-    return Candidate(offer, zones, purchase, nodes, hw, setup, rel, price, cost, storage)
+    return Candidate(offer, zones, purchase, nodes, hw, setup, rel, price, cost, storage, capacity)
 
 
 def filtered_offers(offers: Iterable[Offer], req: Request, stats: Stats) -> list[Offer]:
@@ -365,15 +459,17 @@ class Block:
     hw: Hardware
     nodes: int
     setup: Setup
-    assessed: dict  # (cloud, purchase, bucket) -> (Reliability, storage USD): what `candidate` reads
+    assessed: dict  # (cloud, purchase, bucket, capacity score) -> (Reliability, storage USD): what `candidate` reads
     rel: Reliability
     storage_usd: float
-    # (offer, purchase, zones, USD per node-hour, (cloud, region, type, purchase), identity less the nodes)
+    capacity: Capacity  # one score for every point here; the first point's wording (its zone or region)
+    # (offer, purchase, zones, USD per node-hour, (cloud, region, type, purchase), identity less the nodes,
+    #  the point's own Capacity)
     points: tuple[tuple, ...]
 
     def candidate(self, req: Request, point: tuple) -> Candidate:
         offer, purchase, zones = point[:3]
-        return candidate(req, offer, purchase, zones, self.nodes, self.hw, self.setup, self.assessed)
+        return candidate(req, offer, purchase, zones, self.nodes, self.hw, self.setup, self.assessed, point[6])
 
 
 @dataclass(frozen=True, slots=True)
@@ -455,19 +551,24 @@ def pareto(plans: Iterable[tuple]) -> list[tuple]:
 
 
 def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accelerator], fit: Fit,
-           prune: bool = True) -> Search:  # fmt: skip
+           prune: bool = True, scores: PlacementScores | None = None) -> Search:  # fmt: skip
     """Every plan in the search space (`blocks`). With `prune`, hardware and node counts that cannot meet the
     deadline or budget even at their communication-free speed are not evaluated: the plans meeting the bounds
-    are the same, but `unbounded` then lacks those that miss them (`impossible` searches again without)."""
+    are the same, but `unbounded` then lacks those that miss them (`impossible` searches again without).
+    `scores`: measured spot placement scores (none: every spot plan carries the assumed default capacity)."""
     stats = Stats()
     w = req.workload
-    pool = filtered_offers(offers, req, stats)
+    pool = conservative_spot(filtered_offers(offers, req, stats))  # a zone far below its neighbours is not bet on
     # Spot zones of one region, type and interruption bucket share hardware, setup and wall time: only the
     # cheapest (then the lexically first) can be best, a runner-up or on the frontier, so only it is priced.
+    # A zone with its own measured placement scores differs in capacity too, so it stands on its own.
     cheapest: dict[tuple, tuple[Offer, str, tuple[str, ...]]] = {}
     points = price_points(pool, req.purchase)
     for offer, purchase, zones in points:
-        k = (offer.cloud, offer.region, offer.instance_type, purchase, offer.interruption_bucket)
+        measured = purchase == "spot" and scores is not None and scores.lookup(
+            offer.cloud, offer.region, offer.zone, offer.instance_type, 1) is not None  # any score for this zone
+        k = (offer.cloud, offer.region, offer.instance_type, purchase, offer.interruption_bucket,
+             offer.zone if measured else None, len(zones) > 1)  # fmt: skip
         held = cheapest.get(k)
         if held is None or (offer.price(purchase), offer.zone) < (held[0].price(purchase), held[0].zone):
             cheapest[k] = (offer, purchase, zones)
@@ -484,7 +585,7 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
         group = by_hardware.setdefault(hw, {}).setdefault((offer.cloud, purchase, offer.interruption_bucket), [])
         group.append((offer, purchase, zones, offer.price(purchase) or math.inf,
                       (offer.cloud, offer.region, offer.instance_type, purchase),
-                      (offer.cloud, offer.region, offer.zone, offer.instance_type, purchase)))  # fmt: skip
+                      (offer.cloud, offer.region, offer.zone, zones, offer.instance_type, purchase)))  # fmt: skip
     blocks: list[Block] = []
     counts = node_counts(req.max_nodes)
     fits: dict = {}
@@ -498,15 +599,42 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
             setup = best_setup(w, hw, nodes, fit, stats, req.memory_headroom, fits=fits)
             if setup is None:
                 continue
-            assessed: dict[tuple, tuple[Reliability, float]] = {}  # one per (cloud, purchase, bucket) here
+            assessed: dict[tuple, tuple[Reliability, float]] = {}  # one per (cloud, purchase, bucket, score) here
             for key, group in groups.items():
-                rel, storage = assessed[key] = assess_group(w, hw, nodes, setup, *key)
-                stats.candidates += len(group)
-                if not rel.feasible:
-                    stats.unbearable += len(group)
-                    continue
-                blocks.append(Block(hw, nodes, setup, assessed, rel, storage, tuple(group)))
+                for capacity, held in with_capacity(group, nodes, hw.devices_per_node, scores).items():
+                    if not capacity.obtainable:
+                        stats.unobtainable += len(held)
+                        continue
+                    rel, storage = assessed[(*key, capacity.score)] = assess_group(w, hw, nodes, setup, *key, capacity)
+                    stats.candidates += len(held)
+                    if not rel.feasible:
+                        stats.unbearable += len(held)
+                        continue
+                    blocks.append(Block(hw, nodes, setup, assessed, rel, storage, capacity, tuple(held)))
     return Search(req, blocks, stats, pruned=prune and stats.pruned > 0)
+
+
+def capacity_for(offer: Offer, purchase: str, zones: tuple[str, ...], nodes: int, devices_per_node: int,
+                 scores: PlacementScores | None) -> Capacity:  # fmt: skip
+    """What a fleet can count on holding: spot by its placement score; on-demand capacity taken as available."""
+    if purchase != "spot":
+        return FULL
+    where = zones[:1] if shares_cluster_placement_group(offer.cloud, nodes) else zones
+    return spot_capacity(scores, offer.cloud, offer.region, where, offer.instance_type, devices_per_node, nodes)
+
+
+def with_capacity(group: list[tuple], nodes: int, devices_per_node: int,
+                  scores: PlacementScores | None) -> dict[Capacity, list[tuple]]:  # fmt: skip
+    """A group's price points by the capacity score a fleet of `nodes` can count on (spot only; on-demand
+    capacity is taken as available): the first point's Capacity stands for its score, each point keeps its own."""
+    out: dict[int, tuple[Capacity, list[tuple]]] = {}
+    for point in group:
+        offer, purchase, zones = point[:3]
+        if purchase == "spot" and len(zones) > 1 and shares_cluster_placement_group(offer.cloud, nodes):
+            continue  # several nodes share one zone's placement group: the any-zone point is for one node
+        capacity = capacity_for(*point[:3], nodes, devices_per_node, scores)
+        out.setdefault(capacity.score, (capacity, []))[1].append((*point[:6], capacity))
+    return {capacity: held for capacity, held in out.values()}
 
 
 def can_meet_bounds(req: Request, hw: Hardware, nodes: int, cheapest_usd_per_node_hour: float, fit: Fit) -> bool:
@@ -516,9 +644,10 @@ def can_meet_bounds(req: Request, hw: Hardware, nodes: int, cheapest_usd_per_nod
     if req.deadline_hours is None and req.budget_usd is None:
         return True
     w = req.workload
-    devices = hw.devices_per_node * nodes
+    # the fewest data-parallel ranks of any layout allow the most micro batches
+    dp = min(hw.devices_per_node * nodes // (tp * pp) for tp, pp in layouts(w, hw, nodes))
     fastest = max(throughput.compute_only_tokens_per_second(w, hw, nodes, mb, ckpt, fit)
-                  for ckpt in (False, True) for mb in MICRO_BATCHES if micro_batch_allowed(w, devices, mb))  # fmt: skip
+                  for ckpt in (False, True) for mb in MICRO_BATCHES if micro_batch_allowed(w, dp, mb))  # fmt: skip
     hours = w.tokens / fastest / 3600
     if req.deadline_hours is not None and hours > req.deadline_hours:
         return False

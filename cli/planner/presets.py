@@ -59,10 +59,19 @@ def shape_for_params(params: int, vocab: int = 32000) -> ModelShape:
     """A dense-transformer shape for a bare parameter count (when no --model is given).
 
     Uses params ~= 12 * layers * hidden^2 with hidden = 128 * layers (the aspect ratio of the llama
-    and mpt families), hidden rounded to a multiple of 128 and 128-wide heads, MLP = 4 x hidden.
+    and mpt families), hidden rounded to a multiple of 128, MLP = 4 x hidden. Heads about 128 wide, their count
+    a multiple of 8 that divides the hidden size, as in every published model of 1B and up (llama, mpt, mistral:
+    16 to 128 heads), so tensor parallelism over 2, 4 or 8 devices splits them evenly (70B: hidden 9088, 64
+    heads of 142, not 71 of 128).
     """
     layers = max(2, round((params / (12 * 128**2)) ** (1 / 3)))
     hidden = max(128, round((params / (12 * layers)) ** 0.5 / 128) * 128)
-    return ModelShape(
-        f"{format_count(params)}-params", params, layers, hidden, max(1, hidden // 128), vocab, 4 * hidden
-    )
+    return ModelShape(f"{format_count(params)}-params", params, layers, hidden, heads_for(hidden), vocab, 4 * hidden)
+
+
+def heads_for(hidden: int) -> int:
+    """The multiple of 8 dividing `hidden` nearest hidden / 128 (the smaller on a tie); hidden / 128 below 8."""
+    if hidden < 8 * 128:
+        return max(1, hidden // 128)
+    counts = [n for n in range(8, hidden + 1, 8) if hidden % n == 0]
+    return min(counts, key=lambda n: (abs(n - hidden / 128), n))

@@ -13,7 +13,8 @@ it while training goes on, node rank 0 commits the manifest), with B = checkpoin
   periodic checkpoint  the trainer blocks only for the local save: d = B / LOCAL_SAVE_GBPS; the step becomes
                        durable upload + commit later (that lag is lost too when a failure strikes before it)
   emergency checkpoint on a notice: wait for the step boundary (up to one step) + save + upload + commit
-  restart              provisioning a replacement + each node downloading and loading its own part
+  restart              provisioning a replacement + waiting for spot capacity (capacity.py) + each node
+                       downloading and loading its own part
 Per-node upload rates are the calibration data's conservative figures (checkpoint_io.csv/.md: S3 1 GB/s as
 Mountpoint measured for one file; GCS 0.35 GB/s, 0.19 GB/s beyond 35 nodes, as Dataflux measured; Azure 0.35
 GB/s with no per-VM measurement, and at most 60 Gbit/s of ingress for the whole storage account), never more
@@ -112,8 +113,10 @@ class Reliability:
     useful_hours: float
     stall_hours: float  # evaluation, data stalls and the rest (STALL_SHARE of the useful hours)
     daly_hours: float  # wall time with periodic checkpoints and lossy events
-    wall_hours: float  # plus safe (noticed) interruptions
+    wall_hours: float  # plus safe (noticed) interruptions, plus waiting for a full set before the start
     feasible: bool
+    start_wait_hours: float = 0.0  # waiting for a full set of spot nodes before the job can start
+    capacity_wait_s: float = 0.0  # expected wait for a full set, in every restart too (cli/planner/capacity.py)
 
     @property
     def checkpoint_overhead_hours(self) -> float:
@@ -121,7 +124,8 @@ class Reliability:
 
     @property
     def interruption_loss_hours(self) -> float:
-        return max(0.0, self.wall_hours - self.useful_hours - self.stall_hours - self.checkpoint_overhead_hours)
+        return max(0.0, self.wall_hours - self.useful_hours - self.stall_hours - self.checkpoint_overhead_hours
+                   - self.start_wait_hours)  # fmt: skip
 
     @property
     def expected_interruptions(self) -> float:
@@ -143,13 +147,16 @@ class Reliability:
             + ("fits, spot interruptions lose no work" if self.emergency_checkpoint_fits else
                f"does not fit, each spot interruption loses the work since the last durable checkpoint (up to "
                f"{(self.interval_s + t.durable_lag_s) / 60:.1f} min)"),
-            f"restart after a lost node {self.restart_s:.0f} s = regain a full set of nodes {PROVISION_S:.0f} s + "
+            f"restart after a lost node {self.restart_s:.0f} s = regain a full set of nodes "
+            f"{PROVISION_S + self.capacity_wait_s:.0f} s (provision {PROVISION_S:.0f} s + wait for capacity "
+            f"{self.capacity_wait_s:.0f} s) + "
             f"download its part {t.download_s:.0f} s + load {t.save_s:.0f} s + the upload not yet durable "
             f"{t.durable_lag_s:.0f} s; Young/Daly interval {self.interval_s / 60:.1f} min for "
             f"M = {self.mtbf_loss_hours:.1f} h between work-losing events",
             f"wall = {self.useful_hours:.2f} h useful + {self.stall_hours:.2f} h evaluation and data stalls "
             f"({STALL_SHARE:.0%}, calibrated on published whole runs) + {self.checkpoint_overhead_hours:.2f} h "
-            f"checkpoints + {self.interruption_loss_hours:.2f} h lost/restarting = {self.wall_hours:.2f} h",
+            f"checkpoints + {self.interruption_loss_hours:.2f} h lost/restarting + {self.start_wait_hours:.2f} h "
+            f"waiting for the nodes before the start = {self.wall_hours:.2f} h",
         ]  # fmt: skip
 
 
@@ -194,16 +201,19 @@ def assess(
     stall_share: float | None = None,
     interval_s: float | None = None,
     spot_nodes: int | None = None,
+    capacity_wait_s: float = 0.0,
 ) -> Reliability:
-    """`interval_s` fixes the checkpoint interval (a stack's declared one; default Daly's optimum) and
-    `spot_nodes` how many of the nodes are spot (a mixed fleet; default all of them when `spot`)."""
+    """`interval_s` fixes the checkpoint interval (a stack's declared one; default Daly's optimum),
+    `spot_nodes` how many of the nodes are spot (a mixed fleet; default all of them when `spot`), and
+    `capacity_wait_s` the expected wait for a full set of spot nodes (cli/planner/capacity.py): before the
+    start, and in every restart, since a lost node's replacement comes from the pool that just shrank."""
     stall = STALL_SHARE if stall_share is None else stall_share
     spot_node = spot_hazard(interruption_bucket) if spot else 0.0
     interruptible = nodes if spot_nodes is None else spot_nodes
     fail_node = devices_per_node * FAILURES_PER_DEVICE_HOUR
     times = checkpoint_times(cloud, checkpoint_bytes, nodes, node_network_gbits, step_s)
     write = times.save_s
-    restart = PROVISION_S + times.download_s + times.save_s  # replace, fetch own part, load it
+    restart = PROVISION_S + capacity_wait_s + times.download_s + times.save_s  # replace, fetch own part, load it
     lossy_restart = restart + times.durable_lag_s  # a step not yet durable is lost as well
     notice = NOTICE_S.get(cloud, 30.0)
     fits = times.emergency_s <= notice
@@ -215,11 +225,12 @@ def assess(
     daly = daly_wall(useful_s * (1 + stall), tau, write, lossy_restart, mtbf)
     load = safe_rate * (times.emergency_s + restart)
     feasible = load < MAX_SAFE_LOAD and math.isfinite(daly)
-    wall = daly / (1 - load) if feasible else math.inf
+    wall = daly / (1 - load) + capacity_wait_s if feasible else math.inf
     if useful_s < MIN_EFFICIENCY * wall:
         feasible, wall = False, math.inf
     return Reliability(spot_node, fail_node, nodes, notice, write, times, lossy_restart, fits, tau, mtbf / 3600,
-                       useful_hours, useful_hours * stall, daly / 3600, wall / 3600, feasible)  # fmt: skip
+                       useful_hours, useful_hours * stall, daly / 3600, wall / 3600, feasible,
+                       capacity_wait_s / 3600, capacity_wait_s)  # fmt: skip
 
 
 def storage_usd(cloud: str, checkpoint_bytes: float, wall_hours: float) -> float:

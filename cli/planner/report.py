@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import statistics
-
-from cli.planner.calibration import Fit
+from cli.planner.calibration import Fit, default_fit
 from cli.planner.memory import GIB, MemoryEstimate
 from cli.planner.memory import assumptions as memory_assumptions
-from cli.planner.optimizer import Candidate, Request, Search, rank
-from cli.planner.throughput import explain_step
+from cli.planner.optimizer import Candidate, FixedSetup, Request, Search, assess_group, rank
+from cli.planner.outliers import OUTLIER_NOTE, neighbours_median
+from cli.planner.throughput import explain_step, parallelism_assumptions
 from infra.errors import TrainfleetError
 
 
@@ -36,6 +35,8 @@ def assumptions(c: Candidate, req: Request, fit: Fit | None = None) -> list[str]
             out.append(f"{o.instance_type} in {o.region}: interruption rate unknown, >20%/month assumed")
         elif o.interruption_assumed:
             out.append(f"{o.cloud} publishes no interruption rates: {o.interruption_label} per node")
+    if c.purchase == "spot" and not c.capacity.measured:
+        out.append(c.capacity.source)
     if w.method == "lora":
         out.append(f"LoRA rank {w.lora_rank} on q,k,v,o; frozen base in 16-bit")
     if w.shape.name.endswith("-params"):
@@ -48,6 +49,7 @@ def assumptions(c: Candidate, req: Request, fit: Fit | None = None) -> list[str]
             f"master copy); throughput uses the accelerator's {w.precision} peak"
         )
     out.append(f"global batch {w.global_batch_tokens:,} tokens; flash attention; 16-bit gradients")
+    out += parallelism_assumptions(c.setup.tp, c.setup.pp)
     out += memory_assumptions(c.setup.memory)
     return out
 
@@ -88,6 +90,10 @@ def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None
         "price_usd_per_node_hour": round(c.price_usd_per_node_hour, 6),
         "zero_stage": s.sharding.zero_stage,
         "offload": offload_label(c),
+        "tensor_parallel": st.tp,
+        "pipeline_parallel": st.pp,
+        "data_parallel": c.devices // (st.tp * st.pp),
+        "pipeline_bubble_share": round(st.bubble_share, 4),
         "micro_batch": st.micro_batch,
         "grad_accum": st.grad_accum,
         "activation_checkpointing": s.checkpointing,
@@ -105,6 +111,7 @@ def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None
         "checkpoint_write_seconds": round(c.rel.checkpoint_write_s, 1),
         "expected_interruptions": round(c.rel.expected_interruptions, 2),
         "interruption": interruption_label(c),
+        "capacity": capacity_dict(c, req),
         "assumptions": assumptions(c, req, fit),
     }
     if explain:
@@ -112,17 +119,71 @@ def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None
     return d
 
 
+def capacity_risk_usd(c: Candidate, req: Request) -> float:
+    """What waiting for spot capacity adds to the expected cost: the plan against the same plan with its nodes
+    always to be had (before the start and in every restart)."""
+    if c.purchase != "spot" or not c.rel.feasible:
+        return 0.0
+    key = (c.offer.cloud, c.purchase, c.offer.interruption_bucket)
+    rel, storage = assess_group(req.workload, c.hardware, c.nodes, c.setup, *key)
+    return max(0.0, c.cost_usd - (c.price_usd_per_node_hour * c.nodes * rel.wall_hours + storage))
+
+
+def capacity_dict(c: Candidate, req: Request) -> dict:
+    cap = c.capacity
+    return {
+        "score": cap.score,
+        "measured": cap.measured,
+        "source": cap.source,
+        "chance_full_set_within_1h": round(cap.held_within(3600.0), 4),
+        "expected_wait_minutes": round(cap.wait_s / 60, 1),
+        "risk_usd": round(capacity_risk_usd(c, req), 2),
+    }
+
+
+def layout_label(c: Candidate) -> str:
+    st = c.setup.step
+    return f"TP {st.tp} x PP {st.pp} x DP {c.devices // (st.tp * st.pp)}"
+
+
+def layout_lines(c: Candidate, req: Request) -> list[str]:
+    """Why this tensor x pipeline x data layout: the fastest setup of each other layout on the same hardware."""
+    from cli.planner.optimizer import best_setup, layouts
+
+    w, hw, nodes = req.workload, c.hardware, c.nodes
+    out = []
+    for tp, pp in layouts(w, hw, nodes):
+        if (tp, pp) == (c.setup.tp, c.setup.pp):
+            continue
+        other = best_setup(w, hw, nodes, default_fit(), headroom=req.memory_headroom, fixed=FixedSetup(tp=tp, pp=pp))
+        label = f"TP {tp} x PP {pp}"
+        if other is None:
+            out.append(f"  {label}: no setup fits memory")
+        else:
+            st = other.step
+            out.append(f"  {label}: {other.sharding.label}, micro batch {st.micro_batch}: {st.tokens_per_second:,.0f} "
+                       f"tokens/s ({st.tokens_per_second / c.setup.step.tokens_per_second - 1:+.1%})")  # fmt: skip
+    if out:
+        out.insert(0, f"layouts tried on {nodes} x {c.offer.instance_type} (DeepSpeed 0.19.8: AutoTP inside a node or "
+                      "pipeline stages of whole nodes, not both; pipeline needs ZeRO 0-1):")  # fmt: skip
+    return out
+
+
 def explain_lines(c: Candidate, req: Request, fit: Fit | None) -> list[str]:
     w, s = req.workload, c.setup
     lines = list(w.explain())
-    lines.append(f"setup: {s.sharding.label}, micro batch {s.step.micro_batch}, grad accum {s.step.grad_accum}, "
-                 f"activation checkpointing {'on' if s.checkpointing else 'off'} (highest tokens/s that fits)")  # fmt: skip
+    lines.append(f"setup: {layout_label(c)}, {s.sharding.label}, micro batch {s.step.micro_batch}, grad accum "
+                 f"{s.step.grad_accum}, activation checkpointing {'on' if s.checkpointing else 'off'} (highest "
+                 "tokens/s that fits)")  # fmt: skip
+    lines += layout_lines(c, req)
     lines += s.memory.explain()
     if fit is not None:
         lines += explain_step(s.step, w, c.hardware, fit)
     lines.append(f"useful time = {w.tokens:,} tokens / {s.step.tokens_per_second:,.0f} tokens/s = "
                  f"{c.rel.useful_hours:.2f} h")  # fmt: skip
     lines += c.rel.explain()
+    if c.purchase == "spot":
+        lines.append(c.capacity.explain() + f"; it adds ${capacity_risk_usd(c, req):,.2f} to the expected cost")
     rate = c.price_usd_per_node_hour * c.nodes
     lines.append(f"cost = {c.nodes} nodes x ${c.price_usd_per_node_hour:.4f}/node-h ({c.purchase}) x "
                  f"{c.wall_hours:.2f} h + storage ${c.breakdown['storage_usd']:.2f} = ${c.cost_usd:,.2f} "
@@ -141,33 +202,24 @@ LONG_RUN_HOURS = (
 )  # past a month without a deadline, say so: the cheapest plan is rarely the one wanted
 
 
-# A spot price under half the median of the same type in the region's other zones is flagged: one catalog row
-# that far below its neighbours is more often stale, or a pool too small for a fleet, than a bargain.
-OUTLIER_RATIO = 2.0
-
-
 def price_outlier(c: Candidate) -> str | None:
-    """The note for a spot plan priced on a zone far below its neighbours, with its cost at their price."""
+    """The note for a spot plan on a zone whose catalog row is far below its neighbours (cli/planner/outliers.py):
+    the plan is priced at their median; what it would cost at the row's own price."""
     from infra.catalog import default_catalog
 
-    if c.purchase != "spot":
+    if c.purchase != "spot" or OUTLIER_NOTE not in c.offer.note:
         return None
     o = c.offer
-    others = [
-        x.spot_usd_per_hour
-        for x in default_catalog().offers(cloud=o.cloud, region=o.region, instance_type=o.instance_type)
-        if x.zone not in c.zones and x.spot_usd_per_hour
-    ]
-    if not others or statistics.median(others) < OUTLIER_RATIO * c.price_usd_per_node_hour:
-        return None
-    median = statistics.median(others)
-    at_median = (c.cost_usd - c.storage_usd) * median / c.price_usd_per_node_hour + c.storage_usd
+    (row,) = default_catalog().offers(cloud=o.cloud, region=o.region, instance_type=o.instance_type, zone=o.zone)
+    own, median = row.spot_usd_per_hour, c.price_usd_per_node_hour
+    _, zones = neighbours_median(row, default_catalog().offers(cloud=o.cloud, region=o.region))
+    at_own = (c.cost_usd - c.storage_usd) * own / median + c.storage_usd
     return (
-        f"{o.instance_type} spot in {', '.join(c.zones) or o.region} is ${c.price_usd_per_node_hour:,.2f}/h on one "
-        f"catalog row ({o.source}), {median / c.price_usd_per_node_hour:.1f}x below the median of its "
-        f"{len(others)} neighbouring zone{'s' if len(others) > 1 else ''} in {o.region} (${median:,.2f}/h): a price "
-        f"that far out is often stale or a small pool; at the neighbours' price this plan costs ${at_median:,.0f}, "
-        f"not ${c.cost_usd:,.0f}; check it with `trainfleet catalog refresh --cloud {o.cloud}`"
+        f"{o.instance_type} spot in {', '.join(c.zones) or o.region} is ${own:,.2f}/h on one catalog row "
+        f"({o.source}), {median / own:.1f}x below the median of its {zones} neighbouring zone"
+        f"{'s' if zones > 1 else ''} in {o.region} (${median:,.2f}/h): a price that far out is often stale or a "
+        f"small pool, so this plan is priced at the neighbours' price, ${c.cost_usd:,.0f}; at the row's own price "
+        f"it would cost ${at_own:,.0f}; check it with `trainfleet catalog refresh --cloud {o.cloud}`"
     )
 
 
@@ -193,7 +245,64 @@ def notes(best: Candidate, front: list[Candidate], req: Request) -> list[str]:
             f"{(rel.interval_s + t.durable_lag_s) / 60:,.0f} min of work (priced in the interruption loss); more "
             "nodes shorten the step and each node's share"
         )
+    if best.purchase == "spot":
+        out += capacity_options(best, req)
     return out
+
+
+def capacity_options(c: Candidate, req: Request) -> list[str]:
+    """Ways to make a spot plan's capacity easier to get, each with what it costs under the same model: an
+    on-demand base node (rank 0 never interrupted, one spot node fewer to find), and fallback instance types
+    that carry the same accelerators (a wider spot pool; not priced, since the group may land on any of them)."""
+    from infra.catalog import default_catalog
+
+    out = []
+    o = c.offer
+    if c.nodes > 1 and o.on_demand_usd_per_hour:
+        mixed = mixed_fleet_cost(c, req)
+        if mixed is not None:
+            cost, spot_capacity = mixed
+            out.append(
+                f"an on-demand base of 1 node (stack: purchase: mixed, on_demand_base: 1) keeps rank 0 running and "
+                f"asks spot for {c.nodes - 1} nodes ({spot_capacity.score}/10 "
+                f"{'measured' if spot_capacity.measured else 'assumed'}): ${cost:,.0f} expected, "
+                f"{(cost / c.cost_usd - 1):+.1%} against this plan"
+            )
+    sizes = [x for x in default_catalog().offers(cloud=o.cloud, region=o.region, accelerator=o.accelerator)
+             if x.instance_type != o.instance_type and x.accelerators_per_node == o.accelerators_per_node
+             and x.spot_usd_per_hour and (not c.zones or x.zone in c.zones)
+             and x.memory_gib >= o.memory_gib and (x.network_gbps or 0) >= (o.network_gbps or 0)]  # fmt: skip
+    if sizes:
+        types = sorted({(x.instance_type, x.spot_usd_per_hour) for x in sizes}, key=lambda t: (t[1], t[0]))
+        listed = ", ".join(f"{t} (${p:,.2f}/h spot)" for t, p in types[:3])
+        out.append(
+            f"fallback types with the same {o.accelerators_per_node} x {o.accelerator}, host memory and network in "
+            f"{', '.join(c.zones) or o.region}: {listed}; list them in fleets[].fallback_instance_types to widen the "
+            "spot pool (the group may then run on any of them, at its price)"
+        )
+    return out
+
+
+def mixed_fleet_cost(c: Candidate, req: Request):
+    """(expected USD, the spot nodes' capacity) of the same plan with one on-demand node and the rest spot."""
+    from cli.planner import reliability
+    from cli.planner.optimizer import capacity_for
+    from infra.catalog.capacity import default_placement_scores
+
+    spot_nodes = c.nodes - 1
+    capacity = capacity_for(c.offer, "spot", c.zones, spot_nodes, c.hardware.devices_per_node,
+                            default_placement_scores())  # fmt: skip
+    if not capacity.obtainable:
+        return None
+    w, st = req.workload, c.setup.step
+    rel = reliability.assess(w.tokens / st.tokens_per_second / 3600, c.nodes, c.hardware.devices_per_node,
+                             c.offer.cloud, True, c.offer.interruption_bucket, w.checkpoint_bytes,
+                             c.hardware.network_gbits, st.step_s, spot_nodes=spot_nodes,
+                             capacity_wait_s=capacity.wait_s)  # fmt: skip
+    if not rel.feasible:
+        return None
+    rate = c.offer.on_demand_usd_per_hour + spot_nodes * c.price_usd_per_node_hour
+    return rate * rel.wall_hours + reliability.storage_usd(c.offer.cloud, w.checkpoint_bytes, rel.wall_hours), capacity
 
 
 def impossible(result: Search) -> TrainfleetError:
@@ -207,6 +316,12 @@ def impossible(result: Search) -> TrainfleetError:
         return TrainfleetError(
             f"no catalog offer is usable for {w.precision} with {priced} price under these filters"
             f"{' (' + skipped + ')' if skipped else ''}; widen --clouds/--regions/--accelerators or --purchase"
+        )
+    if not result.unbounded and stats.unobtainable and not stats.unbearable:
+        return TrainfleetError(
+            f"every spot plan that fits {what} in memory is in a zone or region whose measured placement score is "
+            f"1/10, \"not likely to succeed\" ({stats.unobtainable} candidates); use --purchase on-demand or any, "
+            "widen --regions, or refresh the scores with `trainfleet catalog refresh --cloud aws --placement-scores`"
         )
     if not result.unbounded and stats.unbearable:
         fix = (

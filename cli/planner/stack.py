@@ -60,6 +60,8 @@ def plan_sections(c: Candidate, req: Request, name: str | None = None) -> dict[s
             "micro_batch": s.step.micro_batch,
             "grad_accum": s.step.grad_accum,
             "activation_checkpointing": s.checkpointing,
+            "tensor_parallel": s.tp,
+            "pipeline_parallel": s.pp,
         },
         "checkpoint": {"interval_minutes": c.checkpoint_interval_minutes},
     }
@@ -80,7 +82,7 @@ JOB_OWNED = ("model", "params", "tokens", "seq_len", "precision", "method", "lor
              "planned_hours", "planned_cost_usd")  # fmt: skip  # not `name`: it names deployed resources
 FLEET_OWNED = ("cloud", "region", "zones", "instance_type", "nodes", "purchase")
 DEEPSPEED_OWNED = ("zero_stage", "offload_optimizer", "offload_param", "micro_batch", "grad_accum",
-                   "activation_checkpointing")  # fmt: skip
+                   "activation_checkpointing", "tensor_parallel", "pipeline_parallel")  # fmt: skip
 CHECKPOINT_OWNED = ("interval_minutes",)
 # Fleet keys that only make sense for the old placement, dropped (with a note) when the plan moves it.
 FLEET_TIED_TO_REGION = ("image", "network", "fallback_instance_types")  # AMI ids, VPCs, types: per region

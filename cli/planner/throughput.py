@@ -22,15 +22,55 @@ Per micro-step on each device (b = micro batch, s = sequence length, F = FLOPs p
     Offload: optimizer offload moves 16-bit grads down and params up over PCIe once per step and runs CPU Adam
     on the node's vCPUs; param offload fetches params over PCIe twice per micro-step. Neither is overlapped.
 step = grad_accum * (compute + exposed micro comm) + exposed step comm + offload.
+
+Tensor (t = tp) and pipeline (p = pp) parallelism (layout and memory: cli/planner/memory.py; t = p = 1 gives
+every figure above unchanged). dp = world / (t x p); one (t, p) rank holds P_rank parameters (memory.rank_params).
+    grad accumulation m = ceil(global batch tokens / (b x s x dp)) (every micro-batch passes every stage)
+    compute   = b * s * F / (t * p * MFU * peak) per micro-step and device: a step's b s m dp F FLOPs are spread
+                evenly over the world's t p dp devices. MFU stays the calibration's per-device figure at the
+                world's device count: tensor parallelism's smaller GEMMs are not modelled as slower.
+    TP: Megatron's layers all-reduce their output twice in forward and twice in backward per transformer layer
+        and micro-batch (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters
+        Using Megatron-LM", arXiv 2104.04473, sec. 3.3 / Fig. 5; full activation checkpointing repeats the
+        forward's two), each of 2 s b h bytes, a ring all-reduce over t devices on NVLink/PCIe:
+            t_ar = 2 (t-1)/t * 2 s b h / B_intra + 2 (t-1) * ALPHA_INTRA_S
+        tp_comm = (4, or 6 with checkpointing) * ceil(L/p) * t_ar per micro-step, not overlapped with compute
+        (DeepSpeed AutoTP and Megatron's default all-reduce wait on the result). The g/t groups of a node use
+        disjoint NVLink ports; over PCIe the per-device PCIE_GBPS is assumed for each.
+    PP: 1F1B (PipeDream-Flush; DeepSpeed's PipelineEngine and Megatron's default) pipeline of m micro-batches over
+        p stages: tick = compute + tp_comm + p2p + exposed ZeRO micro comm; the step runs m + p - 1 ticks, so the
+        bubble is (p - 1) ticks, a share (p-1)/(m+p-1) of the pipelined time (Narayanan 2021 eq. 1 gives it as
+        (p-1)/m of the ideal time). Point to point: each micro-batch sends its activations forward and their
+        gradients backward across each stage boundary, 2 s b h bytes each per data-parallel replica; DeepSpeed's
+        PipelineEngine splits the sent tensor over the t ranks (is_pipe_partitioned) so each device sends 2 s b h/t
+        and a node's g devices together (g/t) 2 s b h over its network:
+            p2p = 2 * ((g/t) * 2 s b h / B_node + ALPHA_NODE_S) per tick, exposed (1F1B blocks on it)
+        DeepSpeed's PipelineEngine runs ZeRO stages 0-1 only; stages 2-3 with p > 1 are modelled the same way
+        (e.g. Megatron's distributed optimizer is ZeRO-1-like), for the caller to rule out.
+    ZeRO collectives run over the data-parallel group: S = 2 x trained params per rank, ring over its g/t devices
+        per node and n/p nodes; a node carries t such groups (one per tp rank) at once, all crossing its network,
+        so the node term is t x S (n/p - 1)/(n/p) / B_node. At t = g each group has one device per node and the
+        node's network carries t x S_rank ~ S/p: tensor parallelism does not shrink the gradient traffic a node
+        sends, it lets a lower ZeRO stage fit (ZeRO-0/1 move it once per step where ZeRO-3 moves 3 S every
+        micro-step).
+    step = m * (compute + exposed micro comm + tp_comm + p2p) + bubble + exposed step comm + offload
+    node_bytes (per node per step, sent): m * micro collectives + step collectives, each t x S (n/p-1)/(n/p),
+        plus m * 2 * (g/t) * 2 s b h point to point when p > 1.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from cli.planner.calibration import Fit
-from cli.planner.memory import Sharding
+from cli.planner.memory import (
+    Sharding,
+    data_parallel_layout,
+    micro_batches_per_step,
+    rank_params,
+    rank_trained_params,
+    stage_layers,
+)
 from cli.planner.workload import Workload
 from infra import deepspeed_settings as ds
 
@@ -49,6 +89,16 @@ OVERLAP_EFFICIENCY = 0.5  # share of the compute beside it that overlapped commu
 # burst instances, whose sustained rate is lower still, so assume little rather than flatter them.
 UNKNOWN_NETWORK_GBITS = 10.0
 CPU_ADAM_PARAMS_PER_VCPU_S = 5e7  # DeepSpeed CPU-Adam parameter updates per vCPU per second
+# Tensor- and pipeline-parallel steps run below the MFU calibrated on ZeRO/FSDP rows (smaller GEMMs per device,
+# stage imbalance, the schedule's waits beyond the 1F1B bubble). Their compute is slowed by this factor: the
+# largest (to two decimals) under which neither of two whole Megatron-style runs is predicted faster than it ran:
+#   BLOOM-176B, TP4 PP12 DP8 on 384 A100-80GB, 105 s per 2048 x 2048-token step (bigscience-workshop/bigscience
+#     train/tr11-176B-ml/README.md @ e726b15: "105 * (341_000_000_000-shift) / (2048*2048*3600*24)"): at 0.83
+#     the model says 39,965 tokens/s against 39,946 published, at 0.82 39,517
+#   Megatron-LM 1008B, TP8 PP64 on 3072 A100-80GB, 502 PFLOP/s with recompute counted (Narayanan et al. 2021,
+#     arXiv 2104.04473, Table 1): 108.5 model TFLOP/s per GPU at 0.82 against 122.6 published
+# tests/test_planner_layouts.py replays both.
+LAYOUT_EFFICIENCY = 0.82
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +150,13 @@ class Step:
     offload_s: float
     step_s: float
     tokens_per_step: int
+    tp: int = 1  # tensor-parallel degree
+    pp: int = 1  # pipeline stages
+    bubble_share: float = 0.0  # of the pipelined time: (p-1)/(m+p-1)
+    bubble_s: float = 0.0  # per step: (p-1) pipeline ticks idle
+    tp_comm_s: float = 0.0  # per step: tensor-parallel all-reduces, exposed (m x per micro-step)
+    pp_p2p_s: float = 0.0  # per step: pipeline sends between stages, exposed (m x per micro-step)
+    node_bytes: float = 0.0  # per node per step: bytes each node sends over its network (ZeRO + pipeline)
 
     @property
     def tokens_per_second(self) -> float:
@@ -115,8 +172,9 @@ class Step:
         return self.mfu * self.grad_accum * self.compute_s / self.step_s
 
 
-def collective_s(size_bytes: float, calls: float, g: int, nodes: int, hw: Hardware) -> float:
-    """One reduce-scatter or all-gather of `size_bytes` in `calls` ring collectives over g x nodes devices."""
+def collective_s(size_bytes: float, calls: float, g: int, nodes: int, hw: Hardware, nic_share: int = 1) -> float:
+    """One reduce-scatter or all-gather of `size_bytes` in `calls` ring collectives over g x nodes devices;
+    `nic_share` such collectives (one per tp rank) cross each node's network at once."""
     devices = g * nodes
     if devices == 1:
         return 0.0
@@ -124,13 +182,46 @@ def collective_s(size_bytes: float, calls: float, g: int, nodes: int, hw: Hardwa
     if g > 1:
         t += (g - 1) / g / (hw.intra_gbps * 1e9)
     if nodes > 1:
-        t += (nodes - 1) / nodes / (hw.node_gbps * 1e9)
+        t += nic_share * (nodes - 1) / nodes / (hw.node_gbps * 1e9)
     alpha = ALPHA_NODE_S if nodes > 1 else ALPHA_INTRA_S
     return size_bytes * t + max(1.0, calls) * (devices - 1) * alpha
 
 
-def grad_accum_for(w: Workload, micro_batch: int, devices: int) -> int:
-    return max(1, math.ceil(w.global_batch_tokens / (micro_batch * w.seq_len * devices)))
+def grad_accum_for(w: Workload, micro_batch: int, devices: int, *, tp: int = 1, pp: int = 1) -> int:
+    """Micro-steps per optimizer step over `devices` (the world) split into tp x pp x data parallel."""
+    if devices % (tp * pp):
+        raise ValueError(f"{devices} devices do not split into tp={tp} x pp={pp} groups")
+    return micro_batches_per_step(w, micro_batch, devices // (tp * pp))
+
+
+def tp_allreduce_s(size_bytes: float, tp: int, hw: Hardware) -> float:
+    """One ring all-reduce of `size_bytes` over the tp devices of a node (reduce-scatter + all-gather)."""
+    if tp == 1:
+        return 0.0
+    return 2 * (tp - 1) / tp * size_bytes / (hw.intra_gbps * 1e9) + 2 * (tp - 1) * ALPHA_INTRA_S
+
+
+def tp_comm_micro_s(w: Workload, hw: Hardware, micro_batch: int, checkpointing: bool, tp: int = 1,
+                    pp: int = 1) -> float:  # fmt: skip
+    """Tensor-parallel all-reduces of one micro-step on one device: 2 forward + 2 backward per layer of the
+    stage (+ 2 in the recomputed forward), each of the 2 s b h activation bytes (Narayanan 2021 sec. 3.3)."""
+    per_layer = 6 if checkpointing else 4
+    size = 2.0 * w.seq_len * micro_batch * w.shape.hidden
+    return per_layer * stage_layers(w, pp) * tp_allreduce_s(size, tp, hw)
+
+
+def pp_p2p_micro_s(w: Workload, hw: Hardware, micro_batch: int, tp: int = 1, pp: int = 1) -> float:
+    """Pipeline sends of one micro-step on a stage: activations forward and gradients backward, the node's g/tp
+    data-parallel replicas' 2 s b h bytes each sharing its network (the module docstring)."""
+    if pp == 1:
+        return 0.0
+    node_bytes = hw.devices_per_node // tp * 2.0 * w.seq_len * micro_batch * w.shape.hidden
+    return 2 * (node_bytes / (hw.node_gbps * 1e9) + ALPHA_NODE_S)
+
+
+def pipeline_bubble_share(pp: int, grad_accum: int) -> float:
+    """1F1B's idle share of the pipelined time: (p-1)/(m+p-1) (Narayanan 2021 eq. 1: (p-1)/m of the ideal)."""
+    return (pp - 1) / (grad_accum + pp - 1)
 
 
 def step(
@@ -143,32 +234,52 @@ def step(
     fit: Fit,
     grad_accum: int | None = None,
     comm: Communication | None = None,
+    *,
+    tp: int = 1,
+    pp: int = 1,
 ) -> Step:
-    """One optimizer step. `comm`: zero_communication(w, hw, nodes, sharding), when the caller has it."""
+    """One optimizer step. `comm`: zero_communication(w, hw, nodes, sharding, tp=tp, pp=pp), when the caller
+    has it."""
     g = hw.devices_per_node
     devices = g * nodes
-    ga = grad_accum if grad_accum is not None else grad_accum_for(w, micro_batch, devices)
+    dp_per_node, dp_nodes = data_parallel_layout(w, g, nodes, tp, pp)
+    dp = dp_per_node * dp_nodes
+    ga = grad_accum if grad_accum is not None else grad_accum_for(w, micro_batch, devices, tp=tp, pp=pp)
     mfu = fit.device_mfu(hw.accelerator, w.precision, w.shape.hidden, w.attention_share, devices,
                          micro_batch * w.seq_len, checkpointing)  # fmt: skip
-    compute = micro_batch * w.seq_len * w.flops_per_token / (mfu * hw.peak_tflops * 1e12)
-    comm = comm if comm is not None else zero_communication(w, hw, nodes, sharding)
+    # A micro-batch's FLOPs are split over its tp x pp devices (tp x pp = 1: unchanged, bit for bit), which run
+    # them at LAYOUT_EFFICIENCY of the calibrated MFU.
+    efficiency = LAYOUT_EFFICIENCY if tp * pp > 1 else 1.0
+    compute = micro_batch * w.seq_len * w.flops_per_token / (tp * pp * mfu * efficiency * hw.peak_tflops * 1e12)
+    comm = comm if comm is not None else zero_communication(w, hw, nodes, sharding, tp=tp, pp=pp)
     exposed_micro, exposed_step = comm.exposed(compute)
+    tp_micro = tp_comm_micro_s(w, hw, micro_batch, checkpointing, tp, pp)
+    p2p_micro = pp_p2p_micro_s(w, hw, micro_batch, tp, pp)
+    tick = compute + exposed_micro + tp_micro + p2p_micro  # one micro-batch through one stage
+    bubble = (pp - 1) * tick  # 1F1B fill and drain
     offload = 0.0
-    shard = w.trainable_params / devices
+    trained = rank_trained_params(w, tp, pp)
+    shard = trained / dp
     if sharding.offload_optimizer:
         offload += 4.0 * shard / (PCIE_GBPS * 1e9)
-        offload += (w.trainable_params / nodes) / (CPU_ADAM_PARAMS_PER_VCPU_S * max(hw.vcpus, 1.0))
+        # A node updates the shards of its g devices: g x trained/dp = trained x tp x pp / nodes.
+        offload += (trained * tp * pp / nodes) / (CPU_ADAM_PARAMS_PER_VCPU_S * max(hw.vcpus, 1.0))
     if sharding.offload_param:
-        offload += ga * 2 * 2.0 * (w.params / devices) / (PCIE_GBPS * 1e9)
-    total = ga * (compute + exposed_micro) + exposed_step + offload
+        offload += ga * 2 * 2.0 * (rank_params(w, tp, pp) / dp) / (PCIE_GBPS * 1e9)
+    total = ga * tick + bubble + exposed_step + offload
+    p2p_bytes = ga * 2 * (g // tp) * 2.0 * w.seq_len * micro_batch * w.shape.hidden if pp > 1 else 0.0
     return Step(micro_batch, ga, devices, mfu, compute, comm.report_micro, comm.report_step, offload, total,
-                ga * micro_batch * w.seq_len * devices)  # fmt: skip
+                ga * micro_batch * w.seq_len * dp, tp=tp, pp=pp, bubble_share=pipeline_bubble_share(pp, ga),
+                bubble_s=bubble, tp_comm_s=ga * tp_micro, pp_p2p_s=ga * p2p_micro,
+                node_bytes=ga * comm.node_bytes_micro + comm.node_bytes_step + p2p_bytes)  # fmt: skip
 
 
 def compute_only_tokens_per_second(w: Workload, hw: Hardware, nodes: int, micro_batch: int, checkpointing: bool,
-                                   fit: Fit) -> float:  # fmt: skip
-    """An upper bound on `step(...).tokens_per_second` for any sharding: the speed with no communication or
-    offload at all (the optimizer skips setups that cannot beat the best found with it)."""
+                                   fit: Fit, *, tp: int = 1, pp: int = 1) -> float:  # fmt: skip
+    """An upper bound on `step(...).tokens_per_second` for any sharding: the speed with no communication,
+    pipeline bubble or offload at all (the optimizer skips setups that cannot beat the best found with it).
+    tp and pp split each micro-batch's FLOPs over tp x pp devices, so the bound is the same for every layout."""
+    data_parallel_layout(w, hw.devices_per_node, nodes, tp, pp)
     devices = hw.devices_per_node * nodes
     mfu = fit.device_mfu(hw.accelerator, w.precision, w.shape.hidden, w.attention_share, devices,
                          micro_batch * w.seq_len, checkpointing)  # fmt: skip
@@ -188,56 +299,124 @@ class Communication:
     gather: float = 0.0
     report_micro: float = 0.0
     report_step: float = 0.0
+    node_bytes_micro: float = 0.0  # bytes each node sends over its network per micro-step
+    node_bytes_step: float = 0.0  # ... and once per step
 
     def exposed(self, compute: float) -> tuple[float, float]:
         return (max(0.0, self.micro - self.micro_hide * compute),
                 max(0.0, self.reduce - self.step_hide * compute) + self.gather)  # fmt: skip
 
 
-def zero_communication(w: Workload, hw: Hardware, nodes: int, sharding: Sharding) -> Communication:
-    """What the ZeRO stage moves (the module docstring), independent of the micro batch and recompute."""
-    g = hw.devices_per_node
-    if g * nodes == 1:
+def zero_communication(w: Workload, hw: Hardware, nodes: int, sharding: Sharding, *, tp: int = 1,
+                       pp: int = 1) -> Communication:  # fmt: skip
+    """What the ZeRO stage moves (the module docstring), independent of the micro batch and recompute: over the
+    data-parallel group of one (tp, pp) rank, g/tp devices on each of nodes/pp nodes, tp groups per node."""
+    g, n = data_parallel_layout(w, hw.devices_per_node, nodes, tp, pp)
+    if g * n == 1:
         return Communication()
-    size = 2.0 * w.trainable_params
-    elements = w.trainable_params
+    trained = rank_trained_params(w, tp, pp)
+    size = 2.0 * trained
+    elements = trained
+    layers = stage_layers(w, pp)
 
     def coll(size_bytes: float, bucket: float) -> float:
-        return collective_s(size_bytes, elements / bucket, g, nodes, hw)
+        return collective_s(size_bytes, elements / bucket, g, n, hw, tp)
+
+    def sent(size_bytes: float) -> float:  # what one collective sends over each node's network (tp groups)
+        return tp * size_bytes * (n - 1) / n
 
     backward = OVERLAP_EFFICIENCY * 2 / 3  # overlap hides behind the backward pass: 2/3 of a micro-step
     stage = sharding.zero_stage
     if stage == 3:
-        gather = collective_s(size, max(w.shape.layers, elements / ds.STAGE3_PREFETCH_BUCKET_SIZE), g, nodes, hw)
+        gather = collective_s(size, max(layers, elements / ds.STAGE3_PREFETCH_BUCKET_SIZE), g, n, hw, tp)
         micro = 2 * gather + coll(size, ds.REDUCE_BUCKET_SIZE)
+        node_micro = 3 * sent(size)
         if w.method == "lora":  # the frozen base is gathered too (forward and backward)
-            micro += 2 * collective_s(2.0 * w.params, w.shape.layers, g, nodes, hw)
-        return Communication(micro=micro, micro_hide=OVERLAP_EFFICIENCY, report_micro=micro)
+            base = 2.0 * rank_params(w, tp, pp)
+            micro += 2 * collective_s(base, layers, g, n, hw, tp)
+            node_micro += 2 * sent(base)
+        return Communication(micro=micro, micro_hide=OVERLAP_EFFICIENCY, report_micro=micro,
+                             node_bytes_micro=node_micro)  # fmt: skip
     if stage == 2:
         micro = coll(size, ds.REDUCE_BUCKET_SIZE)
         gather = coll(size, ds.ALLGATHER_BUCKET_SIZE)
-        return Communication(micro=micro, micro_hide=backward, gather=gather, report_micro=micro, report_step=gather)
+        return Communication(micro=micro, micro_hide=backward, gather=gather, report_micro=micro, report_step=gather,
+                             node_bytes_micro=sent(size), node_bytes_step=sent(size))  # fmt: skip
     if stage == 1:
         reduce = coll(size, ds.REDUCE_BUCKET_SIZE)
         gather = coll(size, ds.ALLGATHER_BUCKET_SIZE)
-        return Communication(reduce=reduce, step_hide=backward, gather=gather, report_step=reduce + gather)
+        return Communication(reduce=reduce, step_hide=backward, gather=gather, report_step=reduce + gather,
+                             node_bytes_step=2 * sent(size))  # fmt: skip
     allreduce = 2 * coll(size, ds.ALLREDUCE_BUCKET_SIZE)
-    return Communication(reduce=allreduce, step_hide=backward, report_step=allreduce)
+    return Communication(reduce=allreduce, step_hide=backward, report_step=allreduce, node_bytes_step=2 * sent(size))
+
+
+def parallelism_assumptions(tp: int, pp: int) -> list[str]:
+    """What a tensor/pipeline-parallel step rests on, printed with every plan that uses one."""
+    out = []
+    if tp > 1:
+        out.append(f"tensor parallel {tp}: {LAYOUT_EFFICIENCY:.0%} of the calibrated MFU (the lowest published / "
+                   "predicted of BLOOM-176B and Megatron-LM 1T); its all-reduces are not overlapped with compute")  # fmt: skip
+    if pp > 1:
+        out.append(f"pipeline {pp} stages: 1F1B schedule at {LAYOUT_EFFICIENCY:.0%} of the calibrated MFU, stages "
+                   "balanced by layers, point-to-point sends not overlapped; DeepSpeed's pipeline runs ZeRO stages "
+                   "0-1 only")  # fmt: skip
+    return out
 
 
 def explain_step(st: Step, w: Workload, hw: Hardware, fit: Fit) -> list[str]:
-    return [
+    split = st.tp * st.pp
+    dp = st.devices // split
+    lines = [
         fit.formula(),
         fit.evidence_line(hw.accelerator, w.precision, w.shape.hidden),
         f"MFU {st.mfu:.3f} on {hw.accelerator} peak {hw.peak_tflops:g} TFLOP/s ({w.precision})",
-        f"micro-step compute = {st.micro_batch} x {w.seq_len} tokens x {w.flops_per_token:.4g} FLOP/token / "
-        f"({st.mfu:.3f} x {hw.peak_tflops:g} TFLOP/s) = {st.compute_s:.3f} s",
+    ]
+    if split == 1:
+        lines.append(f"micro-step compute = {st.micro_batch} x {w.seq_len} tokens x {w.flops_per_token:.4g} "
+                     f"FLOP/token / ({st.mfu:.3f} x {hw.peak_tflops:g} TFLOP/s) = {st.compute_s:.3f} s")  # fmt: skip
+    else:
+        lines += [
+            f"layout: {st.devices} devices = data parallel {dp} x tensor parallel {st.tp} x pipeline {st.pp} "
+            f"stages; ZeRO shards over the {dp} data-parallel devices only",
+            f"micro-step compute = {st.micro_batch} x {w.seq_len} tokens x {w.flops_per_token:.4g} FLOP/token / "
+            f"({st.tp} x {st.pp} x {st.mfu:.3f} x {hw.peak_tflops:g} TFLOP/s) = {st.compute_s:.3f} s per device",
+        ]
+    lines.append(
         f"ZeRO comm: {st.comm_micro_s:.3f} s per micro-step, {st.comm_step_s:.3f} s per step "
         f"(NVLink/PCIe {hw.intra_gbps:g} GB/s, node network {hw.node_gbps:.1f} GB/s effective, "
         f"{ALPHA_NODE_S * 1e6:g} us per ring step across nodes; overlap hides at most "
-        f"{OVERLAP_EFFICIENCY:.0%} of the compute beside it)",
+        f"{OVERLAP_EFFICIENCY:.0%} of the compute beside it)"
+    )
+    if st.tp > 1:
+        lines.append(
+            f"tensor-parallel all-reduces of 2 x s x b x h bytes, 4 per layer (2 forward + 2 backward, Megatron; "
+            f"6 when the forward is recomputed) over {st.tp} devices on "
+            f"NVLink/PCIe {hw.intra_gbps:g} GB/s, not overlapped: {st.tp_comm_s:.3f} s per step"
+        )
+    if st.pp > 1:
+        lines.append(
+            f"pipeline (1F1B, {st.pp} stages, {st.grad_accum} micro-batches): bubble (p-1)/(m+p-1) = "
+            f"{st.bubble_share:.1%} of the pipelined time = {st.bubble_s:.3f} s per step; point-to-point sends "
+            f"{st.pp_p2p_s:.3f} s per step over the node network ({hw.node_gbps:.1f} GB/s effective), not overlapped"
+        )
+    if split > 1:
+        lines += parallelism_assumptions(st.tp, st.pp)
+    lines += [
         f"offload traffic {st.offload_s:.3f} s per step",
-        f"step = {st.grad_accum} x (compute + exposed micro comm) + exposed step comm + offload = {st.step_s:.3f} s for "
-        f"{st.tokens_per_step:,} tokens -> {st.tokens_per_second_per_device:,.0f} tokens/s per device, "
-        f"effective MFU {st.effective_mfu:.3f}",
     ]
+    if split == 1:
+        lines.append(
+            f"step = {st.grad_accum} x (compute + exposed micro comm) + exposed step comm + offload = "
+            f"{st.step_s:.3f} s for {st.tokens_per_step:,} tokens -> {st.tokens_per_second_per_device:,.0f} "
+            f"tokens/s per device, effective MFU {st.effective_mfu:.3f}"
+        )
+    else:
+        lines.append(
+            f"step = {st.grad_accum} x (compute + exposed micro comm + tensor-parallel comm + pipeline sends) + "
+            f"bubble + exposed step comm + offload = {st.step_s:.3f} s for {st.tokens_per_step:,} tokens -> "
+            f"{st.tokens_per_second_per_device:,.0f} tokens/s per device, effective MFU {st.effective_mfu:.3f}"
+        )
+    if split > 1 and st.node_bytes:
+        lines.append(f"each node sends {st.node_bytes / 1e9:,.1f} GB per step over its network")
+    return lines

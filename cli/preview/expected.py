@@ -4,8 +4,9 @@ For each fleet: the job (params, tokens, precision) on the fleet's instance type
 DeepSpeed setup gives a step time (cli/planner/throughput via optimizer.best_setup with every choice
 pinned); the reliability model (cli/planner/reliability.assess) turns useful hours into expected wall hours
 with the fleet's spot interruptions (its zones' interruption bucket, the worst of them), hardware failures,
-restarts that wait for replacement capacity, the emergency checkpoint against the cloud's notice, and the
-declared checkpoint interval. The list price is the preview's own fleet price (zone mean, per purchase).
+restarts that wait for replacement capacity (and for a full set of spot nodes, as cli/planner/capacity.py
+reads the placement scores or assumes them), the emergency checkpoint against the cloud's notice, and the
+declared checkpoint interval, on the declared tensor x pipeline layout. The list price is the preview's own fleet price (zone mean, per purchase).
 
     list     = fleet $/h x (useful + evaluation/stall hours)         the job with nothing going wrong
     expected = fleet $/h x expected wall hours                       what the model says it will bill
@@ -39,9 +40,11 @@ class _NoExpectation(Exception):
 def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageValue]) -> FleetExpectation:
     from cli.planner import reliability
     from cli.planner.calibration import default_fit
+    from cli.planner.capacity import spot_capacity
     from cli.planner.optimizer import FixedSetup, best_setup, hardware_for
     from cli.planner.workload import Workload, resolve_shape
     from cli.preview.pricing.base import PricingContext, fleet_components
+    from infra.catalog.capacity import default_placement_scores
 
     offers = catalog.offers(cloud=fleet.cloud, region=fleet.region, instance_type=fleet.instance_type)
     in_zones = [o for o in offers if not fleet.zones or o.zone in fleet.zones] or offers
@@ -57,7 +60,11 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
     except TrainfleetError:
         shape = resolve_shape(None, job.params)
     devices = fleet.nodes * hw.devices_per_node
-    batch_tokens = ds.micro_batch * ds.grad_accum * devices * job.seq_len
+    layout = (ds.tensor_parallel, ds.pipeline_parallel)
+    if devices % (layout[0] * layout[1]) or hw.devices_per_node % layout[0] or fleet.nodes % layout[1]:
+        raise _NoExpectation(f"tensor_parallel {layout[0]} x pipeline_parallel {layout[1]} does not split "
+                             f"{fleet.nodes} x {fleet.instance_type}")  # fmt: skip
+    batch_tokens = ds.micro_batch * ds.grad_accum * devices // (layout[0] * layout[1]) * job.seq_len
     work = Workload(shape, job.tokens, job.seq_len, job.precision, job.method, job.lora_rank, batch_tokens)
     offload = (
         "optimizer+params"
@@ -66,11 +73,12 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
         if ds.offload_optimizer != "none"
         else "none"
     )
-    pinned = FixedSetup(ds.zero_stage, offload, ds.micro_batch)
+    pinned = FixedSetup(ds.zero_stage, offload, ds.micro_batch, *layout)
     setup = best_setup(work, hw, fleet.nodes, default_fit(), fixed=pinned)
     if setup is None:
         raise _NoExpectation(
-            f"ZeRO-{ds.zero_stage}, offload {offload}, micro batch {ds.micro_batch} does not fit in memory on "
+            f"ZeRO-{ds.zero_stage}, offload {offload}, micro batch {ds.micro_batch}"
+            + (f", TP {layout[0]} x PP {layout[1]}" if layout != (1, 1) else "") + " does not fit in memory on "
             f"{fleet.nodes} x {fleet.instance_type} by the planner's memory model (`trainfleet plan` finds one that does)"
         )
     on_demand, spot = _purchase_split(fleet)
@@ -85,9 +93,16 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
     buckets = [o.interruption_bucket for o in in_zones]
     bucket = None if any(b is None for b in buckets) else max(buckets)
     useful_h = work.tokens / setup.step.tokens_per_second / 3600
+    capacity = None
+    if spot > 0:
+        capacity = spot_capacity(default_placement_scores(), fleet.cloud, fleet.region, tuple(fleet.zones),
+                                 fleet.instance_type, hw.devices_per_node, spot)  # fmt: skip
+        if not capacity.obtainable:
+            raise _NoExpectation(f"{capacity.source}: \"not likely to succeed\", so no expected cost")
     rel = reliability.assess(
         useful_h, fleet.nodes, hw.devices_per_node, fleet.cloud, spot > 0, bucket, work.checkpoint_bytes,
         hw.network_gbits, setup.step.step_s, interval_s=config.checkpoint.interval_minutes * 60, spot_nodes=spot,
+        capacity_wait_s=capacity.wait_s if capacity else 0.0,
     )  # fmt: skip
     if not rel.feasible:
         raise _NoExpectation(
@@ -102,7 +117,9 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
         f"evaluation and data stalls ({reliability.STALL_SHARE:.0%})",
         f"spot interruption bucket {'unknown, taken as >20%/month' if bucket is None else bucket} (worst of the fleet's zones); "
         f"failures {reliability.FAILURES_PER_DEVICE_HOUR:g} per device-hour; a lost node waits "
-        f"{reliability.PROVISION_S / 60:.0f} min for a replacement",
+        f"{reliability.PROVISION_S / 60:.0f} min for a replacement"
+        + (f" plus {capacity.wait_s / 60:.0f} min for spot capacity, as before the start ({capacity.source})"
+           if capacity else ""),
         f"emergency checkpoint {rel.times.emergency_s:.0f} s vs the {rel.notice_s:.0f} s notice: "
         + ("fits" if rel.emergency_checkpoint_fits else "does not fit, each interruption loses work"),
         f"checkpoint every {config.checkpoint.interval_minutes:g} min (declared)",

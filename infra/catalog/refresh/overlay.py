@@ -35,6 +35,11 @@ REFRESH_SOURCES = {
         "what": "Azure pay-as-you-go and spot USD/hour per region (Retail Prices API, Linux meters)",
         "origin": "trainfleet catalog refresh --cloud azure",
     },
+    "aws-get-spot-placement-scores": {
+        "what": "AWS spot placement score 1-10 per region or AZ id for N instances of one type (EC2 "
+        "GetSpotPlacementScores), in $TRAINFLEET_HOME/placement-scores.json; a recommendation, not a guarantee",
+        "origin": "trainfleet catalog refresh --cloud aws --placement-scores",
+    },
     "gcp-billing-catalog": {
         "what": "GCP on-demand and spot USD/hour per region: host (vCPU + RAM SKUs) + GPU SKUs, "
         "Cloud Billing Catalog API",

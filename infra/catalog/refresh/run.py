@@ -7,7 +7,6 @@ failure never loses them and never leaves a half-written file.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -16,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
+from infra.atomic import move_aside
 from infra.catalog.loader import DATA_DIR, read_offers
 from infra.catalog.model import Offer
 from infra.catalog.refresh.http import FetchError
@@ -135,16 +135,7 @@ def load_previous(overlay: Path, notes: list[str]) -> list[Offer]:
         return read_overlay(overlay)
     except CatalogError:
         check_overlay_path(overlay)  # only ever a regular file is moved aside, never a folder
-        aside = overlay.with_name(overlay.name + f".corrupt-{int(time.time())}")
-        while aside.exists() or aside.is_symlink():  # never over an earlier corrupt copy
-            aside = aside.with_name(aside.name + "-1")
-        try:
-            os.rename(overlay, aside)
-        except OSError as exc:
-            raise TrainfleetError(
-                f"the catalog overlay {overlay} is corrupt and cannot be moved aside ({exc.strerror or exc}); "
-                "move or delete it, or use --overlay PATH"
-            ) from None
+        aside = move_aside(overlay, "catalog overlay", "move or delete it, or use --overlay PATH")
         notes.append(f"previous overlay {overlay} was corrupt; moved it to {aside}")
         return []
 
