@@ -307,7 +307,7 @@ def _capacity_cell(p: dict) -> str:
 def _capacity_line(p: dict) -> str:
     cap, n = p["capacity"], p["nodes"]
     return (f"{cap['score']}/10 ({'measured placement score' if cap['measured'] else 'assumed, no placement score'}"
-            f"): {cap['chance_full_set_within_1h']:.0%} chance of holding all {n} node{'s' if n > 1 else ''} within "
+            f"): {cap['chance_full_set_within_1h']:.0%} chance of holding {f'all {n} nodes' if n > 1 else 'the node'} within "
             f"1 h, {cap['expected_wait_minutes']:,.0f} min expected wait for a full set; waiting for capacity adds "
             f"${cap['risk_usd']:,.2f} to the expected cost")  # fmt: skip
 
@@ -324,10 +324,11 @@ def _breakdown_table(bd: dict, total: float, wide: bool):
     return table(
         "Expected cost breakdown (USD)",
         [Col("compute", "right"), Col("eval/stalls", "right"), Col("interruption loss", "right"),
-         Col("checkpoint overhead", "right"), Col("storage", "right", drop=2), Col("egress", "right", drop=1),
-         Col("total", "right")],
+         Col("checkpoint overhead", "right"), Col("capacity wait", "right", drop=3), Col("storage", "right", drop=2),
+         Col("egress", "right", drop=1), Col("total", "right")],
         [[money(bd["compute_usd"]), money(bd["eval_and_stalls_usd"]), money(bd["interruption_loss_usd"]),
-          money(bd["checkpoint_overhead_usd"]), money(bd["storage_usd"]), money(bd["egress_usd"]), money(total)]],
+          money(bd["checkpoint_overhead_usd"]), money(bd["capacity_wait_usd"]), money(bd["storage_usd"]),
+          money(bd["egress_usd"]), money(total)]],
         wide=wide,
     )  # fmt: skip
 

@@ -76,7 +76,7 @@ class Capacity:
 
     def explain(self) -> str:
         return (
-            f"capacity: {self.source}; chance of holding all {self.nodes} node{'s' if self.nodes > 1 else ''} "
+            f"capacity: {self.source}; chance of holding {f'all {self.nodes} nodes' if self.nodes > 1 else 'the node'} "
             f"within {HOLD_WITHIN_S / 3600:.0f} h {self.held_within(HOLD_WITHIN_S):.0%}, expected wait for a full "
             f"set {self.wait_s / 60:.0f} min before the start and after each lost node (q = (score - 1)/9 per try, "
             f"a try every {RETRY_S / 60:.0f} min)"
