@@ -82,8 +82,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "a GitHub API URL with a trailing slash gives //repos paths",
-        "original": 'api = api.rstrip("/")',
-        "replacement": "api = api",
+        "original": 'api = api.rstrip("/")\n    decision = decide(',
+        "replacement": 'api = api\n    decision = decide(',
     },
     {
         "file": F,

@@ -39,8 +39,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "activation checkpointing is never tried, so large models look infeasible or need more nodes",
-        "original": "ckpt, mb) for ckpt in (False, True) for mb in batches)",
-        "replacement": "ckpt, mb) for ckpt in (False,) for mb in batches)",
+        "original": "for ckpt in (False, True) for mb in batches), key=lambda p: -p[0])",
+        "replacement": "for ckpt in (False,) for mb in batches), key=lambda p: -p[0])",
     },
     {
         "file": F,

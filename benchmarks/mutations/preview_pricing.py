@@ -57,8 +57,8 @@ MUTANTS = [
     {
         "file": BASE,
         "bug": "storage for the job is charged a whole month whatever the job's length",
-        "original": "job_quantity=gb * ctx.job_fraction,",
-        "replacement": "job_quantity=gb,",
+        "original": "job_quantity=quantity * ctx.job_fraction,",
+        "replacement": "job_quantity=quantity,",
     },
     {
         "file": BASE,
@@ -94,8 +94,8 @@ MUTANTS = [
     {
         "file": AWS,
         "bug": "an autoscaling group is priced at its min size, not its desired capacity",
-        "original": 'nodes = int(number(i, "desiredCapacity", number(i, "minSize", 0)))',
-        "replacement": 'nodes = int(number(i, "minSize", number(i, "desiredCapacity", 0)))',
+        "original": "nodes = int(number(i, \"desiredCapacity\"))",
+        "replacement": "nodes = int(number(i, \"minSize\", 0))",
     },
     {
         "file": AWS,
@@ -112,8 +112,8 @@ MUTANTS = [
     {
         "file": AWS,
         "bug": "each node's EBS root volume is counted once for the whole group",
-        "original": "c.quantity = size * nodes * ctx.hours_per_month / 730.0",
-        "replacement": "c.quantity = size * ctx.hours_per_month / 730.0",
+        "original": "f\"EBS {kind}{where} {size:g} GB{nodes}\", size * count,",
+        "replacement": "f\"EBS {kind}{where} {size:g} GB{nodes}\", size,",
     },
     {
         "file": AWS,
@@ -131,8 +131,8 @@ MUTANTS = [
     {
         "file": GCP,
         "bug": "preemptible (legacy spot) GCP VMs are priced on-demand",
-        "original": 'return sched.get("provisioningModel") == "SPOT" or sched.get("preemptible") in (True, "true")',
-        "replacement": 'return sched.get("provisioningModel") == "SPOT"',
+        "original": "return get(sched, \"provisioningModel\") == \"SPOT\" or get(sched, \"preemptible\") in (True, \"true\")",
+        "replacement": "return get(sched, \"provisioningModel\") == \"SPOT\"",
     },
     {
         "file": GCP,
@@ -143,13 +143,13 @@ MUTANTS = [
     {
         "file": GCP,
         "bug": "each node's persistent disk is counted once for the whole group",
-        "original": "c.quantity = size * nodes * ctx.hours_per_month / 730.0",
-        "replacement": "c.quantity = size * ctx.hours_per_month / 730.0",
+        "original": "size * nodes,\n                              rate_id, region, with_nodes=True)",
+        "replacement": "size,\n                              rate_id, region, with_nodes=True)",
     },
     {
         "file": GCP,
         "bug": "a regional group's distribution zones are ignored",
-        "original": 'list(get(r.inputs, "distributionPolicyZones", []) or [])',
+        "original": "elements(r.inputs, \"distributionPolicyZones\", str)",
         "replacement": "[]",
     },
     # azure.py
