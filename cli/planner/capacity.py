@@ -105,7 +105,7 @@ def spot_capacity(scores: PlacementScores | None, cloud: str, region: str, zones
                         f"({found.source}, {found.as_of})", measured=True)  # fmt: skip
     score = default_score(accelerators_per_node, nodes)
     how = ("measure it with `trainfleet catalog refresh --cloud aws --placement-scores`" if cloud == "aws" else
-           f"{cloud} publishes no placement score trainfleet can fetch")  # fmt: skip
+           f"trainfleet fetches no {cloud} capacity score")  # fmt: skip
     return Capacity(score, nodes, where,
                     f"no placement score for {nodes} x {instance_type} in {where}: assumed {score}/10 (default for "
                     f"a {accelerators_per_node}-accelerator size, less one per doubling of the nodes, at least "

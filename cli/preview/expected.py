@@ -113,7 +113,8 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
     ) * rel.wall_hours
     assumptions = [
         f"{useful_h:,.1f} h of useful work at {setup.step.tokens_per_second:,.0f} tokens/s (the planner's "
-        f"throughput model for ZeRO-{ds.zero_stage}, micro batch {ds.micro_batch}) + {rel.stall_hours:,.1f} h "
+        f"throughput model for ZeRO-{ds.zero_stage}, micro batch {ds.micro_batch}"
+        + (f", TP {layout[0]} x PP {layout[1]}" if layout != (1, 1) else "") + f") + {rel.stall_hours:,.1f} h "
         f"evaluation and data stalls ({reliability.STALL_SHARE:.0%})",
         f"spot interruption bucket {'unknown, taken as >20%/month' if bucket is None else bucket} (worst of the fleet's zones); "
         f"failures {reliability.FAILURES_PER_DEVICE_HOUR:g} per device-hour; a lost node waits "
