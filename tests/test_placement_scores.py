@@ -189,13 +189,17 @@ def test_budget_caps_new_configurations_per_run(env, tmp_path, fake):
 
 
 def test_default_plan_fits_the_default_budget(env, tmp_path, fake):
-    """With no narrowing the plan is every catalog type x 7 node counts x 2; only 10 go, the rest are named."""
+    """With no narrowing the plan is every catalog type DeepSpeed can drive x 7 node counts x 2, the largest
+    training nodes first (offers.csv: p6-b300.48xlarge, 8 x 268 GiB, then p6-b200.48xlarge, 8 x 179 GiB; no
+    Trainium): only 10 go, p6-b300's node counts 1 to 16 per region and per AZ, and the rest are named."""
     result = refresh(env, "--json")
-    # the first catalog types (dl1, dl2q, ...) are not in the stand-in's table: those requests fail alone
+    # p6-b300 is not in the stand-in's table: those requests fail alone
     assert result.code == 1
     report = result.json()
     assert len(report["requests"]) == 10 and len(fake.requests) == 10
-    assert report["not_sent"] and "budget of 10" in report["not_sent"][0]
+    sent = [(r["instance_type"], r["target_capacity"]) for r in report["requests"]]
+    assert sent == [("p6-b300.48xlarge", n) for n in (1, 2, 4, 8, 16) for _scope in (0, 1)]
+    assert report["not_sent"] and "606 of 616 requests not sent" in report["not_sent"][0]
 
 
 def test_an_unknown_instance_type_fails_alone(env, tmp_path, fake):

@@ -37,15 +37,14 @@ from cli.planner.throughput import Hardware, Step
 from cli.planner.workload import Workload
 from infra.catalog import Accelerator, Offer
 from infra.catalog.capacity import PlacementScores
+from infra.catalog.model import NOT_DEEPSPEED
 from infra.parallelism import TP_SIZES, divisors, unsupported
 from infra.placement import shares_cluster_placement_group
 
 NODE_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 MAX_MICRO_TOKENS = 65536  # the largest micro-batch the calibration table covers
-# Accelerators DeepSpeed's CUDA/HPU launch cannot drive (they need their own SDKs).
-UNSUPPORTED = {"Trainium1": "Neuron SDK", "Trainium2": "Neuron SDK", "Qualcomm-AI100": "Qualcomm SDK",
-               "Radeon-MI25": "ROCm too old for DeepSpeed"}  # fmt: skip
+UNSUPPORTED = NOT_DEEPSPEED  # accelerators DeepSpeed's CUDA/HPU launch cannot drive
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,9 @@ OFFER_LIMITS: dict[str, tuple[float, float, bool]] = {
 
 # AWS Spot Advisor buckets: share of instances interrupted in the trailing month.
 INTERRUPTION_BUCKETS = {0: "<5%", 1: "5-10%", 2: "10-15%", 3: "15-20%", 4: ">20%"}
+# Accelerators DeepSpeed's CUDA/HPU launch cannot drive (they need their own SDKs): no plan, no capacity asked.
+NOT_DEEPSPEED = {"Trainium1": "Neuron SDK", "Trainium2": "Neuron SDK", "Qualcomm-AI100": "Qualcomm SDK",
+                 "Radeon-MI25": "ROCm too old for DeepSpeed"}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from infra.catalog.capacity import (
     read_document,
     row_problem,
 )
+from infra.catalog.model import NOT_DEEPSPEED
 from infra.catalog.refresh.aws import aws_config, check_aws_credentials, describe_aws_error
 from infra.errors import CatalogError, TrainfleetError, did_you_mean, shown
 
@@ -160,7 +161,8 @@ def plan_requests(
     nodes: Iterable[int] = DEFAULT_NODES,
     regions: list[str] | None = None,
 ) -> list[Request]:
-    """Every request the refresh would send, most useful first (per type: small node counts first)."""
+    """Every request the refresh would send, most useful first (the largest training types first; per type, small
+    node counts first)."""
     offers = catalog.offers(cloud="aws")
     known_types = sorted({o.instance_type for o in offers})
     known_regions = sorted({o.region for o in offers})
@@ -180,7 +182,7 @@ def plan_requests(
             "request: name fewer, or leave --regions out for each type's catalog regions"
         )
     plan: list[Request] = []
-    for t in instance_types or known_types:
+    for t in instance_types or training_types_first(offers):
         offered = sorted({o.region for o in offers if o.instance_type == t})
         wanted = [r for r in offered if not regions or r in regions]
         if not wanted:
@@ -190,6 +192,20 @@ def plan_requests(
         for n in sorted(set(nodes)):
             plan.extend(Request(t, n, single_az, scope) for single_az in (False, True))
     return plan
+
+
+def training_types_first(offers) -> list[str]:
+    """The catalog's types with the largest training nodes first (most accelerator memory per node, then the
+    dearest on demand): their spot capacity is the scarcest and the one a multi-node plan most needs measured,
+    and a run sends only --max-configurations requests."""
+    rank: dict[str, tuple] = {}
+    for o in offers:
+        if o.accelerator in NOT_DEEPSPEED:
+            continue  # no plan runs on it
+        key = (-o.accelerators_per_node * o.accelerator_memory_gib,
+               -(o.on_demand_usd_per_hour or o.spot_usd_per_hour or 0.0), o.instance_type)  # fmt: skip
+        rank[o.instance_type] = min(rank.get(o.instance_type, key), key)
+    return sorted(rank, key=rank.__getitem__)
 
 
 # -- the refresh ------------------------------------------------------------------------------------
