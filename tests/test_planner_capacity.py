@@ -110,6 +110,7 @@ def test_placement_scores_that_say_a_zone_cannot_hold_the_nodes_move_the_plan(pl
     assert cap["measured"] and cap["score"] == 9
     assert "placement score 9/10 for 64 x p5.48xlarge in zone use1-az2" in cap["source"]
     assert cap["expected_wait_minutes"] == pytest.approx(112.5 / 60, abs=0.05)
+    assert cap["replace_node_minutes"] == pytest.approx((900 + 112.5) / 60, abs=0.05)  # boot and join + the wait
     # no plan anywhere is on a zone AWS scored 1
     for p in [best, *after["alternatives"], *after["frontier"]]:
         assert p["zones"] == ["use1-az2"] or p["purchase"] != "spot" or p["instance_type"] != "p5.48xlarge"

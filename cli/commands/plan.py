@@ -308,7 +308,8 @@ def _capacity_line(p: dict) -> str:
     cap, n = p["capacity"], p["nodes"]
     return (f"{cap['score']}/10 ({'measured placement score' if cap['measured'] else 'assumed, no placement score'}"
             f"): {cap['chance_full_set_within_1h']:.0%} chance of holding {f'all {n} nodes' if n > 1 else 'the node'} within "
-            f"1 h, {cap['expected_wait_minutes']:,.0f} min expected wait for a full set; waiting for capacity adds "
+            f"1 h, {cap['expected_wait_minutes']:,.0f} min expected wait for a full set, {cap['replace_node_minutes']:,.0f} "
+            f"min to replace a lost node; waiting for capacity adds "
             f"${cap['risk_usd']:,.2f} to the expected cost")  # fmt: skip
 
 

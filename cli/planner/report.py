@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cli.planner import reliability
 from cli.planner.calibration import Fit, default_fit
 from cli.planner.memory import GIB, MemoryEstimate
 from cli.planner.memory import assumptions as memory_assumptions
@@ -137,6 +138,8 @@ def capacity_dict(c: Candidate, req: Request) -> dict:
         "source": cap.source,
         "chance_full_set_within_1h": round(cap.held_within(3600.0), 4),
         "expected_wait_minutes": round(cap.wait_s / 60, 1),
+        # a lost node: a replacement boots and joins (reliability.PROVISION_S) once the pool holds the set again
+        "replace_node_minutes": round((reliability.PROVISION_S + (cap.wait_s if c.purchase == "spot" else 0)) / 60, 1),
         "risk_usd": round(capacity_risk_usd(c, req), 2),
     }
 
@@ -285,7 +288,6 @@ def capacity_options(c: Candidate, req: Request) -> list[str]:
 
 def mixed_fleet_cost(c: Candidate, req: Request):
     """(expected USD, the spot nodes' capacity) of the same plan with one on-demand node and the rest spot."""
-    from cli.planner import reliability
     from cli.planner.optimizer import capacity_for
     from infra.catalog.capacity import default_placement_scores
 
