@@ -87,8 +87,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "Trainium / AI100 offers are planned with DeepSpeed, which cannot drive them",
-        "original": "elif o.accelerator in UNSUPPORTED:",
-        "replacement": "elif o.accelerator in UNSUPPORTED and False:",
+        "original": "elif o.accelerator in NOT_DEEPSPEED:",
+        "replacement": "elif o.accelerator in NOT_DEEPSPEED and False:",
     },
     {
         "file": F,

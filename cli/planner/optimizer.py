@@ -44,7 +44,6 @@ from infra.placement import shares_cluster_placement_group
 NODE_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 MAX_MICRO_TOKENS = 65536  # the largest micro-batch the calibration table covers
-UNSUPPORTED = NOT_DEEPSPEED  # accelerators DeepSpeed's CUDA/HPU launch cannot drive
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,8 +435,8 @@ def filtered_offers(offers: Iterable[Offer], req: Request, stats: Stats) -> list
             stats.skip("accelerator not allowed")
         elif o.local_zone and not req.local_zones:
             stats.skip("AWS Local Zone (opt in with --local-zones)")
-        elif o.accelerator in UNSUPPORTED:
-            stats.skip(f"{o.accelerator} needs the {UNSUPPORTED[o.accelerator]}, not DeepSpeed")
+        elif o.accelerator in NOT_DEEPSPEED:
+            stats.skip(f"{o.accelerator} needs the {NOT_DEEPSPEED[o.accelerator]}, not DeepSpeed")
         else:
             out.append(o)
     return out
