@@ -57,6 +57,24 @@ def isolated_trainfleet_home(tmp_path_factory):
         os.environ["TRAINFLEET_HOME"] = before
 
 
+# DeepSpeed's CPU accelerator all-reduces through shared memory (deepspeed/comm/torch.py build_shm_op) and leaves
+# one 66 MB /dev/shm/deepspeed_allreduce_buffer_* file per rank and run behind, even after a clean exit. /dev/shm
+# is memory: left there, a few hundred runs filled 20 GB of a 24 GB machine and starved everything after them.
+SHM = Path("/dev/shm")
+SHM_BUFFERS = "deepspeed_allreduce_buffer_*"
+
+
+@pytest.fixture(autouse=True)
+def remove_deepspeed_shm_buffers():
+    """Delete the shared-memory buffers the test's own DeepSpeed ranks created (names new since the test began)."""
+    before = {p.name for p in SHM.glob(SHM_BUFFERS)} if SHM.is_dir() else set()
+    yield
+    if SHM.is_dir():
+        for left in SHM.glob(SHM_BUFFERS):
+            if left.name not in before:
+                left.unlink(missing_ok=True)
+
+
 @pytest.fixture
 def trainfleet():
     return run_trainfleet
