@@ -66,8 +66,8 @@ MUTANTS = [
     },
     {
         "file": OPT,
-        "bug": "tensor and pipeline parallelism combined, which DeepSpeed 0.19.8's AutoTP cannot train",
-        "original": "return [(tp, pp) for tp, pp in out if unsupported_layout(tp, pp) is None]",
-        "replacement": "return out + [(2, 2)] if hw.devices_per_node % 2 == 0 and nodes % 2 == 0 and w.shape.heads % 2 == 0 else out",
+        "bug": "tensor parallelism tried on attention heads it cannot split evenly",
+        "original": "if hw.devices_per_node % tp == 0 and w.shape.heads % tp == 0]",
+        "replacement": "if hw.devices_per_node % tp == 0]",
     },
 ]
