@@ -32,7 +32,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import re
 import threading
 import time
 import urllib.parse
@@ -41,9 +40,11 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from xml.sax.saxutils import escape
 
-from tests.fake_ec2_spot import (  # the EC2 Query API's own errors and signing
+from tests.fake_ec2_spot import (  # the EC2 Query API's own errors, signing and list parameters
     ApiError,
     error_xml,
+    numbered,
+    one,
     signing_region,
 )
 from tests.loopback import LoopbackServer
@@ -219,19 +220,7 @@ class FakeSpotPlacement(LoopbackServer):
         return Handler
 
 
-# -- request parsing --------------------------------------------------------------------------------------
-def one(params: dict[str, list[str]], name: str) -> str | None:
-    values = params.get(name)
-    return values[0] if values else None
-
-
-def numbered(params: dict[str, list[str]], prefix: str) -> list[str]:
-    """Values of a Query-API list: prefix.1, prefix.2, ... in index order."""
-    pattern = re.compile(rf"{re.escape(prefix)}\.(\d+)")
-    found = [(int(m.group(1)), v[0]) for k, v in params.items() if (m := pattern.fullmatch(k))]
-    return [v for _, v in sorted(found)]
-
-
+# -- request parsing (one, numbered: tests/fake_ec2_spot.py) -------------------------------------------
 def max_results(params: dict[str, list[str]]) -> int:
     text = one(params, "MaxResults")
     if text is None:
