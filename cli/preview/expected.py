@@ -45,6 +45,7 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
     from cli.planner.workload import Workload, resolve_shape
     from cli.preview.pricing.base import PricingContext, fleet_components
     from infra.catalog.capacity import default_placement_scores
+    from infra.parallelism import data_parallel, layout_error
 
     offers = catalog.offers(cloud=fleet.cloud, region=fleet.region, instance_type=fleet.instance_type)
     in_zones = [o for o in offers if not fleet.zones or o.zone in fleet.zones] or offers
@@ -61,10 +62,10 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
         shape = resolve_shape(None, job.params)
     devices = fleet.nodes * hw.devices_per_node
     layout = (ds.tensor_parallel, ds.pipeline_parallel)
-    if devices % (layout[0] * layout[1]) or hw.devices_per_node % layout[0] or fleet.nodes % layout[1]:
-        raise _NoExpectation(f"tensor_parallel {layout[0]} x pipeline_parallel {layout[1]} does not split "
-                             f"{fleet.nodes} x {fleet.instance_type}")  # fmt: skip
-    batch_tokens = ds.micro_batch * ds.grad_accum * devices // (layout[0] * layout[1]) * job.seq_len
+    misfit = layout_error(*layout, hw.devices_per_node, fleet.nodes)
+    if misfit:
+        raise _NoExpectation(misfit)
+    batch_tokens = ds.micro_batch * ds.grad_accum * data_parallel(devices, *layout) * job.seq_len
     work = Workload(shape, job.tokens, job.seq_len, job.precision, job.method, job.lora_rank, batch_tokens)
     offload = (
         "optimizer+params"
