@@ -26,14 +26,12 @@ from cli.planner.presets import ModelShape
 from cli.planner.throughput import Hardware
 from cli.planner.workload import Workload
 from tests.conftest import REPO, assert_one_line_error, run_trainfleet
+from tests.test_planner_parallelism_math import GPT_1T  # the 1008B row, its parameters counted there
 
 BLOOM = Workload(ModelShape("bloom-176b", 176_247_271_424, 70, 14336, 112, 250880, 4 * 14336), 366 * 10**9, 2048,
                  global_batch_tokens=2048 * 2048)  # fmt: skip
 BLOOM_NODE = Hardware("A100-80GB", 312.0, 8, 80, 512, 64, 400.0, "infiniband")
 BLOOM_TOKENS_PER_S = 2048 * 2048 / 105
-P_1T = 12 * 128 * 25600**2 + 13 * 128 * 25600 + (51200 + 2048) * 25600
-GPT_1T = Workload(ModelShape("gpt-1t", P_1T, 128, 25600, 160, 51200, 4 * 25600), 10**12, 2048,
-                  global_batch_tokens=3072 * 2048)  # fmt: skip
 SELENE_NODE = Hardware("A100-80GB", 312.0, 8, 80, 1024, 128, 1600.0, "infiniband")
 
 
