@@ -34,6 +34,7 @@ COMMAND_MODULES = [
     "cli.commands.stacks",
     "cli.commands.preview",
     "cli.commands.render",
+    "cli.commands.events",
 ]
 
 

@@ -7,7 +7,7 @@ structured object per section:
       trainfleet:job:        {name, params, tokens, seq_len, precision, method, ...}
       trainfleet:fleets:     [{name, cloud, region, zones, instance_type, nodes, purchase, ...}]
       trainfleet:deepspeed:  {zero_stage, offload_optimizer, offload_param, micro_batch, grad_accum, ...}
-      trainfleet:checkpoint: {interval_minutes, keep_last, retention_days}
+      trainfleet:checkpoint: {interval_minutes, keep_last, retention_days, elastic: {min_nodes, wait_for_replacement_s}}
       trainfleet:budget:     {monthly_limit_usd, alert_thresholds_percent, recipients}
       trainfleet:billing_export: {enabled}
       trainfleet:launch:     {script, args, master_port}
@@ -37,6 +37,7 @@ from pydantic import (
     model_validator,
 )
 
+from infra.elastic import fix_hint, usable_node_counts
 from infra.errors import ConfigError, TrainfleetError, did_you_mean, shown
 from infra.parallelism import PP_MAX, unsupported
 from infra.units import MAX_HOURS, MAX_USD, format_count, parse_count
@@ -266,6 +267,18 @@ class DeepSpeed(_Section):
         return self
 
 
+class Elastic(_Section):
+    """Elastic recovery: when a node is lost and no replacement is up within `wait_for_replacement_s`, the job
+    goes on with the nodes left (at least `min_nodes`), its DeepSpeed checkpoint converted to universal form for
+    the smaller data-parallel size and the global batch kept by more gradient accumulation; it grows back when
+    the replacement arrives. Which counts are usable is infra/elastic.py's rule; pure data parallel only."""
+
+    min_nodes: int = Field(ge=1, le=1024, description="fewest nodes the job keeps training on")
+    wait_for_replacement_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = Field(
+        default=600.0, description="seconds to wait for a replacement node before shrinking, at most a day"
+    )
+
+
 class Checkpointing(_Section):
     interval_minutes: Annotated[float, Field(gt=0, le=525_600, allow_inf_nan=False)] = 30.0  # up to a year
     keep_last: int = Field(default=3, ge=1, le=1000)
@@ -277,6 +290,9 @@ class Checkpointing(_Section):
     )
     bucket_name: str | None = Field(
         default=None, description="checked against each fleet cloud's naming rules; see bucket_name_problem"
+    )
+    elastic: Elastic | None = Field(
+        default=None, description="shrink and grow back instead of waiting for a lost node"
     )
 
 
@@ -380,6 +396,39 @@ class StackConfig(_Section):
             for cloud in sorted({f.cloud for f in self.fleets}):
                 if problem := bucket_name_problem(name, cloud):
                     raise ConfigError(f"{NAMESPACE}:checkpoint.bucket_name: {shown(name)} {problem}")
+        return self
+
+    @model_validator(mode="after")
+    def _elastic_fits_every_fleet(self) -> StackConfig:
+        elastic = self.checkpoint.elastic
+        if elastic is None:
+            return self
+        where = f"{NAMESPACE}:checkpoint.elastic"
+        ds = self.deepspeed
+        if (ds.tensor_parallel, ds.pipeline_parallel) != (1, 1):
+            raise ConfigError(
+                f"{where} needs deepspeed.tensor_parallel and pipeline_parallel 1, not TP {ds.tensor_parallel} x "
+                f"PP {ds.pipeline_parallel}: the checkpoint is converted (DeepSpeed universal checkpointing, "
+                "ds_to_universal) only for pure ZeRO data parallelism here; remove checkpoint.elastic or use TP 1, PP 1"
+            )
+        for i, fleet in enumerate(self.fleets):
+            nodes, accum, least = fleet.nodes, ds.grad_accum, elastic.min_nodes
+            if nodes < 2:
+                raise ConfigError(
+                    f"{where}: fleets[{i}] ({fleet.name}) has 1 node, nothing to shrink to; remove "
+                    "checkpoint.elastic or give the fleet more nodes"
+                )
+            if least >= nodes:
+                raise ConfigError(
+                    f"{where}.min_nodes: {least} must be below fleets[{i}] ({fleet.name})'s {nodes} nodes, or there "
+                    f"is nothing to shrink to; lower min_nodes to at most {nodes - 1}"
+                )
+            if not usable_node_counts(nodes, accum, least):
+                raise ConfigError(
+                    f"{where}: fleets[{i}] ({fleet.name}) of {nodes} nodes at grad_accum {accum} cannot shrink to "
+                    f"{least if least == nodes - 1 else f'any of {least} to {nodes - 1}'} nodes and keep its global batch (grad_accum x {nodes} must be a "
+                    f"multiple of the smaller count); {fix_hint(nodes, accum, least)}"
+                )
         return self
 
     @classmethod

@@ -10,6 +10,8 @@ units (see "On the node" in README.md for the full picture):
     /opt/trainfleet/venv                built at boot: the pinned PyTorch and DeepSpeed (infra/node_env.py)
     /opt/trainfleet/trainfleet-launch.sh  `deepspeed --hostfile H --no_ssh --node_rank R --master_addr A ...`
     /opt/trainfleet/train.py            the example trainer (only when launch.script is the default)
+    /opt/trainfleet/trainfleet-resize.py  before each launch: universal-checkpoint conversion to another node
+                                        count (elastic recovery) and the launch's ds_config (same global batch)
     trainfleet-agent.service / trainfleet-trainer.service
 
 Values are safe by construction. The schema (infra/config.py, and `check_stack_name` for the stack name)
@@ -40,6 +42,7 @@ import yaml
 from infra.agent_artifact import ZIPAPP_NAME, zipapp_base64
 from infra.config import LAUNCH_ARG_FORBIDDEN, Fleet, StackConfig
 from infra.deepspeed_settings import zero_communication
+from infra.elastic import usable_node_counts
 from infra.errors import TrainfleetError, shown
 from infra.naming import check_stack_name
 from infra.node_env import AGENT_REQUIREMENTS, AGENT_VENV, VENV, node_image
@@ -292,6 +295,7 @@ def _node_context(stack: str, config: StackConfig, fleet: Fleet, bucket: str, gr
     # The versions every node of the fleet trains with (infra/node_env.py): upstream DeepSpeed on NVIDIA images,
     # Habana's fork on Gaudi (same launcher CLI), each into the venv the boot script builds.
     image = node_image(fleet.cloud, gaudi)
+    elastic = config.checkpoint.elastic
     return {
         "stack": stack,
         "job": config.job.name,
@@ -306,6 +310,15 @@ def _node_context(stack: str, config: StackConfig, fleet: Fleet, bucket: str, gr
         "nodes": fleet.nodes,
         "interval_minutes": f"{config.checkpoint.interval_minutes:g}",
         "keep_last": config.checkpoint.keep_last,
+        # elastic recovery (infra/elastic.py): 0 and 0 when the stack does not set checkpoint.elastic
+        "elastic_min_nodes": elastic.min_nodes if elastic else 0,
+        "elastic_wait_seconds": round(elastic.wait_for_replacement_s) if elastic else 0,
+        # the sizes it may shrink to, each keeping the global batch a whole accumulation: the node picks from these
+        "elastic_sizes": " ".join(
+            str(n) for n in usable_node_counts(fleet.nodes, config.deepspeed.grad_accum, elastic.min_nodes)
+        )
+        if elastic
+        else "",
         "master_port": config.launch.master_port,
         "script_path": script_path,
         "script_args": config.launch.args,
@@ -341,6 +354,8 @@ def render_parts(stack: str, config: StackConfig, fleet: Fleet, *, bucket: str, 
         "trainfleet-trainer.service": env.get_template("node/trainfleet-trainer.service.j2").render(ctx),
         # the agent, one pinned zipapp (infra/agent_artifact.py), as base64 text: cloud-init decodes it
         AGENT_PART: zipapp_base64(),
+        # run before every launch with the training venv: converts a checkpoint saved by another node count
+        "trainfleet-resize.py": (templates_root() / "node" / "trainfleet-resize.py").read_text(),
     }
     if ctx["example"]:
         parts["train.py"] = (templates_root() / "train.py").read_text()
@@ -353,6 +368,7 @@ def node_files(parts: dict[str, str]) -> list[NodeFile]:
         "ds_config.json": (f"{NODE_ETC}/ds_config.json", "0644"),
         "trainfleet-boot.sh": (f"{NODE_HOME}/trainfleet-boot.sh", "0755"),
         "trainfleet-launch.sh": (f"{NODE_HOME}/trainfleet-launch.sh", "0755"),
+        "trainfleet-resize.py": (f"{NODE_HOME}/trainfleet-resize.py", "0644"),
         AGENT_PART: (f"{NODE_HOME}/{ZIPAPP_NAME}", "0755"),
         "train.py": (f"{NODE_HOME}/train.py", "0644"),
         "trainfleet-agent.service": ("/etc/systemd/system/trainfleet-agent.service", "0644"),
@@ -369,8 +385,10 @@ def _check_literal_block(name: str, text: str) -> None:
 
 
 # Parts fetched from the bucket at boot rather than embedded, on every cloud: they alone exceed AWS's 16 KB
-# gzipped, Azure's 64 KB of base64(gzip) custom data, and grow with the agent (GCP's 256 KB would follow).
-FETCHED_PARTS = (AGENT_PART, "train.py")
+# gzipped, Azure's 64 KB of base64(gzip) custom data, and grow with the agent (GCP's 256 KB would follow). The boot
+# script too: it grows with every node-side feature (elastic recovery) and, like the agent, is needed only once
+# runcmd's fetch has run, before the units start.
+FETCHED_PARTS = (AGENT_PART, "train.py", "trainfleet-boot.sh", "trainfleet-resize.py")
 # Parts that are base64 text of a binary file: cloud-init would write them decoded (`encoding: b64`), and so
 # does trainfleet-fetch.py, after checking both the text's and the decoded file's sha256.
 BASE64_PARTS = (AGENT_PART,)

@@ -15,8 +15,10 @@ loses no completed step:
 * (Example only) `$TRAINFLEET_RUN_DIR/step` holds the last finished step, for operators.
 
 Every rank agrees on "checkpoint now" / "stop now" at each step boundary (one tiny all-reduce), so a signal
-to one process is enough. The data for step s is drawn from a generator seeded by (seed, s, data-parallel
-rank): a run that is interrupted and resumed ends with the same weights and loss as one that never stopped.
+to one process is enough. Each sample of step s is drawn from a generator seeded by (seed, s, its index in the
+global batch): a run that is interrupted and resumed ends with the same weights and loss as one that never stopped,
+and a run resumed on fewer or more nodes (templates/node/trainfleet-resize.py: universal checkpoint, the same
+train_batch_size through more or less accumulation) trains each step on the same samples.
 
 Parallelism comes from the ds_config (infra/userdata.py `ds_config`, infra/parallelism.py):
 * `tensor_parallel.autotp_size` > 1: DeepSpeed's AutoTP shards the Linear layers inside deepspeed.initialize.
@@ -150,14 +152,21 @@ def step_dirs(ckpt_dir: Path) -> dict[int, Path]:
     return out
 
 
-def batch(args, step: int, micro: int, rank: int, micro_batch: int, device) -> tuple[torch.Tensor, ...]:
-    """The same data for (step, micro, rank) in every run: a fixed teacher function plus noise."""
-    g = torch.Generator().manual_seed(hash((args.seed, step, micro, rank)) & 0x7FFFFFFF)
-    x = torch.randn(micro_batch, FEATURES, generator=g)
+def batch(args, step: int, micro: int, data_rank: int, dp: int, micro_batch: int, device) -> tuple[torch.Tensor, ...]:
+    """Micro batch `micro` of data-parallel rank `data_rank` (of `dp`) at `step`: global samples
+    [(micro * dp + data_rank) * micro_batch, + micro_batch). Each sample is drawn from (seed, step, its global
+    index), so a step trains on the same global batch whatever the data-parallel size and accumulation: a job
+    that shrinks to fewer nodes (more accumulation, the same train_batch_size) sees the same samples per step."""
+    first = (micro * dp + data_rank) * micro_batch
     teacher = torch.Generator().manual_seed(args.seed)
     w = torch.randn(FEATURES, 1, generator=teacher) / FEATURES**0.5  # x @ w ~ N(0, 1): a learnable target
-    y = torch.sin(x @ w) + 0.01 * torch.randn(micro_batch, 1, generator=g)
-    return x.to(device), y.to(device)
+    xs, ys = [], []
+    for index in range(first, first + micro_batch):
+        g = torch.Generator().manual_seed(hash((args.seed, step, index)) & 0x7FFFFFFF)
+        x = torch.randn(1, FEATURES, generator=g)
+        xs.append(x)
+        ys.append(torch.sin(x @ w) + 0.01 * torch.randn(1, 1, generator=g))
+    return torch.cat(xs).to(device), torch.cat(ys).to(device)
 
 
 def weights_digest(engine) -> str:
@@ -290,13 +299,14 @@ def main() -> int:
         data_rank = groups.get_data_parallel_rank()
     else:
         data_rank = rank
+    dp = engine.dp_world_size
     if rank == 0:
-        print(f"trainfleet-train: tp {tp} pp {stages} dp {engine.dp_world_size}", flush=True)
+        print(f"trainfleet-train: tp {tp} pp {stages} dp {dp} accumulation {accum}", flush=True)
 
     def step_batches(step: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         out = []
         for m in range(accum):
-            x, y = batch(args, step, m, data_rank, micro, device)
+            x, y = batch(args, step, m, data_rank, dp, micro, device)
             out.append((x.to(dtype), y.to(dtype)) if dtype is not None else (x, y))
         return out
 

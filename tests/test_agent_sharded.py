@@ -105,7 +105,7 @@ def test_a_fresh_node_restores_its_own_part_and_the_model_states_only(bucket, tm
     want = node_files(node, 7) | {f"{TAG}/mp_rank_00_model_states.pt": node_files(0, 7)[f"{TAG}/mp_rank_00_model_states.pt"]}
     assert local_tree(dest / "step-00000007") == want
     marker = json.loads((dest / "step-00000007" / "COMPLETE").read_text())
-    assert marker == {"step": 7, "node_rank": node, "nodes": 2, "restored": True}
+    assert marker == {"step": 7, "node_rank": node, "nodes": 2, "restored": True, "whole": False}
     # 2 nodes x (2 optimizer shards) + model states: a node fetches 2 of the 4 optimizer shards
     other = 1 - node
     assert not any(f"zero_pp_rank_{other * 2}" in p for p in local_tree(dest / "step-00000007"))
@@ -129,6 +129,39 @@ def test_a_step_saved_by_another_node_count_is_not_restored(bucket, tmp_path):
     dest = tmp_path / "d"
     dest.mkdir()
     assert agent.restore(bucket, PREFIX, str(dest), node_rank=0, nodes=3) == 5  # falls back to the 3-node step
+
+
+@pytest.mark.parametrize("node_rank, nodes", [(0, 1), (2, 3)])
+def test_resize_fetches_every_part_of_a_step_saved_by_another_node_count(bucket, tmp_path, node_rank, nodes):
+    """Elastic recovery: a job now on 1 node (or rank 2 of 3, a rank that did not exist) takes the 2-node step
+    whole, every rank's ZeRO shard included, to convert it (templates/node/trainfleet-resize.py), and not the
+    older step its own node count saved."""
+    committed(bucket, tmp_path, step=5, nodes=nodes)
+    committed(bucket, tmp_path, step=7, nodes=2)
+    dest = tmp_path / "d"
+    dest.mkdir()
+    assert agent.restore(bucket, PREFIX, str(dest), node_rank=node_rank, nodes=nodes, resize=True) == 7
+    assert local_tree(dest / "step-00000007") == node_files(0, 7) | node_files(1, 7)
+    marker = json.loads((dest / "step-00000007" / "COMPLETE").read_text())
+    assert marker == {"step": 7, "node_rank": node_rank, "nodes": 2, "restored": True, "whole": True}
+
+
+def test_resize_reuses_a_step_this_node_already_converted_and_its_own_part(bucket, tmp_path, capfd):
+    committed(bucket, tmp_path, step=7, nodes=2)
+    own = tmp_path / "save7" / "node1"  # node 1's own save of step 7: its two shards are reused, not fetched
+    capfd.readouterr()
+    assert agent.restore(bucket, PREFIX, str(own), node_rank=0, nodes=1, resize=True) == 7
+    restored = [json.loads(line) for line in capfd.readouterr().err.splitlines() if '"restored"' in line]
+    assert (restored[-1]["files"], restored[-1]["fetched_files"], restored[-1]["whole"]) == (5, 3, True)
+    folder = own / "step-00000007"  # as trainfleet-resize.py leaves it: universal files, COMPLETE universal
+    for p in list(folder.rglob("*.pt")):
+        p.unlink()
+    (folder / "zero").mkdir()
+    (folder / "COMPLETE").write_text(json.dumps({"step": 7, "nodes": 2, "universal": True, "restored": True}))
+    before = list(bucket.ops)
+    assert agent.restore(bucket, PREFIX, str(own), node_rank=0, nodes=1, resize=True) == 7
+    assert [op for op in bucket.ops[len(before):] if op[0] == "get" and "/node-" in op[1]] == []
+    assert (folder / "zero").is_dir(), "the converted step is used as it is"
 
 
 def test_a_parts_manifest_with_a_part_missing_is_malformed_and_restore_falls_back(bucket, tmp_path):

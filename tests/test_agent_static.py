@@ -23,7 +23,7 @@ def test_the_agent_zipapp_runs_in_isolated_mode(tmp_path):
         [sys.executable, "-I", str(AGENT), "--help"], capture_output=True, text=True, env={}, timeout=30
     )
     assert res.returncode == 0, res.stderr
-    for cmd in ("restore", "watch", "peers", "scale-to-zero"):
+    for cmd in ("restore", "watch", "peers", "scale-to-zero", "event"):
         assert cmd in res.stdout
     bad = subprocess.run(
         [sys.executable, "-I", str(AGENT), "watch", "--cloud", "aws"],

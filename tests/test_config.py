@@ -121,6 +121,51 @@ def test_bad_value_is_one_clear_line(path, value, needles):
         assert needle in message, (needle, message)
 
 
+ELASTIC = {"min_nodes": 2, "wait_for_replacement_s": 600}
+
+
+@pytest.mark.parametrize(
+    "checkpoint,deepspeed,nodes,needles",
+    [
+        ({"elastic": {"min_nodes": 0}}, {}, 4, ["trainfleet:checkpoint.elastic.min_nodes", "greater than or equal to 1"]),
+        ({"elastic": {}}, {}, 4, ["trainfleet:checkpoint.elastic.min_nodes is required"]),
+        ({"elastic": {**ELASTIC, "wait_for_replacement_s": -1}}, {}, 4, ["wait_for_replacement_s", "-1"]),
+        ({"elastic": {**ELASTIC, "wait_for_replacement_s": 86401}}, {}, 4, ["wait_for_replacement_s", "86401"]),
+        ({"elastic": {**ELASTIC, "wait_for_replacement_s": float("inf")}}, {}, 4, ["wait_for_replacement_s", "finite"]),
+        ({"elastic": {**ELASTIC, "wait": 5}}, {}, 4, ["elastic.wait is not a known key", "wait_for_replacement_s"]),
+        ({"elastic": {"min_nodes": True}}, {}, 4, ["elastic.min_nodes", "yes/no value"]),
+        # 4 nodes at grad_accum 1: 4 / 3 is not whole, so min_nodes 3 leaves nothing; grad_accum 3 would (12 / 3)
+        ({"elastic": {"min_nodes": 3}}, {}, 4,
+         ["trainfleet:checkpoint.elastic", "cannot shrink to 3 nodes", "raise deepspeed.grad_accum to 3",
+          "lower min_nodes to 2"]),
+        ({"elastic": {"min_nodes": 4}}, {}, 4, ["elastic.min_nodes: 4 must be below", "4 nodes", "at most 3"]),
+        ({"elastic": {"min_nodes": 1}}, {}, 1, ["has 1 node, nothing to shrink to"]),
+        ({"elastic": ELASTIC}, {"tensor_parallel": 2}, 4,
+         ["tensor_parallel and pipeline_parallel 1", "TP 2 x PP 1", "ds_to_universal", "pure ZeRO data parallelism"]),
+    ],
+)  # fmt: skip
+def test_elastic_recovery_is_checked_against_the_fleets(checkpoint, deepspeed, nodes, needles):
+    data = with_change("checkpoint", checkpoint, with_change("fleets.0.nodes", nodes))
+    data = with_change("deepspeed", deepspeed, data)
+    data["fleets"][0]["on_demand_base"] = min(1, nodes)
+    with pytest.raises(ConfigError) as err:
+        StackConfig.from_sections(data)
+    message = str(err.value)
+    assert "\n" not in message
+    for needle in needles:
+        assert needle in message, (needle, message)
+
+
+def test_elastic_recovery_loads_and_round_trips(tmp_path: Path):
+    base = with_change("deepspeed", {"grad_accum": 3})
+    config = StackConfig.from_sections(with_change("checkpoint", {"elastic": {"min_nodes": 3}}, base))
+    elastic = config.checkpoint.elastic
+    assert (elastic.min_nodes, elastic.wait_for_replacement_s) == (3, 600.0)
+    again = read_stack_file(write_stack_file(tmp_path / "Pulumi.x.yaml", config)).config
+    assert again.checkpoint.elastic == config.checkpoint.elastic
+    assert StackConfig.from_sections(VALID).checkpoint.elastic is None
+
+
 def test_offload_needs_the_right_zero_stage():
     data = {**VALID, "deepspeed": {"zero_stage": 2, "offload_param": "cpu"}}
     with pytest.raises(ConfigError, match=r"trainfleet:deepspeed: .*offload_param needs zero_stage 3, not 2"):
@@ -382,7 +427,7 @@ RULES = {
             "activation_checkpointing",
         }
     ),
-    "checkpoint": section({"interval_minutes", "keep_last", "retention_days", "bucket_name"}),
+    "checkpoint": section({"interval_minutes", "keep_last", "retention_days", "bucket_name", "elastic"}),
     "tags": tags,
 }
 WHOLE_DOCUMENT = section({"job", "fleets", "deepspeed", "checkpoint", "budget", "billing_export", "launch", "tags"},

@@ -44,9 +44,17 @@ STEPS = 60
 # the boot script stops its trainer (its SIGTERM path) and exits, the agent exits. No orphans left looping.
 ORPHAN_GUARD = ["setpriv", "--pdeathsig", "TERM"] if shutil.which("setpriv") else []
 VENV_BIN = str(Path(sys.executable).parent)
+FETCHED = ("trainfleet_agent.pyz", "train.py", "trainfleet-boot.sh", "trainfleet-resize.py")
 
 
-def e2e_config(master_port: int, nodes: int = 1, **deepspeed) -> StackConfig:
+def e2e_config(
+    master_port: int,
+    nodes: int = 1,
+    elastic: dict | None = None,
+    step_seconds: float = 0.1,
+    args: tuple[str, ...] = (),
+    **deepspeed,
+) -> StackConfig:
     return StackConfig.from_sections(
         {
             "job": {"name": "e2e", "params": "1M", "tokens": "1M", "precision": "fp32"},
@@ -60,8 +68,11 @@ def e2e_config(master_port: int, nodes: int = 1, **deepspeed) -> StackConfig:
                 }
             ],
             "deepspeed": {"zero_stage": 2, "micro_batch": 4, "grad_accum": 2, **deepspeed},
-            "checkpoint": {"interval_minutes": 0.1, "keep_last": 2},
-            "launch": {"args": ["--steps", str(STEPS), "--step-seconds", "0.1"], "master_port": master_port},
+            "checkpoint": {"interval_minutes": 0.1, "keep_last": 2, **({"elastic": elastic} if elastic else {})},
+            "launch": {
+                "args": ["--steps", str(STEPS), "--step-seconds", str(step_seconds), *args],
+                "master_port": master_port,
+            },
         }
     )
 
@@ -116,7 +127,7 @@ class Node:
         for f in rendered.files:
             if f.part not in rendered.parts or f.path.startswith("/etc/systemd"):
                 continue
-            if f.part in ("trainfleet_agent.pyz", "train.py"):
+            if f.part in FETCHED:
                 continue  # fetched from the bucket by trainfleet-fetch.py, as on a real node
             dest = self.move(f.path)
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -156,7 +167,7 @@ class Node:
     def fetch(self) -> None:
         r = self.run([sys.executable, str(self.home / "trainfleet-fetch.py")])
         assert r.returncode == 0, r.stderr
-        assert (self.home / "trainfleet_agent.pyz").is_file() and (self.home / "train.py").is_file()
+        assert all((self.home / name).is_file() for name in FETCHED), r.stderr
 
     def launch(self, log: Path) -> subprocess.Popen:
         fh = open(log, "w")  # noqa: SIM115 - closed with the process
@@ -230,8 +241,8 @@ def new_bucket(moto) -> str:
     return bucket
 
 
-def render_for(moto, bucket: str, nodes: int, group: str, port_offset: int, **deepspeed):
-    config = e2e_config(master_port=29600 + (os.getpid() + port_offset) % 300, nodes=nodes, **deepspeed)
+def render_for(moto, bucket: str, nodes: int, group: str, port_offset: int, **settings):
+    config = e2e_config(master_port=29600 + (os.getpid() + port_offset) % 300, nodes=nodes, **settings)
     rendered = render_user_data("e2e", config, config.fleets[0], bucket=bucket, group=group)
     for key, text in rendered.assets.items():  # what the Pulumi component uploads before nodes boot
         s3(moto).put_object(Bucket=bucket, Key=key, Body=text.encode())

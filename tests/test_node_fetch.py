@@ -140,13 +140,13 @@ def test_gcp_fetch_installs_the_pinned_files_with_the_service_accounts_token(gcs
     assert result.returncode == 0, result.stderr
     assert_installed(r, home)
     requests = proxy.seen[seen:]
-    assert [s["method"] for s in requests] == ["GET", "GET"], requests  # one media GET per file
+    assert [s["method"] for s in requests] == ["GET"] * 4, requests  # one media GET per fetched file
     assert {s["auth"] for s in requests} == {"Bearer"} and {s["status"] for s in requests} == {200}
     assert all(s["path"].endswith("?alt=media") for s in requests)
     assert gce.count("service-accounts/default/token", 200) == 1
     # a restart (ExecStartPre) finds the files in place and asks for nothing
     again = run_fetch(script, {"TRAINFLEET_GCS_ENDPOINT": proxy.url, "TRAINFLEET_METADATA_URL": gce.url})
-    assert again.returncode == 0 and len(proxy.seen) == seen + 2 and gce.count("default/token") == 1
+    assert again.returncode == 0 and len(proxy.seen) == seen + 4 and gce.count("default/token") == 1
 
 
 def test_gcp_fetch_without_a_storage_scope_is_refused_and_installs_nothing(gcs, proxy, tmp_path):
@@ -264,7 +264,7 @@ def test_azure_fetch_installs_the_pinned_files_with_the_managed_identity(
     assert result.returncode == 0, result.stderr
     assert_installed(r, home)
     requests = gate.seen[seen:]
-    assert [s["method"] for s in requests] == ["GET", "GET"], requests
+    assert [s["method"] for s in requests] == ["GET"] * 4, requests  # one GET per fetched file
     assert {s["auth"] for s in requests} == {"Bearer"} and {s["status"] for s in requests} == {200}
     assert imds.count("resource=" + urllib.parse.quote(STORAGE, safe=""), 200) == 1
 

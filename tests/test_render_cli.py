@@ -47,9 +47,9 @@ FLEETS = {
     "azure-dev": ("adev", "azure"),
 }
 
-# What `--out` holds for one fleet, per cloud. The agent and the training script do not fit in AWS's 16 KB of
-# user-data nor in Azure's 64 KB of custom data, so on every cloud they are fetched from the bucket at boot
-# (assets.json + trainfleet-fetch.py).
+# What `--out` holds for one fleet, per cloud. The agent, the training script, the boot script and the resize
+# script do not fit in AWS's 16 KB of user-data nor (with room to grow) in Azure's 64 KB of custom data, so on
+# every cloud they are fetched from the bucket at boot (assets.json + trainfleet-fetch.py).
 COMMON_FILES = [
     "SUMMARY.json",
     "parts/ds_config.json",
@@ -57,6 +57,7 @@ COMMON_FILES = [
     "parts/trainfleet-agent.service",
     "parts/trainfleet-boot.sh",
     "parts/trainfleet-launch.sh",
+    "parts/trainfleet-resize.py",
     "parts/trainfleet-trainer.service",
     "parts/trainfleet.env",
     "parts/trainfleet_agent.pyz",
@@ -102,7 +103,6 @@ LAUNCH_COMMAND = """exec deepspeed --hostfile "$hostfile" --no_ssh --node_rank "
 WRITE_FILES = {
     "/etc/trainfleet/trainfleet.env": ("trainfleet.env", "0644"),
     "/etc/trainfleet/ds_config.json": ("ds_config.json", "0644"),
-    "/opt/trainfleet/trainfleet-boot.sh": ("trainfleet-boot.sh", "0755"),
     "/opt/trainfleet/trainfleet-launch.sh": ("trainfleet-launch.sh", "0755"),
     "/etc/systemd/system/trainfleet-agent.service": ("trainfleet-agent.service", "0644"),
     "/etc/systemd/system/trainfleet-trainer.service": ("trainfleet-trainer.service", "0644"),
@@ -275,7 +275,8 @@ def test_assets_are_the_parts_fetched_at_boot_pinned_by_sha256(rendered, stack):
     assets = json.loads((folder / "assets.json").read_text())
     fetch = (folder / "parts" / "trainfleet-fetch.py").read_text()
     prefix = ENV_VALUES[stack]["PREFIX"] + "/_node/"
-    assert sorted(a["key"].rsplit("/", 1)[-1] for a in assets) == ["train.py", "trainfleet_agent.pyz"]
+    fetched = ["train.py", "trainfleet-boot.sh", "trainfleet-resize.py", "trainfleet_agent.pyz"]
+    assert sorted(a["key"].rsplit("/", 1)[-1] for a in assets) == fetched
     for a in assets:
         text = (folder / "parts" / a["key"].rsplit("/", 1)[-1]).read_bytes()
         digest = hashlib.sha256(text).hexdigest()

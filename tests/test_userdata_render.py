@@ -23,6 +23,7 @@ from infra.stack_file import list_stack_files, read_stack_file, stack_name
 from infra.userdata import (
     AWS_USER_DATA_LIMIT,
     AZURE_CUSTOM_DATA_LIMIT,
+    FETCHED_PARTS,
     GCP_METADATA_LIMIT,
     NODE_HOME,
     _environment,
@@ -107,7 +108,7 @@ def test_every_part_lands_on_the_node_unchanged(stack, fleet):
     doc = yaml.safe_load(r.document)
     written = {e["path"]: e for e in doc["write_files"]}
     for f in r.files:
-        if f.part in ("trainfleet_agent.pyz", "train.py"):  # on every cloud
+        if f.part in FETCHED_PARTS:  # on every cloud
             assert f.path not in written  # fetched from the bucket, pinned by sha256 in the fetch script
             assert any(k.endswith("/" + f.part) and t == r.parts[f.part] for k, t in r.assets.items())
             continue
@@ -321,3 +322,33 @@ def test_rendering_is_deterministic():
     b = render_user_data("dev", config, fleet, bucket="b", group="g")
     assert a.encoded() == b.encoded(), "same config, same bytes: launch templates must not churn"
     assert json.dumps(a.parts) == json.dumps(b.parts)
+
+
+def _env_values(text: str) -> dict[str, str]:
+    """The env file as bash reads it: source it, print the two elastic variables."""
+    script = '. /dev/stdin; printf \'%s\\n%s\\n\' "$TRAINFLEET_ELASTIC_MIN_NODES" "$TRAINFLEET_ELASTIC_WAIT_SECONDS"'
+    out = subprocess.run(["bash", "-c", script], input=text, capture_output=True, text=True, check=True).stdout
+    least, wait = out.splitlines()
+    return {"min_nodes": least, "wait": wait}
+
+
+def test_the_env_file_carries_elastic_recovery_or_zeros():
+    """checkpoint.elastic reaches the node as two env lines (through shq, read the same by bash and systemd):
+    min_nodes and the wait in whole seconds; 0 and 0 when the stack does not set it."""
+    config = read_stack_file(STACKS / "Pulumi.prod.yaml").config  # 4 nodes, grad_accum 8: shrinks to 2
+    fleet = config.fleets[0]
+    plain = render_user_data("prod", config, fleet, bucket="b", group="g").parts["trainfleet.env"]
+    assert re.search(r"^TRAINFLEET_ELASTIC_MIN_NODES=0$", plain, re.M)
+    assert re.search(r"^TRAINFLEET_ELASTIC_WAIT_SECONDS=0$", plain, re.M)
+    assert _env_values(plain) == {"min_nodes": "0", "wait": "0"}
+    sections = config.to_sections()
+    sections["checkpoint"]["elastic"] = {"min_nodes": 2, "wait_for_replacement_s": 599.6}
+    elastic = StackConfig.from_sections(sections)
+    env = render_user_data("prod", elastic, elastic.fleets[0], bucket="b", group="g").parts["trainfleet.env"]
+    assert re.search(r"^TRAINFLEET_ELASTIC_MIN_NODES=2$", env, re.M)
+    assert re.search(r"^TRAINFLEET_ELASTIC_WAIT_SECONDS=600$", env, re.M)  # rounded to a whole second
+    assert _env_values(env) == {"min_nodes": "2", "wait": "600"}
+    def others(text):
+        return [line for line in text.splitlines() if not line.startswith("TRAINFLEET_ELASTIC_")]
+
+    assert others(env) == others(plain)  # nothing else changes

@@ -62,6 +62,28 @@ def _csv(value: str | None, known: list[str], option: str) -> frozenset[str] | N
     return frozenset(items)
 
 
+def _elastic(value: str | None) -> tuple[int, float] | None:
+    """--elastic MIN_NODES[:WAIT_S] -> (min_nodes, wait s), checked as the stack schema checks them."""
+    import math
+
+    from cli.planner.reliability import ELASTIC_DEFAULT_WAIT_S
+
+    if value is None:
+        return None
+    least, _, wait = value.strip().partition(":")
+    try:
+        min_nodes = int(least)
+        wait_s = float(wait) if wait.strip() else ELASTIC_DEFAULT_WAIT_S
+    except ValueError:
+        min_nodes, wait_s = 0, math.nan
+    if not (1 <= min_nodes <= 1024 and math.isfinite(wait_s) and 0 <= wait_s <= 86_400):
+        raise TrainfleetError(
+            f"--elastic {shown(value)} is not MIN_NODES[:WAIT_S]: a whole number of nodes from 1 to 1024, then "
+            "optionally the seconds to wait for a replacement, 0 to 86400; e.g. --elastic 4:600"
+        )
+    return min_nodes, wait_s
+
+
 def _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch):
     from cli.planner.workload import Workload, resolve_shape
     from infra.units import parse_count
@@ -107,6 +129,15 @@ def plan_command(
         bool, typer.Option("--local-zones", help="also plan in AWS Local Zones (they need an account opt-in)")
     ] = False,
     memory_headroom: HeadroomOpt = 0.1,
+    elastic: Annotated[
+        str | None,
+        typer.Option(
+            "--elastic",
+            metavar="MIN_NODES[:WAIT_S]",
+            help="price elastic recovery (shrink to at least MIN_NODES after WAIT_S s, default 600, without a "
+            "replacement) into every pure data-parallel multi-node plan; --write-stack writes it",
+        ),
+    ] = None,
     top: Annotated[int, typer.Option(min=1, max=50, help="plans to list (best + runners-up)")] = 3,
     write_stack: Annotated[
         str | None, typer.Option(help="write stacks/Pulumi.ENV.yaml from the best plan")
@@ -146,6 +177,7 @@ def plan_command(
         time_value_usd_per_hour=time_value,
         local_zones=local_zones,
         memory_headroom=memory_headroom,
+        elastic=_elastic(elastic),
     )
     stack_target = None
     if write_stack is not None:  # `--write-stack ''` is an error, not "write nothing"

@@ -60,6 +60,10 @@ class Request:
     time_value_usd_per_hour: float = 0.0
     local_zones: bool = False  # AWS Local Zones need an account opt-in; plan in them only when asked
     memory_headroom: float = memory.DEFAULT_HEADROOM  # share of device memory every plan leaves available
+    # --elastic: (min_nodes, wait s) of checkpoint.elastic, priced for every plan it applies to (pure data parallel,
+    # a usable smaller node count: infra/elastic.py); the others are priced without it. Each hardware and node count
+    # keeps its fastest setup: a slower pure data-parallel one that elastic recovery would make cheaper is not sought
+    elastic: tuple[int, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,15 +392,19 @@ def price_points(offers: Iterable[Offer], purchase: str) -> list[tuple[Offer, st
 
 
 def assess_group(w: Workload, hw: Hardware, nodes: int, setup: Setup, cloud: str, purchase: str,
-                 bucket: int | None, capacity: Capacity = FULL) -> tuple[Reliability, float]:  # fmt: skip
+                 bucket: int | None, capacity: Capacity = FULL,
+                 elastic: tuple[int, float] | None = None) -> tuple[Reliability, float]:  # fmt: skip
     """(reliability, checkpoint storage USD) shared by every offer of one cloud, purchase, interruption
     bucket and obtainable capacity on this hardware and node count (storage 0 for a plan refused as
-    unbearable)."""
+    unbearable); with `elastic` (min_nodes, wait s), elastic recovery where this setup allows it."""
     useful_h = w.tokens / setup.step.tokens_per_second / 3600
     wait = capacity.wait_s if purchase == "spot" else 0.0
+    setting = None
+    if elastic is not None:
+        setting, _ = reliability.elastic_setting(nodes, setup.step.grad_accum, setup.tp, setup.pp, *elastic)
     rel = reliability.assess(useful_h, nodes, hw.devices_per_node, cloud, purchase == "spot", bucket,
                              w.checkpoint_bytes, hw.network_gbits, setup.step.step_s,
-                             capacity_wait_s=wait)  # fmt: skip
+                             capacity_wait_s=wait, elastic=setting)  # fmt: skip
     return rel, reliability.storage_usd(cloud, w.checkpoint_bytes, rel.wall_hours) if rel.feasible else 0.0
 
 
@@ -411,7 +419,7 @@ def candidate(req: Request, offer: Offer, purchase: str, zones: tuple[str, ...],
     key = (offer.cloud, purchase, offer.interruption_bucket, capacity.score)
     held = assessed.get(key) if assessed is not None else None
     if held is None:
-        held = assess_group(req.workload, hw, nodes, setup, *key[:3], capacity)
+        held = assess_group(req.workload, hw, nodes, setup, *key[:3], capacity, req.elastic)
         if assessed is not None:
             assessed[key] = held
     rel, storage = held
@@ -603,7 +611,8 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
                     if not capacity.obtainable:
                         stats.unobtainable += len(held)
                         continue
-                    rel, storage = assessed[(*key, capacity.score)] = assess_group(w, hw, nodes, setup, *key, capacity)
+                    rel, storage = assessed[(*key, capacity.score)] = assess_group(w, hw, nodes, setup, *key, capacity,
+                                                                                   req.elastic)  # fmt: skip
                     stats.candidates += len(held)
                     if not rel.feasible:
                         stats.unbearable += len(held)

@@ -29,6 +29,20 @@ and Daly's expected wall time for T useful hours:
     W = M e^(R/M) (e^((tau + d)/M) - 1) T / tau
 Safe interruptions then stretch it by 1 / (1 - hazard_safe (d + R)). A plan whose useful work would be
 under a third of its wall time is refused as infeasible (it would mostly pay for restarts).
+
+Elastic recovery (checkpoint.elastic: min_nodes, wait w; infra/elastic.py), on every lost node (spot or failure:
+the node side cannot tell them apart). T, the time until a replacement is up, is capacity.py's: T = PROVISION_S +
+RETRY_S K, K the failed tries, geometric with q = RETRY_S / (RETRY_S + capacity wait) (q = 1: T = PROVISION_S).
+S(t) = P(T > t), G(a) = E[min(T, a)] = integral of S from 0 to a, in closed form (`replacement_survival`,
+`replacement_expected_min`). The survivors idle until min(T, w); when T <= w the replacement joins as today
+(download + load); when T > w they convert to n nodes (the largest usable count below N; c_n = the whole checkpoint
+B / one node's download rate + B / UNIVERSAL_CONVERT_BYTES_PER_S + a load of B / n), train at n/N of full speed
+until T, then save their parts and convert back (g = save + upload + commit at n, + c_N). The job loses, in
+full-speed seconds:
+    E[loss] = G(w) + (1 - S(w)) (download + load) + S(w) (c_n + g) + (1 - n/N) (E[T] - G(w + c_n))
+against PROVISION_S + capacity wait + download + load without; E[loss] stands in for the restart R above (as the
+mean capacity wait does without elastic). Every node bills the whole time either way (the price is unchanged, only
+the wall time moves). Not modelled: a second loss while shrunk, a different step speed on n nodes than n/N.
 """
 
 from __future__ import annotations
@@ -57,6 +71,17 @@ STORAGE_USD_PER_GB_MONTH = {"aws": 0.023, "gcp": 0.020, "azure": 0.018}  # stand
 KEEP_LAST = 3  # checkpoints kept (the schema's default keep_last)
 MAX_SAFE_LOAD = 0.5  # refuse plans that would spend half their time restarting
 MIN_EFFICIENCY = 1 / 3  # refuse plans where less than a third of the paid time is useful work
+# DeepSpeed universal checkpoint conversion (ds_to_universal), bytes of the whole checkpoint per second on one node:
+# 204 MB/s measured by benchmarks/elastic_recovery.py (a 1.25 GiB ZeRO-2 checkpoint, 2 workers on a 2-core machine),
+# taken as 200 MB/s. A GPU node runs more workers; nothing here measured one, so the floor stands.
+UNIVERSAL_CONVERT_BYTES_PER_S = 200e6
+
+
+def convert_rate_note(rate: float | None = None) -> str:
+    """How the conversion rate in a figure was earned, for every line that shows one."""
+    rate = UNIVERSAL_CONVERT_BYTES_PER_S if rate is None else rate
+    return f"{rate / 1e6:,.0f} MB/s universal-checkpoint conversion (measured on a 2-core machine, 1.25 GiB)"
+ELASTIC_DEFAULT_WAIT_S = 600.0  # the plan's default checkpoint.elastic.wait_for_replacement_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +124,122 @@ def checkpoint_times(cloud: str, checkpoint_bytes: float, nodes: int, node_netwo
 
 
 @dataclass(frozen=True, slots=True)
+class ElasticSetting:
+    """A stack's checkpoint.elastic for one fleet: shrink to `shrink_nodes` (the largest usable count below the
+    fleet's, infra/elastic.py) after `wait_s` without a replacement."""
+
+    min_nodes: int
+    wait_s: float
+    shrink_nodes: int
+
+
+def elastic_setting(nodes: int, grad_accum: int, tp: int, pp: int, min_nodes: int,
+                    wait_s: float) -> tuple[ElasticSetting | None, str]:  # fmt: skip
+    """(the setting, '') when a fleet of `nodes` at `grad_accum` and layout TP x PP can recover elastically with
+    `min_nodes`, else (None, why not): the rule the stack schema enforces (infra/config.py)."""
+    from infra.elastic import shrink_to
+
+    if (tp, pp) != (1, 1):
+        return None, f"it needs pure data parallelism (TP 1 x PP 1), not TP {tp} x PP {pp}"
+    if nodes < 2:
+        return None, "a one-node plan has nothing to shrink to"
+    if min_nodes >= nodes:
+        return None, f"min_nodes {min_nodes} is not below the plan's {nodes} nodes"
+    n = shrink_to(nodes, grad_accum, min_nodes)
+    if n is None:
+        return None, (f"{nodes} nodes at grad accum {grad_accum} cannot shrink to {min_nodes}..{nodes - 1} nodes and "
+                      "keep the global batch")  # fmt: skip
+    return ElasticSetting(min_nodes, wait_s, n), ""
+
+
+def retry_success(capacity_wait_s: float) -> float:
+    """q, the chance each try for capacity succeeds, from capacity.py's expected wait RETRY_S (1 - q) / q."""
+    from cli.planner.capacity import RETRY_S
+
+    return RETRY_S / (RETRY_S + capacity_wait_s)
+
+
+def replacement_survival(t: float, capacity_wait_s: float) -> float:
+    """S(t) = P(T > t): no replacement node up within `t` s, T = PROVISION_S + RETRY_S x (failed tries)."""
+    from cli.planner.capacity import RETRY_S
+
+    if t < PROVISION_S:
+        return 1.0
+    q = retry_success(capacity_wait_s)
+    return (1 - q) ** (math.floor((t - PROVISION_S) / RETRY_S + 1e-9) + 1)
+
+
+def replacement_expected_min(a: float, capacity_wait_s: float) -> float:
+    """G(a) = E[min(T, a)] = integral of S(t) over [0, a]: S is 1 until PROVISION_S, then (1 - q)^(j + 1) on the
+    j-th RETRY_S-long step, so G = min(a, P) + R (1 - q)(1 - (1 - q)^j) / q + r (1 - q)^(j + 1) with x = a - P = jR + r."""
+    from cli.planner.capacity import RETRY_S
+
+    if a <= PROVISION_S:
+        return max(a, 0.0)
+    q = retry_success(capacity_wait_s)
+    x = a - PROVISION_S
+    j = math.floor(x / RETRY_S + 1e-9)
+    r = max(0.0, x - j * RETRY_S)
+    return PROVISION_S + RETRY_S * (1 - q) * (1 - (1 - q) ** j) / q + r * (1 - q) ** (j + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ElasticRecovery:
+    """What elastic recovery costs per lost node, in seconds at full speed (see the module docstring)."""
+
+    setting: ElasticSetting
+    nodes: int
+    checkpoint_bytes: float
+    download_gbps_per_node: float  # at the shrunk size
+    shrink_s: float  # c_n: convert to the shrunk size
+    grow_s: float  # g: save + upload + commit at n, then convert back to N
+    shrink_chance: float  # S(w): no replacement within the wait
+    expected_loss_s: float
+    without_loss_s: float  # PROVISION_S + capacity wait + download + load
+
+    def explain(self) -> str:
+        e, b = self.setting, self.checkpoint_bytes
+        return (
+            f"elastic recovery (min_nodes {e.min_nodes}, wait {e.wait_s:.0f} s): a lost node's replacement is up "
+            f"within the wait with chance {1 - self.shrink_chance:.0%}; else the survivors convert the {b / 1e9:,.0f} "
+            f"GB checkpoint to {e.shrink_nodes} nodes in {self.shrink_s:,.0f} s (download it all at "
+            f"{self.download_gbps_per_node:g} GB/s + {convert_rate_note()} + "
+            f"load), train at {e.shrink_nodes}/{self.nodes} speed until it is up, then save and convert back in "
+            f"{self.grow_s:,.0f} s: {self.expected_loss_s:,.0f} s lost per lost node (at full speed, expected) "
+            f"against {self.without_loss_s:,.0f} s waiting for the replacement without it"
+        )
+
+
+def conversion_s(cloud: str, checkpoint_bytes: float, nodes: int, node_network_gbits: float | None,
+                 download_bytes_per_s: float | None = None, convert_bytes_per_s: float | None = None) -> float:  # fmt: skip
+    """One conversion onto `nodes` nodes: every node downloads every part, converts it (ds_to_universal) and loads
+    its own share. The rates default to the model's (benchmarks pass the ones they measured)."""
+    download = download_bytes_per_s or upload_gbps_per_node(cloud, nodes, node_network_gbits) * 1e9
+    convert = convert_bytes_per_s or UNIVERSAL_CONVERT_BYTES_PER_S
+    return (checkpoint_bytes / download + checkpoint_bytes / convert
+            + checkpoint_bytes / nodes / (LOCAL_SAVE_GBPS * 1e9))  # fmt: skip
+
+
+def elastic_recovery(setting: ElasticSetting, cloud: str, checkpoint_bytes: float, nodes: int,
+                     node_network_gbits: float | None, times: CheckpointTimes,
+                     capacity_wait_s: float) -> ElasticRecovery:  # fmt: skip
+    """Expected full-speed seconds lost per lost node with elastic recovery, and without it."""
+    n, w = setting.shrink_nodes, setting.wait_s
+    rate_n = upload_gbps_per_node(cloud, n, node_network_gbits)
+    shrink = conversion_s(cloud, checkpoint_bytes, n, node_network_gbits)
+    part_gb = checkpoint_bytes / n / 1e9
+    grow = part_gb / LOCAL_SAVE_GBPS + part_gb / rate_n + COMMIT_S + conversion_s(cloud, checkpoint_bytes, nodes,
+                                                                                  node_network_gbits)  # fmt: skip
+    rejoin = times.download_s + times.save_s  # the replacement joins: each node fetches and loads its part
+    mean_t = PROVISION_S + capacity_wait_s
+    s_w = replacement_survival(w, capacity_wait_s)
+    shrunk_run = max(0.0, mean_t - replacement_expected_min(w + shrink, capacity_wait_s))  # E[(T - w - c_n)+]
+    loss = (replacement_expected_min(w, capacity_wait_s) + (1 - s_w) * rejoin + s_w * (shrink + grow)
+            + (1 - n / nodes) * shrunk_run)  # fmt: skip
+    return ElasticRecovery(setting, nodes, checkpoint_bytes, rate_n, shrink, grow, s_w, loss, mean_t + rejoin)
+
+
+@dataclass(frozen=True, slots=True)
 class Reliability:
     spot_hazard_per_node_hour: float
     failure_hazard_per_node_hour: float
@@ -117,6 +258,7 @@ class Reliability:
     feasible: bool
     start_wait_hours: float = 0.0  # waiting for a full set of spot nodes before the job can start
     capacity_wait_s: float = 0.0  # expected wait for a full set, in every restart too (cli/planner/capacity.py)
+    elastic: ElasticRecovery | None = None  # checkpoint.elastic: a lost node's cost with it (is restart_s)
 
     @property
     def checkpoint_overhead_hours(self) -> float:
@@ -147,12 +289,17 @@ class Reliability:
             + ("fits, spot interruptions lose no work" if self.emergency_checkpoint_fits else
                f"does not fit, each spot interruption loses the work since the last durable checkpoint (up to "
                f"{(self.interval_s + t.durable_lag_s) / 60:.1f} min)"),
+            (f"restart after a lost node {self.restart_s:.0f} s = with elastic recovery "
+             f"{self.elastic.expected_loss_s:.0f} s (below) + the upload not yet durable {t.durable_lag_s:.0f} s; "
+             f"Young/Daly interval {self.interval_s / 60:.1f} min for M = {self.mtbf_loss_hours:.1f} h between "
+             "work-losing events") if self.elastic else
             f"restart after a lost node {self.restart_s:.0f} s = regain a full set of nodes "
             f"{PROVISION_S + self.capacity_wait_s:.0f} s (provision {PROVISION_S:.0f} s + wait for capacity "
             f"{self.capacity_wait_s:.0f} s) + "
             f"download its part {t.download_s:.0f} s + load {t.save_s:.0f} s + the upload not yet durable "
             f"{t.durable_lag_s:.0f} s; Young/Daly interval {self.interval_s / 60:.1f} min for "
             f"M = {self.mtbf_loss_hours:.1f} h between work-losing events",
+            *([self.elastic.explain()] if self.elastic else []),
             f"wall = {self.useful_hours:.2f} h useful + {self.stall_hours:.2f} h evaluation and data stalls "
             f"({STALL_SHARE:.0%}, calibrated on published whole runs) + {self.checkpoint_overhead_hours:.2f} h "
             f"checkpoints + {self.interruption_loss_hours:.2f} h lost/restarting + {self.start_wait_hours:.2f} h "
@@ -202,11 +349,13 @@ def assess(
     interval_s: float | None = None,
     spot_nodes: int | None = None,
     capacity_wait_s: float = 0.0,
+    elastic: ElasticSetting | None = None,
 ) -> Reliability:
     """`interval_s` fixes the checkpoint interval (a stack's declared one; default Daly's optimum),
     `spot_nodes` how many of the nodes are spot (a mixed fleet; default all of them when `spot`), and
     `capacity_wait_s` the expected wait for a full set of spot nodes (cli/planner/capacity.py): before the
-    start, and in every restart, since a lost node's replacement comes from the pool that just shrank."""
+    start, and in every restart, since a lost node's replacement comes from the pool that just shrank. `elastic`:
+    a lost node costs what elastic recovery expects instead (`elastic_recovery`)."""
     stall = STALL_SHARE if stall_share is None else stall_share
     spot_node = spot_hazard(interruption_bucket) if spot else 0.0
     interruptible = nodes if spot_nodes is None else spot_nodes
@@ -214,6 +363,12 @@ def assess(
     times = checkpoint_times(cloud, checkpoint_bytes, nodes, node_network_gbits, step_s)
     write = times.save_s
     restart = PROVISION_S + capacity_wait_s + times.download_s + times.save_s  # replace, fetch own part, load it
+    recovery = None
+    if elastic is not None:
+        recovery = elastic_recovery(
+            elastic, cloud, checkpoint_bytes, nodes, node_network_gbits, times, capacity_wait_s
+        )
+        restart = recovery.expected_loss_s
     lossy_restart = restart + times.durable_lag_s  # a step not yet durable is lost as well
     notice = NOTICE_S.get(cloud, 30.0)
     fits = times.emergency_s <= notice
@@ -230,7 +385,7 @@ def assess(
         feasible, wall = False, math.inf
     return Reliability(spot_node, fail_node, nodes, notice, write, times, lossy_restart, fits, tau, mtbf / 3600,
                        useful_hours, useful_hours * stall, daly / 3600, wall / 3600, feasible,
-                       capacity_wait_s / 3600, capacity_wait_s)  # fmt: skip
+                       capacity_wait_s / 3600, capacity_wait_s, recovery)  # fmt: skip
 
 
 def storage_usd(cloud: str, checkpoint_bytes: float, wall_hours: float) -> float:

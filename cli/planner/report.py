@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from cli.planner import reliability
 from cli.planner.calibration import Fit, default_fit
 from cli.planner.memory import GIB, MemoryEstimate
@@ -49,6 +51,11 @@ def assumptions(c: Candidate, req: Request, fit: Fit | None = None) -> list[str]
             f"{w.precision}: memory follows DeepSpeed's mixed-precision estimators (16-bit weights, fp32 "
             f"master copy); throughput uses the accelerator's {w.precision} peak"
         )
+    if c.rel.elastic is not None:
+        e = c.rel.elastic.setting
+        out.append(f"elastic recovery (--elastic {e.min_nodes}:{e.wait_s:g}): a lost node's survivors shrink to "
+                   f"{e.shrink_nodes} of {c.nodes} nodes after {e.wait_s:g} s; "
+                   f"{reliability.convert_rate_note()}, benchmarks/elastic_recovery.py")  # fmt: skip
     out.append(f"global batch {w.global_batch_tokens:,} tokens; flash attention; 16-bit gradients")
     out += parallelism_assumptions(c.setup.tp, c.setup.pp)
     out += memory_assumptions(c.setup.memory)
@@ -113,6 +120,7 @@ def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None
         "expected_interruptions": round(c.rel.expected_interruptions, 2),
         "interruption": interruption_label(c),
         "capacity": capacity_dict(c, req),
+        "elastic": elastic_dict(c, req),
         "assumptions": assumptions(c, req, fit),
     }
     if explain:
@@ -126,7 +134,7 @@ def capacity_risk_usd(c: Candidate, req: Request) -> float:
     if c.purchase != "spot" or not c.rel.feasible:
         return 0.0
     key = (c.offer.cloud, c.purchase, c.offer.interruption_bucket)
-    rel, storage = assess_group(req.workload, c.hardware, c.nodes, c.setup, *key)
+    rel, storage = assess_group(req.workload, c.hardware, c.nodes, c.setup, *key, elastic=req.elastic)
     return max(0.0, c.cost_usd - (c.price_usd_per_node_hour * c.nodes * rel.wall_hours + storage))
 
 
@@ -142,6 +150,101 @@ def capacity_dict(c: Candidate, req: Request) -> dict:
         "replace_node_minutes": round((reliability.PROVISION_S + (cap.wait_s if c.purchase == "spot" else 0)) / 60, 1),
         "risk_usd": round(capacity_risk_usd(c, req), 2),
     }
+
+
+def default_elastic(c: Candidate) -> tuple[int, float]:
+    """The setting a plan is compared with when --elastic is not given: the smallest usable node count of at least
+    half the plan's (infra/elastic.py; that half when none is usable) and a 600 s wait."""
+    from infra.elastic import usable_node_counts
+
+    half = -(-c.nodes // 2)
+    usable = usable_node_counts(c.nodes, c.setup.step.grad_accum, half)
+    return (usable[0] if usable else half), reliability.ELASTIC_DEFAULT_WAIT_S
+
+
+class _Priced:
+    """One pricing of a plan: its reliability, wall hours and expected USD."""
+
+    __slots__ = ("rel", "hours", "usd")
+
+    def __init__(self, c: Candidate, rel: reliability.Reliability, storage: float) -> None:
+        self.rel, self.hours = rel, rel.wall_hours
+        self.usd = c.price_usd_per_node_hour * c.nodes * rel.wall_hours + storage if rel.feasible else float("inf")
+
+
+def elastic_comparison(c: Candidate, req: Request) -> tuple[tuple[int, float], _Priced | None, _Priced, str] | None:  # fmt: skip
+    """((min_nodes, wait s), the plan with elastic recovery or None, the plan without it, why not) for a
+    multi-node plan: with --elastic's setting, else (spot plans only) the default one; None when not compared."""
+    if c.nodes < 2 or (req.elastic is None and c.purchase != "spot"):
+        return None
+    setting = req.elastic if req.elastic is not None else default_elastic(c)
+    st = c.setup.step
+    usable, why = reliability.elastic_setting(c.nodes, st.grad_accum, st.tp, st.pp, *setting)
+    key = (c.offer.cloud, c.purchase, c.offer.interruption_bucket)
+    without = _Priced(c, *assess_group(req.workload, c.hardware, c.nodes, c.setup, *key, c.capacity))
+    if usable is None:
+        return setting, None, without, why
+    return setting, _Priced(c, *assess_group(req.workload, c.hardware, c.nodes, c.setup, *key, c.capacity,
+                                             setting)), without, ""  # fmt: skip
+
+
+def elastic_dict(c: Candidate, req: Request) -> dict | None:
+    """Elastic recovery beside the same plan without it (None for a one-node plan, and for an on-demand plan
+    without --elastic); `in_plan`: the plan's own expected cost is the elastic one."""
+    compared = elastic_comparison(c, req)
+    if compared is None:
+        return None
+    (min_nodes, wait), with_, without, why = compared
+    out: dict = {"min_nodes": min_nodes, "wait_for_replacement_s": wait, "applicable": with_ is not None}
+    if with_ is None:
+        return {**out, "reason": why, "in_plan": False}
+    e = with_.rel.elastic
+
+    def finite(value: float, digits: int) -> float | None:  # None: that plan would mostly restart (refused)
+        return round(value, digits) if math.isfinite(value) else None
+
+    return {
+        **out,
+        "in_plan": c.rel.elastic is not None,
+        "shrink_to_nodes": e.setting.shrink_nodes,
+        "expected_usd": finite(with_.usd, 2),
+        "expected_hours": finite(with_.hours, 3),
+        "without_usd": finite(without.usd, 2),
+        "without_hours": finite(without.hours, 3),
+        "chance_to_shrink": round(e.shrink_chance, 4),
+        "conversion_seconds": round(e.shrink_s, 1),
+        "grow_back_seconds": round(e.grow_s, 1),
+        "lost_seconds_per_lost_node": round(e.expected_loss_s, 1),
+        "without_lost_seconds_per_lost_node": round(e.without_loss_s, 1),
+        "universal_convert_bytes_per_s": reliability.UNIVERSAL_CONVERT_BYTES_PER_S,
+    }
+
+
+def elastic_note(c: Candidate, req: Request) -> str | None:
+    """One line: the plan's expected cost with elastic recovery beside the one without."""
+    d = elastic_dict(c, req)
+    if d is None:
+        return None
+    setting = f"min_nodes {d['min_nodes']}, wait_for_replacement_s {d['wait_for_replacement_s']:g}"
+    if not d["applicable"]:
+        return f"elastic recovery ({setting}) does not apply: {d['reason']}"
+    if d["expected_usd"] is None or d["without_usd"] is None:
+        worse = "with" if d["expected_usd"] is None else "without"
+        return (f"elastic recovery ({setting}): {worse} it this plan would spend most of its time restarting "
+                f"(each conversion ~{d['conversion_seconds'] / 60:,.0f} min at an assumed "
+                f"{d['universal_convert_bytes_per_s'] / 1e6:,.0f} MB/s universal-checkpoint rate)")  # fmt: skip
+    change = d["expected_usd"] / d["without_usd"] - 1 if d["without_usd"] else 0.0
+    head = (
+        f"this plan uses elastic recovery ({setting})" if d["in_plan"]
+        else f"with elastic recovery ({setting}; plan with --elastic {d['min_nodes']}:{d['wait_for_replacement_s']:g})"
+    )  # fmt: skip
+    return (
+        f"{head}: ${d['expected_usd']:,.0f} expected, {d['expected_hours']:,.1f} h, against ${d['without_usd']:,.0f}, "
+        f"{d['without_hours']:,.1f} h without it ({change:+.1%}): a lost node's survivors shrink to "
+        f"{d['shrink_to_nodes']} nodes after the wait ({d['chance_to_shrink']:.0%} of losses), each conversion "
+        f"~{d['conversion_seconds'] / 60:,.0f} min at "
+        f"{reliability.convert_rate_note(d['universal_convert_bytes_per_s'])}"
+    )
 
 
 def layout_label(c: Candidate) -> str:
@@ -187,6 +290,9 @@ def explain_lines(c: Candidate, req: Request, fit: Fit | None) -> list[str]:
     lines += c.rel.explain()
     if c.purchase == "spot":
         lines.append(c.capacity.explain() + f"; it adds ${capacity_risk_usd(c, req):,.2f} to the expected cost")
+    compared = elastic_comparison(c, req)
+    if compared is not None and compared[1] is not None and c.rel.elastic is None:
+        lines.append("not in this plan: " + compared[1].rel.elastic.explain())
     rate = c.price_usd_per_node_hour * c.nodes
     lines.append(f"cost = {c.nodes} nodes x ${c.price_usd_per_node_hour:.4f}/node-h ({c.purchase}) x "
                  f"{c.wall_hours:.2f} h + storage ${c.breakdown['storage_usd']:.2f} = ${c.cost_usd:,.2f} "
@@ -250,6 +356,8 @@ def notes(best: Candidate, front: list[Candidate], req: Request) -> list[str]:
         )
     if best.purchase == "spot":
         out += capacity_options(best, req)
+    if (line := elastic_note(best, req)) is not None:
+        out.append(line)
     return out
 
 
@@ -297,10 +405,13 @@ def mixed_fleet_cost(c: Candidate, req: Request):
     if not capacity.obtainable:
         return None
     w, st = req.workload, c.setup.step
+    setting = None
+    if req.elastic:
+        setting = reliability.elastic_setting(c.nodes, st.grad_accum, st.tp, st.pp, *req.elastic)[0]
     rel = reliability.assess(w.tokens / st.tokens_per_second / 3600, c.nodes, c.hardware.devices_per_node,
                              c.offer.cloud, True, c.offer.interruption_bucket, w.checkpoint_bytes,
                              c.hardware.network_gbits, st.step_s, spot_nodes=spot_nodes,
-                             capacity_wait_s=capacity.wait_s)  # fmt: skip
+                             capacity_wait_s=capacity.wait_s, elastic=setting)  # fmt: skip
     if not rel.feasible:
         return None
     rate = c.offer.on_demand_usd_per_hour + spot_nodes * c.price_usd_per_node_hour

@@ -63,8 +63,17 @@ def plan_sections(c: Candidate, req: Request, name: str | None = None) -> dict[s
             "tensor_parallel": s.tp,
             "pipeline_parallel": s.pp,
         },
-        "checkpoint": {"interval_minutes": c.checkpoint_interval_minutes},
+        "checkpoint": {
+            "interval_minutes": c.checkpoint_interval_minutes,
+            **({"elastic": elastic_section(c)} if c.rel.elastic is not None else {}),
+        },
     }
+
+
+def elastic_section(c: Candidate) -> dict[str, Any]:
+    """checkpoint.elastic of a plan priced with --elastic (only where it applies: the plan's rel has it)."""
+    e = c.rel.elastic.setting
+    return {"min_nodes": e.min_nodes, "wait_for_replacement_s": e.wait_s}
 
 
 def plan_stack(c: Candidate, req: Request) -> tuple[StackConfig, dict[str, Any]]:
@@ -83,7 +92,8 @@ JOB_OWNED = ("model", "params", "tokens", "seq_len", "precision", "method", "lor
 FLEET_OWNED = ("cloud", "region", "zones", "instance_type", "nodes", "purchase")
 DEEPSPEED_OWNED = ("zero_stage", "offload_optimizer", "offload_param", "micro_batch", "grad_accum",
                    "activation_checkpointing", "tensor_parallel", "pipeline_parallel")  # fmt: skip
-CHECKPOINT_OWNED = ("interval_minutes",)
+# checkpoint.elastic: written with --elastic, dropped (with a note) when it no longer fits the plan
+CHECKPOINT_OWNED = ("interval_minutes", "elastic")
 # Fleet keys that only make sense for the old placement, dropped (with a note) when the plan moves it.
 FLEET_TIED_TO_REGION = ("image", "network", "fallback_instance_types")  # AMI ids, VPCs, types: per region
 FLEET_TIED_TO_TYPE = ("max_price",)  # a USD/hour cap for one instance type
@@ -192,12 +202,35 @@ def merge_plan(config, planned: dict[str, Any], provider: dict[str, Any], where:
         for key in owned:
             if key in planned[section]:
                 _set(values, key, planned[section][key])
+    notes += _drop_unfit_elastic(config[ns + "checkpoint"], planned)
 
     for key, value in provider.items():
         if isinstance(config.get(key), dict):  # a secret (secure: ...) region: the user's, left alone
             continue
         _set(config, key, value)
     return notes
+
+
+def _drop_unfit_elastic(checkpoint, planned: dict[str, Any]) -> list[str]:
+    """A checkpoint.elastic the plan did not write stays when it fits the planned fleet and setup, and is dropped
+    (with a note) when it does not: the schema would refuse the file."""
+    from cli.planner.reliability import elastic_setting
+
+    old = checkpoint.get("elastic")
+    if "elastic" in planned["checkpoint"] or not isinstance(old, dict):
+        return []
+    fleet, ds = planned["fleets"][0], planned["deepspeed"]
+    try:
+        least = int(plain_data(old.get("min_nodes")))
+    except (TypeError, ValueError):
+        return []  # not a number: the schema names it
+    setting, why = elastic_setting(fleet["nodes"], ds["grad_accum"], ds["tensor_parallel"], ds["pipeline_parallel"],
+                                   least, 0.0)  # fmt: skip
+    if setting is not None:
+        return []
+    del checkpoint["elastic"]
+    return [f"dropped {NAMESPACE}:checkpoint.elastic ({plain_data(old)!r}): it does not fit this plan ({why}); "
+            "plan with --elastic to set it"]  # fmt: skip
 
 
 @dataclass

@@ -7,6 +7,8 @@ with the fleet's spot interruptions (its zones' interruption bucket, the worst o
 restarts that wait for replacement capacity (and for a full set of spot nodes, as cli/planner/capacity.py
 reads the placement scores or assumes them), the emergency checkpoint against the cloud's notice, and the
 declared checkpoint interval, on the declared tensor x pipeline layout. The list price is the preview's own fleet price (zone mean, per purchase).
+With checkpoint.elastic, a lost node costs what elastic recovery expects (reliability.elastic_recovery: wait, shrink,
+train on fewer nodes, grow back); an assumption line sets it beside the same fleet without it.
 
     list     = fleet $/h x (useful + evaluation/stall hours)         the job with nothing going wrong
     expected = fleet $/h x expected wall hours                       what the model says it will bill
@@ -100,11 +102,20 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
                                  fleet.instance_type, hw.devices_per_node, spot)  # fmt: skip
         if not capacity.obtainable:
             raise _NoExpectation(f"{capacity.source}: \"not likely to succeed\", so no expected cost")
-    rel = reliability.assess(
-        useful_h, fleet.nodes, hw.devices_per_node, fleet.cloud, spot > 0, bucket, work.checkpoint_bytes,
-        hw.network_gbits, setup.step.step_s, interval_s=config.checkpoint.interval_minutes * 60, spot_nodes=spot,
-        capacity_wait_s=capacity.wait_s if capacity else 0.0,
-    )  # fmt: skip
+    declared = config.checkpoint.elastic
+    elastic, not_elastic = None, ""
+    if declared is not None:
+        elastic, not_elastic = reliability.elastic_setting(fleet.nodes, ds.grad_accum, *layout, declared.min_nodes,
+                                                           declared.wait_for_replacement_s)  # fmt: skip
+
+    def assess(elastic):
+        return reliability.assess(
+            useful_h, fleet.nodes, hw.devices_per_node, fleet.cloud, spot > 0, bucket, work.checkpoint_bytes,
+            hw.network_gbits, setup.step.step_s, interval_s=config.checkpoint.interval_minutes * 60, spot_nodes=spot,
+            capacity_wait_s=capacity.wait_s if capacity else 0.0, elastic=elastic,
+        )  # fmt: skip
+
+    rel = assess(elastic)
     if not rel.feasible:
         raise _NoExpectation(
             f"{fleet.nodes} nodes would spend most of the run restarting (the planner refuses such a plan)"
@@ -128,6 +139,21 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
     ]
     if fleet.purchase == "mixed":
         assumptions.append(f"{on_demand} on-demand node(s) are never interrupted, {spot} spot")
+    if rel.elastic is not None:
+        without = assess(None)
+        e = rel.elastic
+        assumptions.append(
+            f"elastic recovery (checkpoint.elastic: min_nodes {e.setting.min_nodes}, wait {e.setting.wait_s:g} s): a "
+            f"lost node's survivors shrink to {e.setting.shrink_nodes} of {fleet.nodes} nodes when no replacement is up "
+            f"within the wait ({e.shrink_chance:.0%} of losses), converting the checkpoint in {e.shrink_s:,.0f} s and "
+            f"back in {e.grow_s:,.0f} s at {reliability.convert_rate_note()} (benchmarks/elastic_recovery.py): "
+            f"{e.expected_loss_s:,.0f} s lost per lost node "
+            f"against {e.without_loss_s:,.0f} s; expected ${per_hour * rel.wall_hours:,.0f} ({rel.wall_hours:,.1f} h) "
+            + (f"against ${per_hour * without.wall_hours:,.0f} ({without.wall_hours:,.1f} h) without it"
+               if without.feasible else "; without it the fleet would spend most of the run restarting")
+        )  # fmt: skip
+    elif declared is not None:
+        assumptions.append(f"checkpoint.elastic not priced: {not_elastic}")
     return FleetExpectation(
         fleet=fleet.name, usd_per_hour=per_hour, ideal_hours=useful_h + rel.stall_hours,
         wall_hours=rel.wall_hours, interruptions=interruptions,

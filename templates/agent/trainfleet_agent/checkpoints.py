@@ -390,10 +390,16 @@ def _local_copy(final: str, rel: str, size: int, out: str) -> bool:
         return False
 
 
-def restore(store: ObjectStore, prefix: str, dest: str, node_rank: int = 0, nodes: int | None = None) -> int | None:
+def restore(
+    store: ObjectStore, prefix: str, dest: str, node_rank: int = 0, nodes: int | None = None, resize: bool = False
+) -> int | None:
     """Make dest/step-N hold what node `node_rank` of `nodes` needs to resume from the newest verified step
     (COMPLETE written last): its own part and the files every rank loads, fetched in parallel and verified,
-    reusing what it already has. None if nothing can be restored."""
+    reusing what it already has. None if nothing can be restored.
+
+    A step saved by another node count cannot be loaded part by part: without `resize` it is skipped; with it
+    (elastic recovery) every part is fetched, for the node to convert the whole checkpoint to DeepSpeed's
+    universal format and load it at its new data-parallel size (templates/node/trainfleet-resize.py)."""
     for name in os.listdir(dest):
         if name.startswith(".restore-step-"):  # left by a restore that was killed
             shutil.rmtree(os.path.join(dest, name), ignore_errors=True)
@@ -408,18 +414,38 @@ def restore(store: ObjectStore, prefix: str, dest: str, node_rank: int = 0, node
             log("restore_skip", step=step, reason="manifest missing or does not verify")
             continue
         saved_by = manifest.get("nodes", 1)
-        if "parts" in manifest and (node_rank >= saved_by or (nodes is not None and nodes != saved_by)):
+        other_count = "parts" in manifest and (node_rank >= saved_by or (nodes is not None and nodes != saved_by))
+        if other_count and not resize:
             log("restore_skip", step=step, reason=f"saved by {saved_by} node(s); this job has {nodes}")
             continue
-        if _restore_step(store, prefix, dest, step, manifest, node_rank, saved_by):
+        if _restore_step(store, prefix, dest, step, manifest, node_rank, saved_by, whole=other_count):
             return step
     return None
 
 
-def _restore_step(store, prefix, dest, step, manifest, node_rank, nodes) -> bool:
+def local_marker(final: str) -> dict | None:
+    """The COMPLETE marker of a step folder as a dict; None if the folder is not complete."""
+    try:
+        with open(os.path.join(final, "COMPLETE")) as f:
+            text = f.read()
+    except OSError:
+        return None
+    try:
+        marker = json.loads(text)
+    except ValueError:
+        return {}
+    return marker if isinstance(marker, dict) else {}
+
+
+def _restore_step(store, prefix, dest, step, manifest, node_rank, nodes, whole=False) -> bool:
     final = os.path.join(dest, step_name(step))
-    needed = needed_files(manifest, node_rank)
-    complete = os.path.isfile(os.path.join(final, "COMPLETE"))  # only a complete folder's files are reused
+    needed = manifest_objects(manifest) if whole else needed_files(manifest, node_rank)
+    needed = [(n, e) for n, e in needed if e["path"] != "COMPLETE"]
+    marker = local_marker(final)
+    complete = marker is not None  # only a complete folder's files are reused
+    if whole and complete and marker.get("universal"):  # converted here already: loadable at any size
+        log("restore_present", step=step, universal=True)
+        return True
     if complete and all(_local_size(final, e["path"]) == e["size"] for _, e in needed):
         log("restore_present", step=step)
         return True
@@ -449,10 +475,11 @@ def _restore_step(store, prefix, dest, step, manifest, node_rank, nodes) -> bool
         return False
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
-    marker = {"step": step, "node_rank": node_rank, "nodes": nodes, "restored": True}
+    # `nodes`: the node count that saved the step; `whole`: every part is here (to convert to another count).
+    marker = {"step": step, "node_rank": node_rank, "nodes": nodes, "restored": True, "whole": whole}
     with open(os.path.join(final, "COMPLETE"), "w") as f:
         json.dump(marker, f)
     fetched = sum(e["size"] for _, _, e in fetch)
     log("restored", step=step, node=node_rank, files=len(needed), fetched_files=len(fetch), fetched_bytes=fetched,
-        seconds=round(time.time() - t0, 3))  # fmt: skip
+        seconds=round(time.time() - t0, 3), whole=whole, saved_by=nodes)  # fmt: skip
     return True

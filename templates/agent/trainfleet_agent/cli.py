@@ -9,6 +9,7 @@ import sys
 
 from .checkpoints import complete_steps, restore, step_part, upload_step
 from .common import log
+from .events import check_name, parse_field, parse_fields_json, record
 from .membership import cmd_peers, cmd_scale_to_zero
 from .stores import make_store
 from .watch import Watcher
@@ -17,7 +18,7 @@ from .watch import Watcher
 def cmd_restore(a) -> int:
     os.makedirs(a.dest, exist_ok=True)
     store = make_store(a.cloud, a.bucket, a.metadata_url)
-    step = restore(store, a.prefix, a.dest, a.node_rank, a.nodes or None)
+    step = restore(store, a.prefix, a.dest, a.node_rank, a.nodes or None, resize=a.resize)
     if step is None:
         log("restore_nothing", bucket=a.bucket, prefix=a.prefix)
         return 0
@@ -39,6 +40,31 @@ def cmd_sync(a) -> int:
     return 0
 
 
+def cmd_event(a) -> int:
+    fields = dict(a.json or {})
+    for key, value in a.field:
+        if key in fields:
+            print(f"trainfleet_agent event: --field {key} given twice", file=sys.stderr)
+            return 2
+        fields[key] = value
+    store = make_store(a.cloud, a.bucket, a.metadata_url)
+    print(record(store, a.prefix, a.node, a.event, fields))
+    return 0
+
+
+def _argument(parse):
+    """An argparse type from a checker that raises ValueError (argparse then exits 2 with its message)."""
+
+    def convert(text):
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="trainfleet_agent", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -55,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dest", required=True)
     r.add_argument("--node-rank", type=int, default=0, help="this node's rank: restore its part of the checkpoint")
     r.add_argument("--nodes", type=int, default=0, help="the job's node count (0: whatever saved the checkpoint)")
+    r.add_argument(
+        "--resize",
+        action="store_true",
+        help="a step saved by another node count: fetch every part (to convert it), instead of skipping it",
+    )
 
     w = sub.add_parser("watch", help="watch for spot notices; sync checkpoints")
     common(w)
@@ -88,6 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
     z = sub.add_parser("scale-to-zero", help="set the group's desired capacity to 0")
     common(z, bucket=False)
     z.add_argument("--group", required=True)
+
+    ev = sub.add_parser("event", help="record a run event in the bucket (<prefix>/events/)")
+    common(ev)
+    ev.add_argument("--node", required=True, type=_argument(lambda t: check_name("--node", t)))
+    ev.add_argument("--event", required=True, type=_argument(lambda t: check_name("--event", t)))
+    ev.add_argument("--field", action="append", default=[], type=_argument(parse_field), metavar="KEY=VALUE",
+                    help="a detail; VALUE is read as int, float, true/false or null when it looks like one")  # fmt: skip
+    ev.add_argument("--json", type=_argument(parse_fields_json), metavar="OBJECT",
+                    help="details as one JSON object of scalars (a script's summary line); --field adds to it")  # fmt: skip
     return p
 
 
@@ -103,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             "sync": cmd_sync,
             "peers": cmd_peers,
             "scale-to-zero": cmd_scale_to_zero,
+            "event": cmd_event,
         }[a.cmd](a)
     except KeyboardInterrupt:
         return 130
