@@ -83,7 +83,7 @@ plan_argv = command_line(
      "--accelerators": ["H100-80GB", "A100-80GB,A100-40GB"], "--max-nodes": ["1", "8", "64"],
      "--deadline": ["72h", "3d", "30d"], "--budget": ["40000", "40K", "1M"], "--purchase": ["spot", "on-demand", "any"],
      "--objective": ["cost", "time"], "--time-value": ["0", "12.5"], "--top": ["1", "5"],
-     "--memory-headroom": ["0", "0.1", "0.25"]},
+     "--memory-headroom": ["0", "0.1", "0.25"], "--elastic": ["2", "4:600", "1:0"]},
     ["--json", "--explain", "--wide", "--local-zones"],
 )
 estimate_argv = command_line(
