@@ -5,7 +5,8 @@ cheaper than it is.
 A table for benchmarks/mutation.py: each mutant replaces one exact snippet (which must occur once)."""
 
 MODULE = "elastic-recovery"
-TESTS = ["tests/test_elastic_node.py", "tests/test_agent_sharded.py", "tests/test_planner_elastic.py"]
+TESTS = ["tests/test_elastic_node.py", "tests/test_agent_sharded.py", "tests/test_planner_elastic.py",
+         "tests/test_config.py"]  # fmt: skip
 RESIZE = "templates/node/trainfleet-resize.py"
 RESTORE = "templates/agent/trainfleet_agent/checkpoints.py"
 
@@ -57,5 +58,23 @@ MUTANTS = [
         "bug": "the planner forgets the conversion back when the replacement arrives",
         "original": "s_w * (shrink + grow)",
         "replacement": "s_w * shrink",
+    },
+    {
+        "file": RESIZE,
+        "bug": "a node count that cannot keep the global batch launches anyway (with a rounded accumulation)",
+        "original": "if dp < 1 or batch % (micro * dp):",
+        "replacement": "if dp < 1:",
+    },
+    {
+        "file": "templates/node/trainfleet-boot.sh.j2",
+        "bug": "a full set of the stack's nodes still runs shrunk",
+        "original": 'if [ "$members" -ge "$TRAINFLEET_NODES" ]; then',
+        "replacement": 'if [ "$members" -gt "$TRAINFLEET_NODES" ]; then',
+    },
+    {
+        "file": "infra/config.py",
+        "bug": "the schema lets elastic recovery on a tensor- or pipeline-parallel job, which ds_to_universal here does not convert",
+        "original": "if (ds.tensor_parallel, ds.pipeline_parallel) != (1, 1):",
+        "replacement": "if False:",
     },
 ]
