@@ -207,7 +207,7 @@ def test_spot_notice_mid_run_makes_the_checkpoint_durable_within_the_window(
         assert (dest / r["step"] / rel).read_bytes() == (src / rel).read_bytes()
     # COMPLETE last, naming the part it holds and that it was restored (so it is never uploaded again)
     marker = json.loads((dest / r["step"] / "COMPLETE").read_text())
-    assert marker == {"step": int(r["exit_step"]), "node_rank": 0, "nodes": 1, "restored": True}
+    assert marker == {"step": int(r["exit_step"]), "node_rank": 0, "nodes": 1, "restored": True, "whole": False}
     # keep_last=3 held while periodic checkpoints and the notice checkpoint went up
     steps, _ = bucket_steps(client(moto), bucket)
     assert len(steps) <= 3 and r["step"] in steps

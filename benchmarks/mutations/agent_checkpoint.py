@@ -141,7 +141,7 @@ MUTANTS = [
     {
         "file": F,
         "bug": "a half-restored step directory (no COMPLETE) is taken as already present",
-        "original": 'complete = os.path.isfile(os.path.join(final, "COMPLETE"))',
+        "original": "complete = marker is not None  # only a complete folder's files are reused",
         "replacement": "complete = os.path.isdir(final)",
     },
     {
