@@ -33,9 +33,12 @@ def fix_hint(nodes: int, grad_accum: int, min_nodes: int) -> str:
     lower min_nodes."""
     if nodes < 2:
         return "a one-node fleet has nothing to shrink to; remove checkpoint.elastic or add nodes"
-    for accum in range(grad_accum, grad_accum * nodes + 1):
-        if usable_node_counts(nodes, accum, min_nodes):
-            break
+    # grad_accum x (nodes - 1) always shrinks to nodes - 1, so the search ends by then when min_nodes < nodes
+    accum = next(
+        (a for a in range(grad_accum, grad_accum * nodes + 1) if usable_node_counts(nodes, a, min_nodes)), None
+    )
+    if accum is None:
+        return f"lower min_nodes below {nodes}"
     smaller = [n for n in usable_node_counts(nodes, grad_accum, 1) if n < min_nodes]
     lower = f" or lower min_nodes to {smaller[-1]}" if smaller else ""
     shrunk = usable_node_counts(nodes, accum, min_nodes)[-1]
