@@ -97,7 +97,7 @@ def test_replacement_times_match_the_capacity_process(wait_s):
 # ---------------------------------------------------------------- the expected loss per lost node
 
 # The prod stack's shape: 182 GB checkpoint (13B x 14 B), 4 AWS nodes at grad accum 8 -> shrink to 2, S3 at
-# 1 GB/s per node (checkpoint_io.md), local save 2 GB/s, commit 10 s, conversion at the 150 MB/s placeholder.
+# 1 GB/s per node (checkpoint_io.md), local save 2 GB/s, commit 10 s, conversion at WORKED_RATE (150 MB/s, below).
 #   shrink c_2 = download 182 GB at 1 GB/s 182 s + convert 182e9 / 150e6 = 1,213.33 s + load 91 GB at 2 GB/s 45.5 s
 #              = 1,440.83 s
 #   grow back  = save 91 GB at 2 GB/s 45.5 s + upload 91 s + commit 10 s + c_4 (182 + 1,213.33 + 22.75 = 1,418.08)
