@@ -37,7 +37,7 @@ from pydantic import (
     model_validator,
 )
 
-from infra.elastic import fix_hint, usable_node_counts
+from infra.elastic import DEFAULT_WAIT_S, fix_hint, usable_node_counts
 from infra.errors import ConfigError, TrainfleetError, did_you_mean, shown
 from infra.parallelism import PP_MAX, unsupported
 from infra.units import MAX_HOURS, MAX_USD, format_count, parse_count
@@ -275,7 +275,7 @@ class Elastic(_Section):
 
     min_nodes: int = Field(ge=1, le=1024, description="fewest nodes the job keeps training on")
     wait_for_replacement_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = Field(
-        default=600.0, description="seconds to wait for a replacement node before shrinking, at most a day"
+        default=DEFAULT_WAIT_S, description="seconds to wait for a replacement node before shrinking, at most a day"
     )
 
 

@@ -8,6 +8,8 @@ it holds; the schema (infra/config.py) and the planner (cli/planner/reliability.
 
 from __future__ import annotations
 
+DEFAULT_WAIT_S = 600.0  # checkpoint.elastic.wait_for_replacement_s when a stack or `plan --elastic` names none
+
 
 def usable_node_counts(nodes: int, grad_accum: int, min_nodes: int) -> list[int]:
     """Node counts n in [min_nodes, nodes - 1] a job of `nodes` nodes at `grad_accum` can shrink to, ascending."""

@@ -63,25 +63,21 @@ def _csv(value: str | None, known: list[str], option: str) -> frozenset[str] | N
 
 
 def _elastic(value: str | None) -> tuple[int, float] | None:
-    """--elastic MIN_NODES[:WAIT_S] -> (min_nodes, wait s), checked as the stack schema checks them."""
-    import math
-
-    from cli.planner.reliability import ELASTIC_DEFAULT_WAIT_S
+    """--elastic MIN_NODES[:WAIT_S] -> (min_nodes, wait s), checked by the stack schema's own checkpoint.elastic."""
+    from infra.config import Elastic
 
     if value is None:
         return None
     least, _, wait = value.strip().partition(":")
-    try:
-        min_nodes = int(least)
-        wait_s = float(wait) if wait.strip() else ELASTIC_DEFAULT_WAIT_S
+    try:  # int() first: the schema would take "2.0" as 2; pydantic's ValidationError is a ValueError
+        given = {"min_nodes": int(least), **({"wait_for_replacement_s": float(wait)} if wait.strip() else {})}
+        setting = Elastic(**given)
     except ValueError:
-        min_nodes, wait_s = 0, math.nan
-    if not (1 <= min_nodes <= 1024 and math.isfinite(wait_s) and 0 <= wait_s <= 86_400):
         raise TrainfleetError(
             f"--elastic {shown(value)} is not MIN_NODES[:WAIT_S]: a whole number of nodes from 1 to 1024, then "
             "optionally the seconds to wait for a replacement, 0 to 86400; e.g. --elastic 4:600"
-        )
-    return min_nodes, wait_s
+        ) from None
+    return setting.min_nodes, setting.wait_for_replacement_s
 
 
 def _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch):

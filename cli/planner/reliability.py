@@ -81,7 +81,6 @@ def convert_rate_note(rate: float | None = None) -> str:
     """How the conversion rate in a figure was earned, for every line that shows one."""
     rate = UNIVERSAL_CONVERT_BYTES_PER_S if rate is None else rate
     return f"{rate / 1e6:,.0f} MB/s universal-checkpoint conversion (measured on a 2-core machine, 1.25 GiB)"
-ELASTIC_DEFAULT_WAIT_S = 600.0  # the plan's default checkpoint.elastic.wait_for_replacement_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,10 +213,10 @@ def conversion_s(cloud: str, checkpoint_bytes: float, nodes: int, node_network_g
                  download_bytes_per_s: float | None = None, convert_bytes_per_s: float | None = None) -> float:  # fmt: skip
     """One conversion onto `nodes` nodes: every node downloads every part, converts it (ds_to_universal) and loads
     its own share. The rates default to the model's (benchmarks pass the ones they measured)."""
-    download = download_bytes_per_s or upload_gbps_per_node(cloud, nodes, node_network_gbits) * 1e9
+    at = checkpoint_times(cloud, checkpoint_bytes, nodes, node_network_gbits, 0.0)
+    download = download_bytes_per_s or at.upload_gbps_per_node * 1e9
     convert = convert_bytes_per_s or UNIVERSAL_CONVERT_BYTES_PER_S
-    return (checkpoint_bytes / download + checkpoint_bytes / convert
-            + checkpoint_bytes / nodes / (LOCAL_SAVE_GBPS * 1e9))  # fmt: skip
+    return checkpoint_bytes / download + checkpoint_bytes / convert + at.save_s  # the load reads what a save wrote
 
 
 def elastic_recovery(setting: ElasticSetting, cloud: str, checkpoint_bytes: float, nodes: int,
@@ -225,18 +224,18 @@ def elastic_recovery(setting: ElasticSetting, cloud: str, checkpoint_bytes: floa
                      capacity_wait_s: float) -> ElasticRecovery:  # fmt: skip
     """Expected full-speed seconds lost per lost node with elastic recovery, and without it."""
     n, w = setting.shrink_nodes, setting.wait_s
-    rate_n = upload_gbps_per_node(cloud, n, node_network_gbits)
+    shrunk = checkpoint_times(cloud, checkpoint_bytes, n, node_network_gbits, times.step_boundary_s)
     shrink = conversion_s(cloud, checkpoint_bytes, n, node_network_gbits)
-    part_gb = checkpoint_bytes / n / 1e9
-    grow = part_gb / LOCAL_SAVE_GBPS + part_gb / rate_n + COMMIT_S + conversion_s(cloud, checkpoint_bytes, nodes,
-                                                                                  node_network_gbits)  # fmt: skip
+    # grow back: the shrunk job saves, uploads and commits its parts, then every node converts them for N
+    grow = shrunk.save_s + shrunk.durable_lag_s + conversion_s(cloud, checkpoint_bytes, nodes, node_network_gbits)
     rejoin = times.download_s + times.save_s  # the replacement joins: each node fetches and loads its part
     mean_t = PROVISION_S + capacity_wait_s
     s_w = replacement_survival(w, capacity_wait_s)
     shrunk_run = max(0.0, mean_t - replacement_expected_min(w + shrink, capacity_wait_s))  # E[(T - w - c_n)+]
     loss = (replacement_expected_min(w, capacity_wait_s) + (1 - s_w) * rejoin + s_w * (shrink + grow)
             + (1 - n / nodes) * shrunk_run)  # fmt: skip
-    return ElasticRecovery(setting, nodes, checkpoint_bytes, rate_n, shrink, grow, s_w, loss, mean_t + rejoin)
+    return ElasticRecovery(setting, nodes, checkpoint_bytes, shrunk.upload_gbps_per_node, shrink, grow, s_w, loss,
+                           mean_t + rejoin)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,11 +155,11 @@ def capacity_dict(c: Candidate, req: Request) -> dict:
 def default_elastic(c: Candidate) -> tuple[int, float]:
     """The setting a plan is compared with when --elastic is not given: the smallest usable node count of at least
     half the plan's (infra/elastic.py; that half when none is usable) and a 600 s wait."""
-    from infra.elastic import usable_node_counts
+    from infra.elastic import DEFAULT_WAIT_S, usable_node_counts
 
     half = -(-c.nodes // 2)
     usable = usable_node_counts(c.nodes, c.setup.step.grad_accum, half)
-    return (usable[0] if usable else half), reliability.ELASTIC_DEFAULT_WAIT_S
+    return (usable[0] if usable else half), DEFAULT_WAIT_S
 
 
 class _Priced:
@@ -231,8 +231,8 @@ def elastic_note(c: Candidate, req: Request) -> str | None:
     if d["expected_usd"] is None or d["without_usd"] is None:
         worse = "with" if d["expected_usd"] is None else "without"
         return (f"elastic recovery ({setting}): {worse} it this plan would spend most of its time restarting "
-                f"(each conversion ~{d['conversion_seconds'] / 60:,.0f} min at an assumed "
-                f"{d['universal_convert_bytes_per_s'] / 1e6:,.0f} MB/s universal-checkpoint rate)")  # fmt: skip
+                f"(each conversion ~{d['conversion_seconds'] / 60:,.0f} min at "
+                f"{reliability.convert_rate_note(d['universal_convert_bytes_per_s'])})")  # fmt: skip
     change = d["expected_usd"] / d["without_usd"] - 1 if d["without_usd"] else 0.0
     head = (
         f"this plan uses elastic recovery ({setting})" if d["in_plan"]
