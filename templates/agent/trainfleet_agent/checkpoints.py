@@ -55,16 +55,24 @@ def node_dir(node: int) -> str:
     return f"node-{node}"
 
 
+def local_marker(final: str) -> dict | None:
+    """The COMPLETE marker of a step folder as a dict; None if the folder is not complete."""
+    try:
+        with open(os.path.join(final, "COMPLETE"), "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    try:
+        marker = json.loads(data)  # bytes: a COMPLETE that is not UTF-8 is a ValueError here too
+    except ValueError:
+        return {}
+    return marker if isinstance(marker, dict) else {}
+
+
 def step_part(ckpt_dir: str, step: int) -> dict:
     """What the trainer wrote into step-N/COMPLETE: which node rank of how many nodes saved this part, and
     whether it was restored (not saved) here. A COMPLETE that is empty or not JSON: one node, rank 0."""
-    try:
-        with open(os.path.join(ckpt_dir, step_name(step), "COMPLETE")) as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        doc = {}
-    if not isinstance(doc, dict):
-        doc = {}
+    doc = local_marker(os.path.join(ckpt_dir, step_name(step))) or {}
 
     def count(key, default):
         v = doc.get(key, default)
@@ -421,20 +429,6 @@ def restore(
         if _restore_step(store, prefix, dest, step, manifest, node_rank, saved_by, whole=other_count):
             return step
     return None
-
-
-def local_marker(final: str) -> dict | None:
-    """The COMPLETE marker of a step folder as a dict; None if the folder is not complete."""
-    try:
-        with open(os.path.join(final, "COMPLETE")) as f:
-            text = f.read()
-    except OSError:
-        return None
-    try:
-        marker = json.loads(text)
-    except ValueError:
-        return {}
-    return marker if isinstance(marker, dict) else {}
 
 
 def _restore_step(store, prefix, dest, step, manifest, node_rank, nodes, whole=False) -> bool:
