@@ -83,6 +83,22 @@ def stack_path(stack: str, start: Path | None = None) -> Path:
     return stacks_dir(start) / f"Pulumi.{stack}.yaml"
 
 
+def writable_stack_path(stack: str, start: Path | None = None) -> Path:
+    """Where `plan --write-stack STACK` may write: this project's stacks folder, as Pulumi.<ENV>.yaml (the one
+    file Pulumi reads as stack ENV), whether STACK names the stack or that file. A path anywhere else is refused
+    with one line: no stack would be read from there, and the file is not trainfleet's to write."""
+    path = stack_path(stack, start)
+    folder = stacks_dir(start)
+    name = stack_name(path)
+    inside = path.parent.resolve() == folder.resolve() and path.name == f"Pulumi.{name}.yaml"
+    if not (inside and STACK_NAME.fullmatch(name)):
+        raise ConfigError(
+            f"--write-stack {shown(stack)} is not a stack file of this project; plans are written to "
+            f"{folder}/Pulumi.<ENV>.yaml: name the stack instead (e.g. --write-stack dev)"
+        )
+    return path
+
+
 def list_stack_files(start: Path | None = None) -> list[Path]:
     return sorted(stacks_dir(start).glob("Pulumi.*.yaml"))
 
@@ -90,6 +106,41 @@ def list_stack_files(start: Path | None = None) -> list[Path]:
 # A stack file is a few levels deep (config > section > fleet > network > subnets); far deeper is a
 # broken or hostile file, refused before anything recurses over it.
 MAX_DEPTH = 64
+# ... and a few hundred values; aliases (`*name`) repeat what an anchor holds, so a few lines can stand for
+# billions of values ("billion laughs"). The document as aliases expand it may hold this many at most.
+MAX_EXPANDED_NODES = 100_000
+
+
+class AliasBombError(yaml.YAMLError):
+    def __init__(self, reason: str, line: int):
+        super().__init__(reason)
+        self.reason, self.line = reason, line
+
+
+def _expanded_size(root: yaml.Node) -> int:
+    """How many nodes the document holds once every alias is expanded; AliasBombError past MAX_EXPANDED_NODES
+    or for an alias inside its own anchor (a structure that never ends). A node many aliases share is sized once
+    and counted each time it appears."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise AliasBombError("an alias refers to the anchor it is inside of", node.start_mark.line + 1)
+        open_nodes.add(key)
+        children = node.value if isinstance(node, yaml.SequenceNode) else (
+            [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else [])  # fmt: skip
+        total = 1 + sum(size(child) for child in children)
+        open_nodes.discard(key)
+        if total > MAX_EXPANDED_NODES:
+            raise AliasBombError(f"aliases expand it past {MAX_EXPANDED_NODES:,} values", node.start_mark.line + 1)
+        sizes[key] = total
+        return total
+
+    return size(root)
 
 
 class DuplicateKeyError(yaml.YAMLError):
@@ -99,8 +150,14 @@ class DuplicateKeyError(yaml.YAMLError):
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (PyYAML silently keeps the last) and
-    nesting deeper than MAX_DEPTH."""
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML silently keeps the last), nesting deeper
+    than MAX_DEPTH and aliases that expand past MAX_EXPANDED_NODES."""
+
+    def compose_document(self):  # noqa: ANN201 - PyYAML's signature
+        node = super().compose_document()
+        if node is not None:
+            _expanded_size(node)
+        return node
 
     def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
         self._depth = getattr(self, "_depth", 0) + 1
@@ -143,6 +200,11 @@ def load_yaml(text: str, where: str) -> Any:
         raise ConfigError(
             f"{where} line {exc.line}: key {shown(exc.key)} appears twice in the same mapping "
             "(YAML would silently keep only the last); keep one"
+        ) from None
+    except AliasBombError as exc:
+        raise ConfigError(
+            f"{where} line {exc.line}: {exc.reason}; trainfleet's files hold a few hundred values, write them out "
+            "instead of through anchors and aliases"
         ) from None
     except TooDeepError as exc:
         raise ConfigError(

@@ -464,3 +464,71 @@ def test_a_long_date_is_cut_in_the_message(capsys):
     line = one_line_error(capsys, "spend", "--stack", str(STACKS / "Pulumi.dev.yaml"), "--since", LONG)
     assert_says(line, "--since", "(5000 chars)")
     assert len(line) < 200
+
+
+# ---- a refreshed catalog overlay: every field of every row by the embedded catalog's rules (issue 27) ----------
+
+OVERLAY_BAD_FIELDS = [
+    # (column, value, what the one line says); each passed the loader before and broke a command later, or was
+    # shown as it was: a node of 0 GPUs divided by zero in `estimate`, $0 made a free plan, an escape reached
+    # the terminal, a date that is no date or from the future aged prices wrongly.
+    ("accelerators_per_node", "0", "is outside 1..1024"),
+    ("accelerator_memory_gib", "0", "must be more than 0"),
+    ("vcpus", "-8", "must be more than 0"),
+    ("on_demand_usd_per_hour", "0", "must be more than 0"),
+    ("spot_usd_per_hour", "1e400", "is not a finite number"),
+    ("network_gbps", "0", "must be more than 0"),
+    ("instance_type", "p4d;rm -rf /", "is not an instance type"),
+    ("note", "cheap\x1b[2J", "is not one line of at most 500 printable characters"),
+    ("as_of", "2026-13-45", "is not a UTC time"),
+    ("as_of", "2099-01-01T00:00:00Z", "is in the future"),
+]
+ESTIMATE_A100_40GB = ["estimate", "--params", "7B", "--tokens", "1B", "--accelerator", "A100-40GB", "--devices", "16"]
+
+
+@pytest.mark.parametrize("column, value, says", OVERLAY_BAD_FIELDS)
+@pytest.mark.parametrize("argv", [ESTIMATE_A100_40GB, ["catalog", "list", "--json"],
+                                  [*PLAN, "--accelerators", "A100-40GB"]], ids=["estimate", "list", "plan"])
+def test_an_overlay_row_out_of_bounds_is_one_line_naming_file_line_and_field(tmp_path, column, value, says, argv):
+    from tests.conftest import assert_one_line_error, run_trainfleet
+
+    rows = list(csv.reader((DATA_DIR / "offers.csv").open()))
+    header, p4d = rows[0], [r for r in rows[1:] if r[3] == "p4d.24xlarge"]
+    overlay = [[*header, "as_of"]] + [[*r, "2026-11-01T00:00:00Z"] for r in p4d]
+    overlay[2][[*header, "as_of"].index(column)] = value  # the second row (file line 3) of A100-40GB nodes
+    with (tmp_path / "catalog-overlay.csv").open("w", newline="") as fh:
+        csv.writer(fh, lineterminator="\n").writerows(overlay)
+    result = run_trainfleet(*argv, env={"TRAINFLEET_HOME": str(tmp_path)})
+    assert_one_line_error(result, f"{tmp_path / 'catalog-overlay.csv'} line 3: column {column} = ", says,
+                          "catalog refresh")  # fmt: skip
+
+
+# ---- YAML anchors and aliases: bounded, never expanded without limit (issue 27) -----------------------------
+
+
+def billion_laughs(levels: int = 9) -> str:
+    """Nine lines that stand for 9**9 (387 million) strings once aliases are expanded."""
+    lines = ['  other:bomb:', '    a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"    a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("bomb, says", [
+    (billion_laughs(), "aliases expand it past 100,000 values"),
+    ("  other:loop: &loop [1, *loop]\n", "an alias refers to the anchor it is inside of"),
+], ids=["billion-laughs", "self-reference"])  # fmt: skip
+@pytest.mark.parametrize("argv", [["stacks", "check", "-s", "bomb"], ["preview", "--stack", "bomb"],
+                                  [*PLAN, "--write-stack", "bomb", "--force"]], ids=["check", "preview", "plan"])
+def test_a_stack_whose_aliases_never_end_is_one_line_in_well_under_a_second(tmp_path, bomb, says, argv):
+    """`plan --write-stack bomb --force` ran for minutes on the billion-laughs file (its round-trip editor expanded
+    it) and grew without bound; the one loader refuses it before anything walks it, and the file is kept."""
+    from tests.conftest import assert_one_line_error, run_trainfleet
+
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "Pulumi.yaml").write_text((STACKS.parent / "Pulumi.yaml").read_text())
+    stack = tmp_path / "stacks" / "Pulumi.bomb.yaml"
+    stack.write_text((STACKS / "Pulumi.dev.yaml").read_text().rstrip("\n") + "\n" + bomb)
+    before = stack.read_bytes()
+    result = run_trainfleet(*argv, cwd=tmp_path, timeout=30)
+    assert_one_line_error(result, "Pulumi.bomb.yaml line ", says)
+    assert stack.read_bytes() == before and sorted(p.name for p in stack.parent.iterdir()) == ["Pulumi.bomb.yaml"]

@@ -134,9 +134,22 @@ HEADER_LINE = ",".join(
             P4DE_ROW.replace(",8,80,", ",8.5,80,"),
             "column accelerators_per_node = '8.5' is not a whole",
         ),
-        (P4DE_ROW, P4DE_ROW.replace("aws,", "aws2,", 1), "cloud/region/instance_type missing or unknown"),
+        (P4DE_ROW, P4DE_ROW.replace("aws,", "aws2,", 1), "column cloud = 'aws2' is not one of aws, gcp, azure"),
+        # Issue 27: what passed the loader and broke a command later (a node of 0 GPUs divided by zero in
+        # `estimate`; a $0 price made a free plan), each refused by the one rule for its field.
+        (P4DE_ROW, P4DE_ROW.replace(",8,80,", ",0,80,"), "column accelerators_per_node = '0' is outside 1..1024"),
+        (P4DE_ROW, P4DE_ROW.replace(",27.44705,", ",0,"),
+         "column on_demand_usd_per_hour = '0' must be more than 0 and at most 100000"),  # fmt: skip
+        (P4DE_ROW, P4DE_ROW.replace(",96,1152,", ",0,1152,"), "column vcpus = '0' must be more than 0"),
+        (P4DE_ROW, P4DE_ROW.replace(",A100-80GB,8,80,", ",,8,80,"),
+         "column accelerator = '' is missing: accelerator, accelerators_per_node and accelerator_memory_gib go "
+         "together"),  # fmt: skip
+        (P4DE_ROW, P4DE_ROW.replace("us-east-1,", "us east 1,", 1), "column region = 'us east 1' is not a region"),
+        (P4DE_ROW, P4DE_ROW.replace(",efa,", ",efa\x1b[2J,"), "column fabric = 'efa\\x1b[2J' is not a fabric"),
+        (P4DE_ROW, P4DE_ROW.replace(",aws-spot-advisor,", ",guess,"), "column interruption_source = 'guess'"),
     ],
-    ids=["number", "header", "columns", "infinite", "bucket-range", "whole-number", "cloud"],
+    ids=["number", "header", "columns", "infinite", "bucket-range", "whole-number", "cloud", "no-gpus",
+         "free", "no-vcpus", "half-accelerator", "region", "escape", "interruption-source"],  # fmt: skip
 )
 def test_corrupt_catalog_is_one_clear_error(tmp_path: Path, old, new, needle):
     data = tmp_path / "data"

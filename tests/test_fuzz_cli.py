@@ -307,6 +307,7 @@ def overlay_text(draw):
 @given(text=overlay_text(), argv=st.sampled_from([
     ["catalog", "list", "--json"], ["catalog", "status", "--json"], ["catalog", "show", "p4d.24xlarge", "--json"],
     ["plan", "--model", "llama-7b", "--tokens", "20B", "--json"],
+    ["estimate", "--params", "7B", "--tokens", "1B", "--accelerator", "A100-40GB", "--devices", "16", "--json"],
 ]))
 def test_fuzz_overlay_csv(project, text, argv):
     from infra.catalog import default_catalog

@@ -264,9 +264,30 @@ def test_write_stack_name_with_characters_pulumi_refuses_is_one_line(project, tf
 
 
 def test_write_stack_to_a_directory_is_one_line(project, tf):
-    (project / "out.yaml").mkdir()
-    assert_one_line_error(tf(*PLAN, "--write-stack", "out.yaml", "--force"), "is a directory")
-    assert (project / "out.yaml").is_dir()
+    (project / "stacks" / "Pulumi.out.yaml").mkdir()
+    assert_one_line_error(tf(*PLAN, "--write-stack", "out", "--force"), "is a directory")
+    assert (project / "stacks" / "Pulumi.out.yaml").is_dir()
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["../elsewhere/Pulumi.dev.yaml", "/tmp/trainfleet-not-a-stack.yaml", "out.yaml", "stacks/dev.yaml",
+     "stacks/sub/Pulumi.dev.yaml", "stacks/Pulumi.dev.yml"],
+)  # fmt: skip
+def test_write_stack_writes_only_into_the_projects_stacks_folder(project, tf, where):
+    """Issue 27: `--write-stack some/path.yaml` wrote wherever the path pointed. Only stacks/Pulumi.<ENV>.yaml is
+    a stack Pulumi reads; anything else is one line, exit 2, and nothing is written anywhere."""
+    outside = Path(where) if where.startswith("/") else project / where
+    before = tree(project.parent)
+    result = tf(*PLAN, "--write-stack", where, "--force")
+    assert_one_line_error(result, "is not a stack file of this project", "--write-stack dev")
+    assert tree(project.parent) == before and not outside.exists()
+
+
+def test_write_stack_as_the_projects_own_stack_file_path_is_that_stack(project, tf):
+    result = tf(*PLAN, "--write-stack", "stacks/Pulumi.fresh.yaml", "--json")
+    assert result.code == 0, result.stderr
+    assert read_stack_file(project / "stacks" / "Pulumi.fresh.yaml").config.fleets
 
 
 # ---- render --out: swap in complete renders, never delete what trainfleet did not write ---------------------

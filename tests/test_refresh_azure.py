@@ -106,3 +106,25 @@ def test_api_down_fails_every_region_without_touching_the_overlay(tmp_path):
     assert result.code == 1
     assert "cannot reach" in result.stdout and "0 of 2 regions refreshed" in result.stdout
     assert not (tmp_path / "catalog-overlay.csv").exists()
+
+
+@pytest.mark.parametrize("answer", [float("inf"), float("nan"), 0.0, -0.5])
+def test_a_price_the_api_should_never_answer_is_refused_before_writing(env, tmp_path, fake, answer):
+    """Issue 27: refresh wrote whatever number the API answered. A spot price that is not finite (JSON `Infinity`,
+    `NaN`, or 1e999, which Python reads as infinity), zero or negative fails its region with one line naming the
+    type and the field, and nothing of that region reaches the overlay; other regions are written as usual."""
+    poisoned = next(o for o in SNAPSHOT if o.region == "eastus" and o.spot_usd_per_hour is not None)
+    for item in fake.azure_items:
+        if item["armSkuName"] == poisoned.instance_type and item["armRegionName"] == "eastus" \
+                and item["meterName"].endswith(" Spot") and "Windows" not in item["productName"]:  # fmt: skip
+            item["retailPrice"] = item["unitPrice"] = answer
+    result = run_trainfleet("catalog", "refresh", "--cloud", "azure", "--regions", "eastus,westus3", "--json",
+                            env=env)  # fmt: skip
+    assert result.code == 1, result.stdout + result.stderr
+    report = {r["region"]: r for r in result.json()["regions"]}
+    error = report["eastus"]["error"]
+    assert not report["eastus"]["ok"] and report["westus3"]["ok"]
+    assert f"azure {poisoned.instance_type} in eastus: spot_usd_per_hour = {answer!r}" in error, error
+    assert "nothing of eastus was written" in error and "\n" not in error
+    written = read_overlay(tmp_path / "catalog-overlay.csv")
+    assert written and {o.region for o in written} == {"westus3"}

@@ -177,9 +177,9 @@ def plan_command(
     )
     stack_target = None
     if write_stack is not None:  # `--write-stack ''` is an error, not "write nothing"
-        from infra.stack_file import check_writable_stack, stack_path
+        from infra.stack_file import check_writable_stack, writable_stack_path
 
-        stack_target = stack_path(write_stack)
+        stack_target = writable_stack_path(write_stack)
         if (stack_target.exists() or stack_target.is_symlink()) and not force:
             raise TrainfleetError(
                 f"{stack_target} exists; pass --force to update the plan's keys in it (job, fleet, deepspeed, "

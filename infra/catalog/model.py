@@ -11,19 +11,7 @@ OFFER_COLUMNS = [
     "interruption_bucket", "interruption_source", "network_gbps", "fabric", "source", "note",
 ]  # fmt: skip
 
-# Bounds on every numeric column (min, max, whole number?), far outside real hardware and prices but finite,
-# so a corrupt or hand-edited overlay (nan, inf, 1e400, 1e300) is refused by the loader instead of turning
-# into NaN or Infinity in plans and JSON output.
-OFFER_LIMITS: dict[str, tuple[float, float, bool]] = {
-    "accelerators_per_node": (0, 1024, True),
-    "accelerator_memory_gib": (0, 10_000, False),
-    "vcpus": (0, 100_000, False),
-    "memory_gib": (0, 1_000_000, False),
-    "on_demand_usd_per_hour": (0, 100_000, False),
-    "spot_usd_per_hour": (0, 100_000, False),
-    "interruption_bucket": (0, 4, True),
-    "network_gbps": (0, 1_000_000, False),
-}
+# What each column may hold: infra/catalog/offer_rules.py.
 
 # AWS Spot Advisor buckets: share of instances interrupted in the trailing month.
 INTERRUPTION_BUCKETS = {0: "<5%", 1: "5-10%", 2: "10-15%", 3: "15-20%", 4: ">20%"}

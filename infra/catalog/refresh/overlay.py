@@ -14,11 +14,11 @@ import os
 import stat
 import time
 from collections.abc import Iterable
-from dataclasses import astuple
 from pathlib import Path
 
 from infra.catalog.loader import read_offers
 from infra.catalog.model import OFFER_COLUMNS, Offer
+from infra.catalog.offer_rules import offer_row, row_problem
 from infra.errors import CatalogError
 
 OVERLAY_NAME = "catalog-overlay.csv"
@@ -75,8 +75,8 @@ def render(offers: Iterable[Offer]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(HEADER)
     for o in sorted(offers, key=OfferKey):
-        row = astuple(o)  # field order: OFFER_COLUMNS then as_of
-        writer.writerow(["" if v is None else _fmt(v) for v in row])
+        row = offer_row(o)  # field order: OFFER_COLUMNS then as_of
+        writer.writerow(["" if row[c] is None else _fmt(row[c]) for c in HEADER])
     return buf.getvalue()
 
 
@@ -86,11 +86,27 @@ def _fmt(value) -> str:
 
 def write_overlay(path: Path, offers: Iterable[Offer]) -> None:
     """Atomically replace the overlay (infra/atomic.py: temp file in the same directory, fsync, os.replace,
-    fsync dir); a failure leaves the previous overlay and raises a one-line WriteError (an OSError too)."""
+    fsync dir); a failure leaves the previous overlay and raises a one-line WriteError (an OSError too). A row the
+    loader would refuse is never written: CatalogError naming it, and the previous overlay stays."""
     from infra.atomic import write_file
 
     check_overlay_path(path)
+    offers = list(offers)
+    for o in offers:
+        bad = offer_problem(o)
+        if bad:
+            raise CatalogError(f"catalog overlay {path}: not written: {bad}")
     write_file(path, render(offers), what="the catalog overlay", make_parents=True)
+
+
+def offer_problem(o: Offer) -> str | None:
+    """What is wrong with a row about to be written, in one phrase naming it, or None (offer_rules)."""
+    bad = row_problem(offer_row(o))
+    if bad is None:
+        return None
+    column, problem = bad
+    where = " ".join(x for x in (o.region, o.zone) if x)
+    return f"{o.cloud} {o.instance_type} in {where}: {column} = {getattr(o, column)!r} {problem}"
 
 
 def check_overlay_path(path: Path) -> None:

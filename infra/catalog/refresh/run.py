@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Protocol
 
 from infra.atomic import move_aside
-from infra.catalog.loader import DATA_DIR, read_offers
+from infra.catalog.loader import snapshot_offers
 from infra.catalog.model import Offer
 from infra.catalog.refresh.http import FetchError
 from infra.catalog.refresh.overlay import (
     check_overlay_path,
     merge,
+    offer_problem,
     read_overlay,
     remove_stale_temp_files,
     write_overlay,
@@ -112,10 +113,6 @@ def source_for(cloud: str) -> PriceSource:
     )
 
 
-def snapshot_offers() -> list[Offer]:
-    return read_offers(DATA_DIR / "offers.csv")
-
-
 def choose_regions(cloud: str, requested: list[str] | None, snapshot: list[Offer]) -> list[str]:
     known = sorted({o.region for o in snapshot if o.cloud == cloud})
     if not requested:
@@ -185,6 +182,10 @@ def refresh(
         except FetchError as exc:
             return RegionResult(cloud, region, error=str(exc), seconds=time.perf_counter() - t0), []
         rows = [replace(o, source=src.source, as_of=as_of) for o in rows]
+        bad = next((p for p in map(offer_problem, rows) if p), None)
+        if bad:  # a price the API should never answer (nan, inf, 0, ...): nothing of this region is written
+            return RegionResult(cloud, region, error=f"the API answered {bad}; nothing of {region} was written",
+                                seconds=time.perf_counter() - t0), []  # fmt: skip
         note = "" if rows else "no prices for known instance types"
         return RegionResult(cloud, region, len(rows), seconds=time.perf_counter() - t0, note=note), rows
 
