@@ -60,8 +60,8 @@ def main() -> int:
     a = ap.parse_args()
 
     from cli.planner import reliability
+    from tests.e2e_nodes import BootedNode, Group, new_bucket, render_for, wait_for
     from tests.moto_server import MotoServer
-    from tests.test_e2e_deepspeed import BootedNode, Group, by_address, new_bucket, render_for, wait_for
 
     n_params = parameters(a.hidden, a.depth)
     expected_bytes = 16 * n_params
@@ -72,11 +72,11 @@ def main() -> int:
         bucket = new_bucket(moto)
         group = Group(moto, "tf-bench-el-" + uuid.uuid4().hex[:6], nodes=2)
         rendered, prefix = render_for(
-            moto, bucket, nodes=2, group=group.name, port_offset=23,
+            moto, bucket, nodes=2, group=group.name,
             elastic={"min_nodes": 1, "wait_for_replacement_s": a.wait_s}, step_seconds=0.0,
             args=("--steps", "100000", "--hidden", str(a.hidden), "--depth", str(a.depth)),
         )  # fmt: skip
-        (id0, ip0), (id1, ip1) = by_address(group.members())
+        (id0, ip0), (id1, ip1) = group.in_rank_order()
         tmp = Path(tempfile.mkdtemp(prefix="tf-bench-elastic-"))
         nodes["a"] = BootedNode(tmp / "a", rendered, moto.url, id0, ip0, nodes=2)
         nodes["b"] = BootedNode(tmp / "b", rendered, moto.url, id1, ip1, nodes=2)

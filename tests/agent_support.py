@@ -154,6 +154,14 @@ def trainer(ckpt_dir, run_dir, *extra: str) -> Proc:
     )
 
 
+def aws_job_order(instances: list[dict]) -> list[dict]:
+    """DescribeInstances records in the order every node ranks them (PROTOCOL.md `peers`): on-demand before spot
+    (instanceLifecycle), then launch time, then private IP. moto stamps LaunchTime to the second, so instances
+    launched together may straddle a second: IP order alone is not the rank order."""
+    return sorted(instances, key=lambda i: (i.get("InstanceLifecycle") == "spot", i["LaunchTime"],
+                                            ipaddress.ip_address(i["PrivateIpAddress"])))  # fmt: skip
+
+
 def make_step(
     ckpt_dir: Path, step: int, files: dict[str, int | bytes], node_rank: int | None = None, nodes: int = 1
 ) -> Path:
@@ -172,21 +180,20 @@ def make_step(
 
 
 class GcsEmulator:
-    """gcp-storage-emulator (PyPI) in its own process on 127.0.0.1, in memory, one default bucket."""
+    """gcp-storage-emulator (PyPI) in its own process on 127.0.0.1, in memory; buckets made with `bucket`."""
 
     LAUNCH = (
-        "import sys\n"
         "from gcp_storage_emulator.server import create_server\n"
-        "s = create_server('127.0.0.1', 0, in_memory=True, default_bucket=sys.argv[1])\n"
+        "s = create_server('127.0.0.1', 0, in_memory=True)\n"
         "s.start()\n"
         "print(s._api._httpd.server_address[1], flush=True)\n"
         "import time\n"
         "while True: time.sleep(3600)\n"
     )
 
-    def __init__(self, bucket: str):
+    def __init__(self):
         self.p = subprocess.Popen(
-            [sys.executable, "-c", self.LAUNCH, bucket],
+            [sys.executable, "-c", self.LAUNCH],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -197,6 +204,22 @@ class GcsEmulator:
             raise RuntimeError("gcp-storage-emulator did not start")
         self.host = f"127.0.0.1:{port}"
         self.url = "http://" + self.host
+        self.buckets: set[str] = set()
+
+    def bucket(self, name: str) -> str:
+        """`name`, created in the emulator the first time it is asked for (the JSON API's buckets.insert)."""
+        import urllib.request
+
+        if name not in self.buckets:
+            request = urllib.request.Request(
+                f"{self.url}/storage/v1/b?project=trainfleet-tests",
+                data=json.dumps({"name": name}).encode(),
+                headers={"Content-Type": "application/json"},
+                method="POST",
+            )
+            urllib.request.urlopen(request, timeout=10).close()
+            self.buckets.add(name)
+        return name
 
     def stop(self):
         if self.p.poll() is None:

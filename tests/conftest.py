@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+# Fixtures in one place each: the local stand-ins every agent and node test shares (moto, gcp-storage-emulator,
+# Azurite) and the uninterrupted DeepSpeed runs the end-to-end tests compare against.
+pytest_plugins = ["tests.server_fixtures", "tests.e2e_nodes"]
+
 REPO = Path(__file__).resolve().parent.parent
 STACKS = REPO / "stacks"
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -57,22 +61,16 @@ def isolated_trainfleet_home(tmp_path_factory):
         os.environ["TRAINFLEET_HOME"] = before
 
 
-# DeepSpeed's CPU accelerator all-reduces through shared memory (deepspeed/comm/torch.py build_shm_op) and leaves
-# one 66 MB /dev/shm/deepspeed_allreduce_buffer_* file per rank and run behind, even after a clean exit. /dev/shm
-# is memory: left there, a few hundred runs filled 20 GB of a 24 GB machine and starved everything after them.
-SHM = Path("/dev/shm")
-SHM_BUFFERS = "deepspeed_allreduce_buffer_*"
-
-
 @pytest.fixture(autouse=True)
 def remove_deepspeed_shm_buffers():
-    """Delete the shared-memory buffers the test's own DeepSpeed ranks created (names new since the test began)."""
-    before = {p.name for p in SHM.glob(SHM_BUFFERS)} if SHM.is_dir() else set()
+    """After each test, delete the shared-memory buffers of the DeepSpeed jobs this process started (by the
+    master ports it took: the test's own and any fixture's set up for it), never another process's: tests run in
+    parallel, and a live job whose buffer is unlinked hangs its ranks. Left there, a few hundred runs' buffers
+    once filled 20 GB of a 24 GB machine's /dev/shm."""
+    from tests import deepspeed_runs
+
     yield
-    if SHM.is_dir():
-        for left in SHM.glob(SHM_BUFFERS):
-            if left.name not in before:
-                left.unlink(missing_ok=True)
+    deepspeed_runs.remove_finished_buffers()
 
 
 @pytest.fixture

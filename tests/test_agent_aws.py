@@ -17,18 +17,10 @@ import uuid
 import boto3
 import pytest
 
-from tests.agent_support import agent, make_step, run_agent, trainer
+from tests.agent_support import agent, aws_job_order, make_step, run_agent, trainer
 from tests.metadata_servers import AwsImds
-from tests.moto_server import MotoServer
 
 AWS_WINDOW_S = 120.0
-
-
-@pytest.fixture(scope="module")
-def moto():
-    srv = MotoServer()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture
@@ -354,18 +346,21 @@ def test_a_termination_by_the_group_itself_is_a_notice_and_the_hook_is_completed
 
 
 def periodic_run(env, bucket, imds, tmp_path, *trainer_args):
-    """An 80-step fake training run under an agent asking for a checkpoint every 0.36 s; the agent and the
-    steps it made durable."""
-    tr = trainer(
-        tmp_path / "ckpt", tmp_path / "run", "--steps", "80", "--step-s", "0.03", "--blob-mb", "0.2", *trainer_args
-    )
+    """An 80-step fake training run (4 s) under an agent asking for a checkpoint every 0.36 s; the agent and the
+    steps it made durable. The trainer starts once the agent is watching: on a loaded machine the agent's start
+    alone could outlast a shorter run, and the cadence it is asked to keep would have nothing to act on."""
     ag = agent(*watch_args(bucket, tmp_path, imds, "--interval-minutes", "0.006", "--keep-last", "2"), env=env)
+    tr = None
     try:
+        ag.wait_event("watch_start", timeout=60)
+        tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--steps", "80", "--step-s", "0.05", "--blob-mb", "0.2",
+                     *trainer_args)  # fmt: skip
         assert tr.wait(30) == 0
         assert ag.wait(30) == 0, "\n".join(ag.stderr_lines)
     finally:
         ag.kill()
-        tr.kill()
+        if tr is not None:
+            tr.kill()
     return ag, [e["step"] for e in ag.named("durable")]
 
 
@@ -423,6 +418,7 @@ def test_role_credentials_from_imds_and_multipart(moto, bucket, imds, tmp_path):
 
 
 def _asg(moto, name, n, min_size=None):
+    """A group of `n` instances; their private IPs in the job's rank order (aws_job_order)."""
     ec2 = client(moto, "ec2")
     asg = client(moto, "autoscaling")
     image = "ami-12c6146b"  # one of moto's default AMIs (listing them all is slow)
@@ -445,7 +441,7 @@ def _asg(moto, name, n, min_size=None):
         ]
     ]
     res = ec2.describe_instances(InstanceIds=ids)["Reservations"]
-    return [i["PrivateIpAddress"] for r in res for i in r["Instances"]]
+    return [i["PrivateIpAddress"] for i in aws_job_order([i for r in res for i in r["Instances"]])]
 
 
 def test_peer_discovery_gives_every_node_the_same_hostfile_and_distinct_ranks(moto, env, tmp_path):
@@ -473,9 +469,7 @@ def test_peer_discovery_gives_every_node_the_same_hostfile_and_distinct_ranks(mo
         assert res.returncode == 0, res.stderr
         kv = dict(line.split("=", 1) for line in res.stdout.splitlines())
         outs.append((kv, hf.read_text()))
-    import ipaddress
-
-    ordered = sorted(ips, key=ipaddress.ip_address)
+    ordered = ips  # rank order
     assert {o[1] for o in outs} == {"".join(f"{ip} slots=8\n" for ip in ordered)}
     assert sorted(int(o[0]["NODE_RANK"]) for o in outs) == [0, 1, 2]
     assert {o[0]["MASTER_ADDR"] for o in outs} == {ordered[0]}
@@ -636,7 +630,8 @@ def test_a_group_with_one_node_too_many_runs_on_exactly_nodes_and_the_extra_wait
     assert len(members) == 3 and len(standby) == 1, {ip: (r.returncode, r.stderr[-300:]) for ip, r in answers.items()}
     assert "standby" in answers[standby[0]].stderr
     hostfiles = {r.stdout.split("HOSTS=", 1)[1].split("\n")[0] for ip, r in answers.items() if ip in members}
-    assert hostfiles == {",".join(sorted(members, key=lambda s: tuple(map(int, s.split(".")))))}
+    assert members == ips[:3] and standby == ips[3:], "the first NODES in rank order train, the last waits"
+    assert hostfiles == {",".join(members)}
 
 
 def test_the_on_demand_base_holds_rank_0_and_the_longest_running_come_first():

@@ -32,18 +32,14 @@ import pytest
 from tests.agent_support import (
     AZURITE_ACCOUNT,
     AZURITE_BIN,
-    Azurite,
-    TlsFiles,
     agent,
     azurite_shared_key_client,
     load_agent_module,
-    make_tls_files,
     run_agent,
     trainer,
 )
 from tests.metadata_servers import AzureArmApi, AzureImds, entra_token, jwt_claims_unverified
 from tests.needs import need
-from tests.storage_auth_proxies import AzureBearerVersionGate
 
 AZURE_WINDOW_S = 30.0
 
@@ -55,25 +51,6 @@ MANAGEMENT = "https://management.azure.com/"
 NO_KEY = ("AZURE_STORAGE_KEY",)  # a node has no account key: the account refuses shared-key requests
 
 
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory) -> TlsFiles:
-    return make_tls_files(tmp_path_factory.mktemp("tls"))
-
-
-@pytest.fixture(scope="module")
-def azurite(tmp_path_factory, tls):
-    srv = Azurite(tmp_path_factory.mktemp("azurite"), tls)
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def gate(azurite, tls):
-    srv = AzureBearerVersionGate(azurite.url, tls).start()
-    yield srv
-    srv.stop()
-
-
 @pytest.fixture
 def imds():
     srv = AzureImds(vm_name="trainfleet_3", slow_s=3.0).start()
@@ -82,16 +59,16 @@ def imds():
 
 
 @pytest.fixture
-def blob(azurite, gate, imds, tls, monkeypatch):
+def blob(azurite_tls, azure_gate, imds, tls, monkeypatch):
     """A fresh container; returns (bucket argument, agent env, the tests' own shared-key blob client)."""
     monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca))  # the tests' client talks HTTPS to Azurite too
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tls.ca))  # (through azure-core's requests transport)
     container = "ckpt" + uuid.uuid4().hex[:10]
     bucket = f"{AZURITE_ACCOUNT}/{container}"
-    store = azurite_shared_key_client(azurite.endpoint, bucket)
+    store = azurite_shared_key_client(azurite_tls.endpoint, bucket)
     store.container.create_container()
     env = {
-        "TRAINFLEET_AZURE_BLOB_ENDPOINT": f"{gate.url}/{AZURITE_ACCOUNT}",
+        "TRAINFLEET_AZURE_BLOB_ENDPOINT": f"{azure_gate.url}/{AZURITE_ACCOUNT}",
         "TRAINFLEET_METADATA_URL": imds.url,  # restore/sync take no --metadata-url
         "SSL_CERT_FILE": str(tls.ca),
         "REQUESTS_CA_BUNDLE": str(tls.ca),
@@ -110,8 +87,8 @@ def storage_tokens_issued(imds) -> int:
                    if status == 200 and "/oauth2/token" in path and resource(path) == STORAGE.rstrip("/"))  # fmt: skip
 
 
-def assert_agent_used_its_managed_identity(gate, imds):
-    assert gate.auth_schemes() == {"Bearer"}, "every blob request carries the managed identity's token"
+def assert_agent_used_its_managed_identity(azure_gate, imds):
+    assert azure_gate.auth_schemes() == {"Bearer"}, "every blob request carries the managed identity's token"
     assert storage_tokens_issued(imds) >= 1, imds.requests
 
 
@@ -205,10 +182,10 @@ def run_notice(blob, imds, tmp_path, faults=()):
         tr.kill()
 
 
-def test_azure_preempt_is_made_durable_then_acknowledged(blob, imds, gate, tmp_path):
+def test_azure_preempt_is_made_durable_then_acknowledged(blob, imds, azure_gate, tmp_path):
     bucket, env, store = blob
     ag, eid, step, seconds = run_notice(blob, imds, tmp_path)
-    assert_agent_used_its_managed_identity(gate, imds)
+    assert_agent_used_its_managed_identity(azure_gate, imds)
     assert seconds < AZURE_WINDOW_S
     assert imds.acked == [eid], "only this VM's Preempt event is acknowledged"
     names = [e["event"] for e in ag.events]
@@ -370,7 +347,7 @@ def test_the_first_scheduled_events_call_may_take_minutes(blob, tmp_path):
     assert slow.acked == [eid] and not ag.named("metadata_error")
 
 
-def test_azure_block_blob_upload_for_large_files(blob, imds, gate, tmp_path):
+def test_azure_block_blob_upload_for_large_files(blob, imds, azure_gate, tmp_path):
     bucket, env, _store = blob
     ckpt = tmp_path / "ckpt" / "step-00000005"
     ckpt.mkdir(parents=True)
@@ -383,7 +360,7 @@ def test_azure_block_blob_upload_for_large_files(blob, imds, gate, tmp_path):
     res = run_agent("restore", *args, "--dest", str(tmp_path / "r"), env=env, unset=NO_KEY)
     assert res.stdout.strip() == "5", res.stderr
     assert (tmp_path / "r/step-00000005/big.bin").read_bytes() == (ckpt / "big.bin").read_bytes()
-    assert_agent_used_its_managed_identity(gate, imds)
+    assert_agent_used_its_managed_identity(azure_gate, imds)
 
 
 def test_the_stores_managed_identity_token_comes_from_the_imds(imds, monkeypatch):
@@ -419,20 +396,20 @@ def test_imds_token_needs_a_resource_and_its_aud_is_that_resource(imds):
         assert 3000 < int(doc["expires_in"]) <= 3600
 
 
-def test_azurite_refuses_a_token_for_another_audience(blob, azurite, imds, tls):
+def test_azurite_refuses_a_token_for_another_audience(blob, azurite_tls, imds, tls):
     bucket = blob[0]
     _, management = imds_token(imds, MANAGEMENT)
-    status, headers, body = put_blob(tls, azurite.endpoint, bucket, "wrong-aud", management["access_token"])
+    status, headers, body = put_blob(tls, azurite_tls.endpoint, bucket, "wrong-aud", management["access_token"])
     assert status in (401, 403), body
     assert b"Invalid token audience" in body
     _, storage = imds_token(imds, STORAGE)
-    status, _h, body = put_blob(tls, azurite.endpoint, bucket, "right-aud", storage["access_token"])
+    status, _h, body = put_blob(tls, azurite_tls.endpoint, bucket, "right-aud", storage["access_token"])
     assert status == 201, body  # the same request with the storage token goes through
 
 
-def test_bearer_needs_service_version_2017_11_09_or_later(blob, gate, imds, tls):
+def test_bearer_needs_service_version_2017_11_09_or_later(blob, azure_gate, imds, tls):
     bucket = blob[0]
-    endpoint = f"{gate.url}/{AZURITE_ACCOUNT}"
+    endpoint = f"{azure_gate.url}/{AZURITE_ACCOUNT}"
     token = imds_token(imds, STORAGE)[1]["access_token"]
     for old in ("2017-07-29", ""):
         status, headers, body = put_blob(tls, endpoint, bucket, "old-version", token, version=old)

@@ -22,7 +22,6 @@ import boto3
 import pytest
 
 from tests.agent_support import load_agent_module
-from tests.moto_server import MotoServer
 
 agent = load_agent_module()
 PREFIX = "runs/llama"
@@ -30,13 +29,6 @@ PREFIX = "runs/llama"
 
 class AgentKilled(Exception):
     """Stands for kill -9 of the agent just before one object-store call."""
-
-
-@pytest.fixture(scope="module")
-def moto():
-    srv = MotoServer()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture

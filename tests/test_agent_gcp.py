@@ -24,26 +24,18 @@ import uuid
 
 import pytest
 
-from tests.agent_support import REPO, GcsEmulator, agent, run_agent, trainer
+from tests.agent_support import REPO, agent, run_agent, trainer
 from tests.metadata_servers import GOOGLE_SCOPE, NODE_SCOPES, GceComputeApi, GceMetadata
-from tests.storage_auth_proxies import GcsAuthProxy
 
 GCP_WINDOW_S = 30.0
 BUCKET = "ckpt-gcp"
 
 
-@pytest.fixture(scope="module")
-def gcs():
-    srv = GcsEmulator(BUCKET)
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def proxy(gcs):
-    srv = GcsAuthProxy(gcs.url).start()
-    yield srv
-    srv.stop()
+@pytest.fixture
+def proxy(gcs, gcs_proxy):
+    """This module's bucket in the shared emulator, and the auth proxy a node's requests go through."""
+    gcs.bucket(BUCKET)
+    return gcs_proxy
 
 
 @pytest.fixture

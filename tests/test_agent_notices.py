@@ -22,7 +22,6 @@ from infra.userdata import render_parts
 from tests.agent_support import agent, load_agent_module, trainer
 from tests.conftest import STACKS
 from tests.metadata_servers import AwsImds, AzureImds, GceMetadata
-from tests.moto_server import MotoServer
 
 notices = load_agent_module("notices")
 
@@ -199,13 +198,6 @@ def test_azure_deadline_is_not_before_and_each_types_minimum_notice_without_it()
 
 
 # ------------------------------------------------------------------ the agent, as a process
-
-
-@pytest.fixture(scope="module")
-def moto():
-    srv = MotoServer()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture

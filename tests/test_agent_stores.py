@@ -27,15 +27,10 @@ import pytest
 
 from tests.agent_support import (
     AZURITE_ACCOUNT,
-    AZURITE_BIN,
     AZURITE_KEY,
-    Azurite,
-    GcsEmulator,
     load_agent_module,
 )
 from tests.metadata_servers import AwsImds
-from tests.moto_server import MotoServer
-from tests.needs import need
 from tests.storage_auth_proxies import (
     ForwardingProxy,
     S3ChecksumGate,
@@ -103,28 +98,6 @@ def test_an_unknown_algorithm_is_refused():
 # ------------------------------------------------------------------------------------- the three stores
 
 
-@pytest.fixture(scope="module")
-def moto():
-    srv = MotoServer()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def gcs():
-    srv = GcsEmulator("ckpt-stores")
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def azurite(tmp_path_factory):
-    need(AZURITE_BIN.exists(), "Azurite", "npm install --prefix .venv/azurite azurite@3, as .ci/run does")
-    srv = Azurite(tmp_path_factory.mktemp("azurite"))
-    yield srv
-    srv.stop()
-
-
 def boto3_s3(url: str):
     import boto3
 
@@ -146,8 +119,8 @@ class Backend:
             monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
             boto3_s3(self.upstream).create_bucket(Bucket=self.bucket)
         elif cloud == "gcp":
-            self.upstream = request.getfixturevalue("gcs").url
-            self.bucket = "ckpt-stores"  # the emulator's one bucket; keys are unique per test
+            gcs = request.getfixturevalue("gcs")
+            self.upstream, self.bucket = gcs.url, gcs.bucket("ckpt-stores")  # keys are unique per test
             monkeypatch.delenv("TRAINFLEET_GCS_ENDPOINT", raising=False)
         else:
             self.upstream = request.getfixturevalue("azurite").endpoint

@@ -14,7 +14,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,9 +23,10 @@ from infra.config import StackConfig
 from infra.errors import ConfigError, TrainfleetError
 from infra.parallelism import data_parallel, layout_error, unsupported
 from infra.userdata import ds_config, render_user_data
+from tests.deepspeed_runs import VENV_BIN, launch_env, master_port, run_job
 from tests.needs import need_module
+from tests.session_results import once_per_session
 
-VENV_BIN = Path(sys.executable).parent
 STEPS = 40
 # Same data in every layout (train.py: data by data-parallel rank, layers seeded by index); the only difference
 # left is the order of float sums (a TP all-reduce of partial products, a pipeline's stage hand-off).
@@ -38,7 +38,10 @@ def deepspeed_source(relative: str) -> str:
     return (Path(ds.__file__).parent / relative).read_text()
 
 
-def stack(instance_type: str = "g5.xlarge", nodes: int = 1, cloud: str = "aws", **deepspeed) -> StackConfig:
+def stack(
+    instance_type: str = "g5.xlarge", nodes: int = 1, cloud: str = "aws", port: int = 29500, **deepspeed
+) -> StackConfig:
+    """The stack a test renders; one that is launched takes its own `port` (tests.deepspeed_runs.master_port)."""
     region = {"aws": "us-east-1", "gcp": "us-central1"}[cloud]
     return StackConfig.from_sections(
         {
@@ -49,7 +52,7 @@ def stack(instance_type: str = "g5.xlarge", nodes: int = 1, cloud: str = "aws", 
             "deepspeed": {"zero_stage": 1, "micro_batch": 16, "grad_accum": 2, **deepspeed},
             "launch": {
                 "args": ["--steps", str(STEPS), "--step-seconds", "0.05", "--checkpoint-every", "1"],
-                "master_port": 29300 + (os.getpid() + len(str(deepspeed)) * 7 + nodes) % 300,
+                "master_port": port,
             },
         }
     )
@@ -213,13 +216,7 @@ class Node:
         self.run_dir.mkdir(parents=True)
         self.hostfile = self.run_dir / "hostfile"
         self.hostfile.write_text(f"localhost slots={ranks}\n")
-        self.env = {
-            **os.environ,
-            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-            "DS_ACCELERATOR": "cpu",
-            "GLOO_SOCKET_IFNAME": "lo",
-            "TRAINFLEET_ENV_FILE": self.move("/etc/trainfleet/trainfleet.env"),
-        }
+        self.env = launch_env(TRAINFLEET_ENV_FILE=self.move("/etc/trainfleet/trainfleet.env"))
 
     def move(self, text: str) -> str:
         return (
@@ -280,15 +277,21 @@ def interrupted_then_resumed(node: Node, tmp: Path) -> tuple[int, str]:
     return stopped, second
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Node:
-    """tp = pp = 1 on one rank (one g5.xlarge GPU): the same global batch as the 2-rank layouts below (dp 1)."""
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory) -> dict:
+    """tp = pp = 1 on one rank (one g5.xlarge GPU): the same global batch as the 2-rank layouts below (dp 1). Run
+    once per session: {"train_batch_size", "final", "losses" (step -> loss)}."""
     need_module("torch", "pip install torch==2.13.0")
     need_module("deepspeed", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
-    tmp = tmp_path_factory.mktemp("reference")
-    node = Node(tmp / "node", stack("g5.xlarge", nodes=1), ranks=1)
-    finish(node.launch(tmp / "run.log"), tmp / "run.log")
-    return node
+
+    def run(tmp: Path) -> dict:
+        node = Node(tmp / "node", stack("g5.xlarge", nodes=1, port=master_port()), ranks=1)
+        finish(node.launch(tmp / "run.log"), tmp / "run.log")
+        return {"train_batch_size": node.ds_config["train_batch_size"], "final": node.final,
+                "losses": sorted(node.losses().items())}  # fmt: skip
+
+    ref = once_per_session(tmp_path_factory, "parallelism-reference", run)
+    return {**ref, "losses": dict(ref["losses"])}
 
 
 LAYOUTS = {
@@ -303,16 +306,16 @@ LAYOUTS = {
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_layout_trains_checkpoints_resumes_and_matches_tp1_pp1(layout, reference, tmp_path):
     kwargs, banner = LAYOUTS[layout]
-    config = stack(**kwargs)
+    config = stack(**kwargs, port=master_port())
     node = Node(tmp_path / "node", config, ranks=2)
-    assert node.ds_config["train_batch_size"] == 16 * 2 * 1 == reference.ds_config["train_batch_size"]
+    assert node.ds_config["train_batch_size"] == 16 * 2 * 1 == reference["train_batch_size"]
     stopped, log = interrupted_then_resumed(node, tmp_path)
     assert f"trainfleet-train: {banner}" in log
 
-    final, ref = node.final, reference.final
+    final, ref = node.final, reference["final"]
     assert final["step"] == ref["step"] == STEPS
     assert final["loss"] == pytest.approx(ref["loss"], rel=LOSS_RTOL), (final, ref)
-    losses, ref_losses = node.losses(), reference.losses()
+    losses, ref_losses = node.losses(), reference["losses"]
     assert sorted(losses) == list(range(1, STEPS + 1)), "a checkpoint per step, before and after the resume"
     for step in (1, stopped, stopped + 1, STEPS):
         assert losses[step] == pytest.approx(ref_losses[step], rel=LOSS_RTOL), step
@@ -323,26 +326,10 @@ def test_layout_trains_checkpoints_resumes_and_matches_tp1_pp1(layout, reference
 
 def run_ranks(tmp: Path, ds: dict, ranks: int, port: int, script: Path | None = None) -> subprocess.CompletedProcess:
     (tmp / "ds.json").write_text(json.dumps(ds))
-    env = {
-        **os.environ,
-        "DS_ACCELERATOR": "cpu",
-        "GLOO_SOCKET_IFNAME": "lo",
-        "TRAINFLEET_CKPT_DIR": str(tmp / "ckpt"),
-        "TRAINFLEET_RUN_DIR": str(tmp / "run"),
-    }
+    env = launch_env(TRAINFLEET_CKPT_DIR=str(tmp / "ckpt"), TRAINFLEET_RUN_DIR=str(tmp / "run"))
     train = script or Path(__file__).resolve().parents[1] / "templates" / "train.py"
     argv = [str(VENV_BIN / "deepspeed"), "--num_gpus", str(ranks), "--master_port", str(port), str(train)]
-    return subprocess.run(
-        [*argv, "--deepspeed_config", str(tmp / "ds.json"), "--steps", "3"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=env,
-    )
-
-
-def port(offset: int) -> int:
-    return 29300 + (os.getpid() + 151 + offset) % 300
+    return run_job([*argv, "--deepspeed_config", str(tmp / "ds.json"), "--steps", "3"], env, timeout=240)
 
 
 @pytest.mark.e2e
@@ -353,7 +340,7 @@ def test_autotp_trains_under_zero_2_and_zero_3(zero, tmp_path):
     hand when this was written, ZeRO-3 + optimizer and parameter offload trained too, but not in every run.)"""
     need_module("deepspeed", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
     config = stack("a2-highgpu-2g", cloud="gcp", tensor_parallel=2, **zero)
-    r = run_ranks(tmp_path, ds_config(config, config.fleets[0]), 2, port(zero["zero_stage"]))
+    r = run_ranks(tmp_path, ds_config(config, config.fleets[0]), 2, master_port())
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     assert "trainfleet-train: tp 2 pp 1 dp 1" in r.stdout and "done at step 3" in r.stdout
 
@@ -365,7 +352,7 @@ def test_deepspeed_itself_refuses_a_pipeline_under_zero_2(tmp_path):
     config = stack(nodes=2, pipeline_parallel=2)
     ds = ds_config(config, config.fleets[0])
     ds["zero_optimization"]["stage"] = 2  # what the schema would not render
-    r = run_ranks(tmp_path, ds, 2, port(20))
+    r = run_ranks(tmp_path, ds, 2, master_port())
     assert r.returncode != 0
     assert "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" in r.stdout + r.stderr
 
@@ -396,13 +383,13 @@ def test_deepspeed_cannot_run_autotp_inside_a_pipeline(tmp_path):
     ds["tensor_parallel"] = {"autotp_size": 2}
     ds["train_batch_size"] = 16 * 2 * 1  # 4 ranks / (tp 2 x pp 2)
     (tmp_path / "with").mkdir()
-    r = run_ranks(tmp_path / "with", ds, 4, port(30))
+    r = run_ranks(tmp_path / "with", ds, 4, master_port())
     assert r.returncode != 0 and "mpu must be None with pipeline parallelism" in r.stdout + r.stderr
 
     (tmp_path / "without").mkdir()
     script = tmp_path / "without" / "tp_in_pipeline.py"
     script.write_text(TP_IN_A_PIPELINE_WITHOUT_GROUPS)
-    r = run_ranks(tmp_path / "without", {}, 4, port(40), script=script)
+    r = run_ranks(tmp_path / "without", {}, 4, master_port(), script=script)
     out = r.stdout + r.stderr
     assert r.returncode != 0 and "initialized" not in r.stdout
     assert "_broadcast_model" in out and re.search(r"doesn't match expected size|Connection reset by peer", out), out[-3000:]

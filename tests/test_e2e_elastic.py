@@ -23,15 +23,12 @@ from tests.needs import need_module
 need_module("torch", "pip install torch==2.13.0")
 need_module("deepspeed", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
 
-from tests.test_e2e_deepspeed import (  # noqa: E402
+from tests.e2e_nodes import (  # noqa: E402
     STEPS,
     BootedNode,
     Group,
-    by_address,
     latest_in,
-    moto,  # noqa: F401 - the module's moto server fixture
     new_bucket,
-    reference3,  # noqa: F401 - the uninterrupted 3-rank run
     render_for,
     s3,
     wait_for,
@@ -53,7 +50,7 @@ def launches(log: str) -> list[tuple[int, int]]:
     return [(int(dp), int(acc)) for dp, acc in LAUNCH_LINE.findall(log)]
 
 
-def test_lost_node_continues_on_two_after_the_wait_then_grows_back_to_three(moto, reference3, tmp_path):  # noqa: F811
+def test_lost_node_continues_on_two_after_the_wait_then_grows_back_to_three(moto, reference3, tmp_path):
     bucket = new_bucket(moto)
     group = Group(moto, "tf-e2e-el-" + uuid.uuid4().hex[:6], nodes=3)
     rendered, prefix = render_for(
@@ -61,16 +58,15 @@ def test_lost_node_continues_on_two_after_the_wait_then_grows_back_to_three(moto
         bucket,
         nodes=3,
         group=group.name,
-        port_offset=11,
         elastic={"min_nodes": 2, "wait_for_replacement_s": WAIT_S},
         step_seconds=0.6,
     )
     env = rendered.parts["trainfleet.env"]
     assert "TRAINFLEET_ELASTIC_MIN_NODES=2\n" in env and "TRAINFLEET_ELASTIC_SIZES=2\n" in env
-    (id0, ip0), (id1, ip1), (id2, ip2) = by_address(group.members())
+    (id0, ip0), (id1, ip1), (id2, ip2) = group.in_rank_order()
     nodes: dict[str, BootedNode] = {}
     try:
-        nodes["a"] = BootedNode(tmp_path / "a", rendered, moto.url, id0, ip0)  # node rank 0 (lowest address)
+        nodes["a"] = BootedNode(tmp_path / "a", rendered, moto.url, id0, ip0)  # node rank 0
         nodes["b"] = BootedNode(tmp_path / "b", rendered, moto.url, id1, ip1)
         nodes["c"] = BootedNode(tmp_path / "c", rendered, moto.url, id2, ip2)
         a, b, c = nodes["a"], nodes["b"], nodes["c"]

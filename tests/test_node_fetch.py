@@ -26,15 +26,9 @@ from infra.config import StackConfig
 from infra.userdata import render_user_data
 from tests.agent_support import (
     AZURITE_ACCOUNT,
-    AZURITE_BIN,
-    Azurite,
-    GcsEmulator,
     azurite_shared_key_client,
-    make_tls_files,
 )
 from tests.metadata_servers import AzureImds, GceMetadata
-from tests.needs import need
-from tests.storage_auth_proxies import AzureBearerVersionGate, GcsAuthProxy
 
 GCS_BUCKET = "fetch-gcp"
 STORAGE = "https://storage.azure.com/"
@@ -89,18 +83,11 @@ def tampered(text: str) -> str:
 # ---------------------------------------------------------------------------------------------------- GCP
 
 
-@pytest.fixture(scope="module")
-def gcs():
-    srv = GcsEmulator(GCS_BUCKET)
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def proxy(gcs):
-    srv = GcsAuthProxy(gcs.url).start()
-    yield srv
-    srv.stop()
+@pytest.fixture
+def proxy(gcs, gcs_proxy):
+    """This module's bucket in the shared emulator, and the auth proxy a node's requests go through."""
+    gcs.bucket(GCS_BUCKET)
+    return gcs_proxy
 
 
 @pytest.fixture
@@ -196,26 +183,6 @@ def test_gcp_fetch_talks_to_an_emulator_without_credentials(gcs, tmp_path):
 # ---------------------------------------------------------------------------------------------------- Azure
 
 
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory):
-    return make_tls_files(tmp_path_factory.mktemp("tls"))
-
-
-@pytest.fixture(scope="module")
-def azurite(tmp_path_factory, tls):
-    need(AZURITE_BIN.exists(), "Azurite", "npm install --prefix .venv/azurite azurite@3, as .ci/run does")
-    srv = Azurite(tmp_path_factory.mktemp("azurite"), tls)
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def gate(azurite, tls):
-    srv = AzureBearerVersionGate(azurite.url, tls).start()
-    yield srv
-    srv.stop()
-
-
 @pytest.fixture
 def imds():
     srv = AzureImds(vm_name="trainfleet_0").start()
@@ -224,12 +191,12 @@ def imds():
 
 
 @pytest.fixture
-def node_files(azurite, tls, monkeypatch):
+def node_files(azurite_tls, tls, monkeypatch):
     """A fresh container (the fleet's NodeFiles container) and the tests' own shared-key client for it."""
     monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca))  # the tests' client talks HTTPS to Azurite too
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tls.ca))
     bucket = f"{AZURITE_ACCOUNT}/files{uuid.uuid4().hex[:10]}"
-    store = azurite_shared_key_client(azurite.endpoint, bucket)
+    store = azurite_shared_key_client(azurite_tls.endpoint, bucket)
     store.container.create_container()
     return bucket, store
 
@@ -243,9 +210,9 @@ def azure_node(node_files, tmp_path, tamper=False):
     return r, home, script
 
 
-def azure_env(gate, imds, tls, **extra) -> dict:
+def azure_env(azure_gate, imds, tls, **extra) -> dict:
     return {
-        "TRAINFLEET_AZURE_BLOB_ENDPOINT": f"{gate.url}/{AZURITE_ACCOUNT}",
+        "TRAINFLEET_AZURE_BLOB_ENDPOINT": f"{azure_gate.url}/{AZURITE_ACCOUNT}",
         "TRAINFLEET_METADATA_URL": imds.url,
         "SSL_CERT_FILE": str(tls.ca),  # the node trusts its CA bundle; here the test CA
         **extra,
@@ -253,38 +220,38 @@ def azure_env(gate, imds, tls, **extra) -> dict:
 
 
 def test_azure_fetch_installs_the_pinned_files_with_the_managed_identity(
-    node_files, gate, imds, tls, tmp_path
+    node_files, azure_gate, imds, tls, tmp_path
 ):
     r, home, script = azure_node(node_files, tmp_path)
     assert (
         f'BUCKET = "{node_files[0]}"' in script.read_text()
     )  # the node-files container, not the checkpoints'
-    seen = len(gate.seen)
-    result = run_fetch(script, azure_env(gate, imds, tls))
+    seen = len(azure_gate.seen)
+    result = run_fetch(script, azure_env(azure_gate, imds, tls))
     assert result.returncode == 0, result.stderr
     assert_installed(r, home)
-    requests = gate.seen[seen:]
+    requests = azure_gate.seen[seen:]
     assert [s["method"] for s in requests] == ["GET"] * 4, requests  # one GET per fetched file
     assert {s["auth"] for s in requests} == {"Bearer"} and {s["status"] for s in requests} == {200}
     assert imds.count("resource=" + urllib.parse.quote(STORAGE, safe=""), 200) == 1
 
 
-def test_azure_fetch_refuses_a_file_that_does_not_match_its_pin(node_files, gate, imds, tls, tmp_path):
+def test_azure_fetch_refuses_a_file_that_does_not_match_its_pin(node_files, azure_gate, imds, tls, tmp_path):
     _, home, script = azure_node(node_files, tmp_path, tamper=True)
-    result = run_fetch(script, azure_env(gate, imds, tls, TRAINFLEET_FETCH_ATTEMPTS="2"))
+    result = run_fetch(script, azure_env(azure_gate, imds, tls, TRAINFLEET_FETCH_ATTEMPTS="2"))
     assert result.returncode == 1
     assert "does not match its pinned sha256" in result.stderr
     assert not (home / "trainfleet_agent.pyz").exists() and not (home / "train.py").exists()
 
 
-def test_azure_fetch_without_its_token_gets_nothing(node_files, gate, tls, tmp_path):
+def test_azure_fetch_without_its_token_gets_nothing(node_files, azure_gate, tls, tmp_path):
     """Azurite (--oauth basic) refuses a request without a token; with no IMDS to give one the script retries,
     then gives up, installing nothing."""
     _, home, script = azure_node(node_files, tmp_path)
     result = run_fetch(
         script,
         {
-            "TRAINFLEET_AZURE_BLOB_ENDPOINT": f"{gate.url}/{AZURITE_ACCOUNT}",
+            "TRAINFLEET_AZURE_BLOB_ENDPOINT": f"{azure_gate.url}/{AZURITE_ACCOUNT}",
             "TRAINFLEET_METADATA_URL": "http://127.0.0.1:9",
             "SSL_CERT_FILE": str(tls.ca),
             "TRAINFLEET_FETCH_ATTEMPTS": "2",

@@ -39,6 +39,7 @@ from infra.stack_file import list_stack_files, read_stack_file
 from tests import provider_sdk
 from tests.conftest import REPO, STACKS
 from tests.needs import need
+from tests.session_results import once_per_session
 
 STACK_FILES = {p.name.removeprefix("Pulumi.").removesuffix(".yaml"): p for p in list_stack_files(STACKS)}
 PYRIGHT_TIMEOUT_S = 300
@@ -93,12 +94,19 @@ azure_native.compute.VirtualMachineScaleSet("vmss", resource_group_name="rg", or
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def pyright_report(tmp_path_factory) -> dict:
-    """One pyright run (its SDK parsing dominates: ~20 s) over what pyrightconfig.json includes plus a planted
-    file beside it, with the repo's settings (files named on the command line replace `include` only)."""
+    """One pyright run per test session (its SDK parsing dominates: ~20 s of CPU, so not once per worker) over
+    what pyrightconfig.json includes plus a planted file beside it, with the repo's settings (files named on the
+    command line replace `include` only)."""
+    report = once_per_session(tmp_path_factory, "pyright-report", _pyright_run)
+    return {**report, "_planted": Path(report["_planted"])}
+
+
+def _pyright_run(folder: Path) -> dict:
     config = json.loads((REPO / "pyrightconfig.json").read_text())
-    planted = (tmp_path_factory.mktemp("pyright-planted") / "plant.py").resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    planted = (folder / "plant.py").resolve()
     planted.write_text(PLANTED)
     started = time.monotonic()
     proc = subprocess.run(
@@ -119,7 +127,7 @@ def pyright_report(tmp_path_factory) -> dict:
         )
     report["_wall_s"] = round(time.monotonic() - started, 1)
     report["_stderr"] = proc.stderr
-    report["_planted"] = planted
+    report["_planted"] = str(planted)
     return report
 
 

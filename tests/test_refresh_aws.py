@@ -14,7 +14,6 @@ from infra.catalog.refresh.overlay import read_overlay
 from tests.conftest import assert_one_line_error, run_trainfleet
 from tests.fake_ec2_spot import LINUX, LINUX_VPC, FakeEc2Spot, SpotPrice
 from tests.fake_price_apis import PRICE_FACTOR, FakePriceApis, Faults, isolated_env
-from tests.moto_server import MotoServer
 
 SNAPSHOT = read_offers(DATA_DIR / "offers.csv")
 NOW = datetime.now(UTC).replace(microsecond=0)  # seeds are whole seconds, as the API's timestamps are
@@ -32,13 +31,6 @@ USE1_ZONE_IDS = {
 
 def hours_ago(hours: float) -> datetime:
     return NOW - timedelta(hours=hours)
-
-
-@pytest.fixture(scope="module")
-def moto():
-    server = MotoServer()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

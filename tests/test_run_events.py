@@ -17,43 +17,16 @@ import pytest
 
 from tests.agent_support import (
     AZURITE_ACCOUNT,
-    AZURITE_BIN,
     AZURITE_KEY,
-    Azurite,
-    GcsEmulator,
     agent,
     load_agent_module,
     run_agent,
 )
 from tests.conftest import STACKS, assert_one_line_error, run_trainfleet
-from tests.moto_server import MotoServer
-from tests.needs import need
 
 events_module = load_agent_module("events")
 KEY_NAME = re.compile(r"^\d{8}T\d{6}\.\d{6}Z-")
-GCS_BUCKET = "ckpt-events"  # the emulator's one bucket; prefixes are unique per test
-
-
-@pytest.fixture(scope="module")
-def moto():
-    srv = MotoServer()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def gcs():
-    srv = GcsEmulator(GCS_BUCKET)
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def azurite(tmp_path_factory):
-    need(AZURITE_BIN.exists(), "Azurite", "npm install --prefix .venv/azurite azurite@3, as .ci/run does")
-    srv = Azurite(tmp_path_factory.mktemp("azurite"))
-    yield srv
-    srv.stop()
+GCS_BUCKET = "ckpt-events"  # prefixes are unique per test
 
 
 class Bucket:
@@ -69,8 +42,9 @@ class Bucket:
                         "AWS_ENDPOINT_URL": url}  # fmt: skip
             self.unset: tuple[str, ...] = ("AWS_SESSION_TOKEN", "AWS_PROFILE")
         elif cloud == "gcp":
-            self.name = GCS_BUCKET
-            self.env = {"STORAGE_EMULATOR_HOST": request.getfixturevalue("gcs").url}
+            gcs = request.getfixturevalue("gcs")
+            self.name = gcs.bucket(GCS_BUCKET)
+            self.env = {"STORAGE_EMULATOR_HOST": gcs.url}
             self.unset = ("TRAINFLEET_GCS_ENDPOINT",)
         else:
             endpoint = request.getfixturevalue("azurite").endpoint

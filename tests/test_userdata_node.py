@@ -22,7 +22,6 @@ from infra.userdata import accelerator_of, ds_config, is_gaudi, render_user_data
 from tests.agent_support import AGENT, make_step
 from tests.conftest import STACKS
 from tests.metadata_servers import AwsImds
-from tests.moto_server import MotoServer
 from tests.needs import need_module
 
 
@@ -178,13 +177,6 @@ def test_gaudi_stack_files_render_the_gaudi_variant():
                 assert "DS_ACCELERATOR=hpu" in env
     if not found:
         pytest.skip("no stack with a Gaudi fleet in stacks/")
-
-
-@pytest.fixture(scope="module")
-def moto():
-    srv = MotoServer()
-    yield srv
-    srv.stop()
 
 
 def s3(moto):
