@@ -109,3 +109,48 @@ def pytest_runtest_makereport(item, call):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_make_collect_report(collector):
     _fail_skip_under_ci((yield).get_result())
+
+
+# ---- order: the longest tests first ------------------------------------------------------------------------------
+# .ci/run hands tests to pytest-xdist workers one at a time in collection order (--dist load --maxschedchunk 1),
+# each worker holding the test it runs and the next. These tests take from half a minute to three (measured wall
+# time, seconds, from .ci/run's --durations on 2 cores), so they go first, each to its own worker, and the short
+# ones fill in around them: left in file order, a run ended with one worker still in a three-minute DeepSpeed run
+# the others had long finished. A name missing here only loses its place; nothing else depends on the table.
+LONGEST = {
+    "test_e2e_elastic.py::test_lost_node_continues_on_two_after_the_wait_then_grows_back_to_three": 170,
+    "test_e2e_deepspeed.py::test_three_nodes_relaunch_after_a_lost_peer_then_checkpoint_a_notice_and_a_fresh_set_"
+    "finishes_identical": 180,
+    "test_e2e_deepspeed.py::test_spot_notice_then_fresh_node_finishes_identical_to_an_uninterrupted_run": 70,
+    "test_e2e_deepspeed.py::test_the_optimizer_offload_config_the_planner_emits_trains": 55,
+    "test_provider_definitions.py::test_pyright_finds_no_errors_in_infra": 60,
+    "test_deepspeed_parallelism.py::test_layout_trains_checkpoints_resumes_and_matches_tp1_pp1[pp2]": 50,
+    "test_deepspeed_parallelism.py::test_layout_trains_checkpoints_resumes_and_matches_tp1_pp1[tp2]": 40,
+    "test_fuzz_cli.py::test_fuzz_plan": 36,
+    "test_fuzz_cli.py::test_fuzz_stack_yaml": 34,
+    "test_deepspeed_parallelism.py::test_deepspeed_cannot_run_autotp_inside_a_pipeline": 34,
+    "test_fuzz_cli.py::test_fuzz_overlay_csv": 22,
+    "test_agent_peers.py::test_gcp_mig_peers_are_consistent_across_nodes": 21,
+    "test_fuzz_cli.py::test_fuzz_catalog": 20,
+    "test_agent_aws.py::test_a_termination_by_the_group_itself_is_a_notice_and_the_hook_is_completed": 18,
+    "test_provider_rules.py::test_stacks_check_refuses_the_two_zone_prod_with_one_line_and_exit_2": 17,
+    "test_deepspeed_parallelism.py::test_autotp_trains_under_zero_2_and_zero_3[zero1]": 16,
+    "test_agent_azure.py::test_azure_terminate_waits_for_its_not_before_less_the_window": 16,
+    "test_deepspeed_parallelism.py::test_autotp_trains_under_zero_2_and_zero_3[zero0]": 15,
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """The LONGEST tests first, longest first, then the rest in file order. Each worker starts with two tests
+    (the one it runs and the next), so the long ones open the run one worker apart: long, short, long, short."""
+    def cost(item) -> int:
+        return LONGEST.get(item.nodeid.removeprefix("tests/"), 0)
+
+    longest = sorted((i for i in items if cost(i)), key=cost, reverse=True)
+    rest = [i for i in items if not cost(i)]
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    opening = []
+    for long in longest[:workers]:
+        opening += [long, *rest[:1]]
+        rest = rest[1:]
+    items[:] = opening + longest[workers:] + rest

@@ -352,9 +352,9 @@ class BootedNode:
             moto_url,
             env_overrides={
                 "TRAINFLEET_SLOTS": "1",
-                # (30 s on a real node) each poll is an agent process and a DescribeInstances: 5 s notices a
-                # lost peer soon enough without a poll a second across three nodes
-                "TRAINFLEET_PEER_POLL_SECONDS": "5",
+                # 30 s on a real node. Each poll is an agent process (about 0.5 s of CPU: Python, boto3, an EC2
+                # client) and a DescribeInstances; at 2 s, three nodes' polls were a third of a run's CPU.
+                "TRAINFLEET_PEER_POLL_SECONDS": "10",
                 "TRAINFLEET_STOP_GRACE_SECONDS": "20",
                 "TRAINFLEET_COMMIT_WAIT_SECONDS": "20",
             },
@@ -367,7 +367,7 @@ class BootedNode:
         self.node.env["TRAINFLEET_METADATA_URL"] = self.imds.url
         self.node.fetch()
         self.agent = Proc(
-            [*ORPHAN_GUARD, *self.node.agent_command("--poll-s", "0.2", "--scan-s", "0.1")], self.node.env
+            [*ORPHAN_GUARD, *self.node.agent_command("--poll-s", "0.5", "--scan-s", "0.25")], self.node.env
         )
         self.log = root / "boot.log"
         self.boot = self.node.boot(self.log)

@@ -84,13 +84,6 @@ def tampered(text: str) -> str:
 
 
 @pytest.fixture
-def proxy(gcs, gcs_proxy):
-    """This module's bucket in the shared emulator, and the auth proxy a node's requests go through."""
-    gcs.bucket(GCS_BUCKET)
-    return gcs_proxy
-
-
-@pytest.fixture
 def gce():
     srv = GceMetadata().start()
     yield srv
@@ -98,7 +91,8 @@ def gce():
 
 
 def gcs_put(gcs, key: str, text: str) -> None:
-    """The tests' own upload, straight to the emulator (JSON API simple upload)."""
+    """The tests' own upload, straight to the emulator (JSON API simple upload) into this module's bucket."""
+    gcs.bucket(GCS_BUCKET)
     query = urllib.parse.urlencode({"uploadType": "media", "name": key})
     req = urllib.request.Request(
         f"{gcs.url}/upload/storage/v1/b/{GCS_BUCKET}/o?{query}",
@@ -120,23 +114,23 @@ def gcp_node(gcs, tmp_path, tamper=False):
     return r, home, script
 
 
-def test_gcp_fetch_installs_the_pinned_files_with_the_service_accounts_token(gcs, proxy, gce, tmp_path):
+def test_gcp_fetch_installs_the_pinned_files_with_the_service_accounts_token(gcs, gcs_proxy, gce, tmp_path):
     r, home, script = gcp_node(gcs, tmp_path)
-    seen = len(proxy.seen)
-    result = run_fetch(script, {"TRAINFLEET_GCS_ENDPOINT": proxy.url, "TRAINFLEET_METADATA_URL": gce.url})
+    seen = len(gcs_proxy.seen)
+    result = run_fetch(script, {"TRAINFLEET_GCS_ENDPOINT": gcs_proxy.url, "TRAINFLEET_METADATA_URL": gce.url})
     assert result.returncode == 0, result.stderr
     assert_installed(r, home)
-    requests = proxy.seen[seen:]
+    requests = gcs_proxy.seen[seen:]
     assert [s["method"] for s in requests] == ["GET"] * 4, requests  # one media GET per fetched file
     assert {s["auth"] for s in requests} == {"Bearer"} and {s["status"] for s in requests} == {200}
     assert all(s["path"].endswith("?alt=media") for s in requests)
     assert gce.count("service-accounts/default/token", 200) == 1
     # a restart (ExecStartPre) finds the files in place and asks for nothing
-    again = run_fetch(script, {"TRAINFLEET_GCS_ENDPOINT": proxy.url, "TRAINFLEET_METADATA_URL": gce.url})
-    assert again.returncode == 0 and len(proxy.seen) == seen + 4 and gce.count("default/token") == 1
+    again = run_fetch(script, {"TRAINFLEET_GCS_ENDPOINT": gcs_proxy.url, "TRAINFLEET_METADATA_URL": gce.url})
+    assert again.returncode == 0 and len(gcs_proxy.seen) == seen + 4 and gce.count("default/token") == 1
 
 
-def test_gcp_fetch_without_a_storage_scope_is_refused_and_installs_nothing(gcs, proxy, tmp_path):
+def test_gcp_fetch_without_a_storage_scope_is_refused_and_installs_nothing(gcs, gcs_proxy, tmp_path):
     """The proxy answers 403 as Cloud Storage does for a token without a storage scope; the script retries and
     gives up without installing anything."""
     r, home, script = gcp_node(gcs, tmp_path)
@@ -144,7 +138,7 @@ def test_gcp_fetch_without_a_storage_scope_is_refused_and_installs_nothing(gcs, 
         result = run_fetch(
             script,
             {
-                "TRAINFLEET_GCS_ENDPOINT": proxy.url,
+                "TRAINFLEET_GCS_ENDPOINT": gcs_proxy.url,
                 "TRAINFLEET_METADATA_URL": gce.url,
                 "TRAINFLEET_FETCH_ATTEMPTS": "2",
             },
@@ -154,12 +148,12 @@ def test_gcp_fetch_without_a_storage_scope_is_refused_and_installs_nothing(gcs, 
     assert not (home / "trainfleet_agent.pyz").exists()
 
 
-def test_gcp_fetch_refuses_a_file_that_does_not_match_its_pin(gcs, proxy, gce, tmp_path):
+def test_gcp_fetch_refuses_a_file_that_does_not_match_its_pin(gcs, gcs_proxy, gce, tmp_path):
     _, home, script = gcp_node(gcs, tmp_path, tamper=True)
     result = run_fetch(
         script,
         {
-            "TRAINFLEET_GCS_ENDPOINT": proxy.url,
+            "TRAINFLEET_GCS_ENDPOINT": gcs_proxy.url,
             "TRAINFLEET_METADATA_URL": gce.url,
             "TRAINFLEET_FETCH_ATTEMPTS": "2",
         },

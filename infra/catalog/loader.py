@@ -100,7 +100,7 @@ def _offer(row: list[str], where: str, has_as_of: bool) -> Offer:
     if bad:
         column, problem = bad
         raise CatalogError(f"{where}: column {column} = {shown(cells.get(column, ''))} {problem}; {_FIX}")
-    on_demand, note = values["on_demand_usd_per_hour"], values["note"]
+    on_demand, note = values["on_demand_usd_per_hour"], cells["note"]
     if not on_demand_sold(cells["cloud"], cells["instance_type"]):
         on_demand = None
         note = "; ".join(n for n in (note, NOT_SOLD_NOTE) if n)
@@ -122,7 +122,7 @@ def _offer(row: list[str], where: str, has_as_of: bool) -> Offer:
         network_gbps=values["network_gbps"],  # type: ignore[arg-type]
         fabric=cells["fabric"],
         source=cells["source"],
-        note=str(note),
+        note=note,
         as_of=str(values["as_of"]),
     )
 

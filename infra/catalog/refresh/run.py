@@ -8,7 +8,7 @@ failure never loses them and never leaves a half-written file.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -113,7 +113,7 @@ def source_for(cloud: str) -> PriceSource:
     )
 
 
-def choose_regions(cloud: str, requested: list[str] | None, snapshot: list[Offer]) -> list[str]:
+def choose_regions(cloud: str, requested: list[str] | None, snapshot: Iterable[Offer]) -> list[str]:
     known = sorted({o.region for o in snapshot if o.cloud == cloud})
     if not requested:
         return known
