@@ -266,16 +266,15 @@ def make_image(root: Path, torch: str | None, deepspeed: str | None = None, pip:
         timeout=120,
     )
     (site,) = root.glob("lib/python*/site-packages")
-    if torch:
-        (site / "torch").mkdir()
-        (site / "torch" / "__init__.py").write_text(f"__version__ = {torch!r}\n")
-    if deepspeed:
-        for path, text in fake_deepspeed(deepspeed).items():
+    for name, version, files in (("torch", torch, fake_torch), ("deepspeed", deepspeed, fake_deepspeed)):
+        if not version:
+            continue
+        for path, text in files(version).items():
             (site / path).parent.mkdir(parents=True, exist_ok=True)
             (site / path).write_text(text)
-        info = site / f"deepspeed-{deepspeed}.dist-info"
+        info = site / f"{name}-{version}.dist-info"  # as pip (or conda's pip build) leaves it
         info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: deepspeed\nVersion: {deepspeed}\n")
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     return root / "bin" / "python3"
 
 
