@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import STACKS, assert_one_line_error, run_trainfleet
+from tests.session_results import once_per_session
 
 REQUIRED = {"dev", "prod", "gcp-dev", "azure-dev", "gaudi"}
 
@@ -22,11 +23,16 @@ def _project(tmp_path: Path, files: dict[str, str]) -> Path:
     return tmp_path
 
 
-@pytest.fixture(scope="module")
-def checked():
+def _check_every_stack(_folder) -> list[dict]:
     result = run_trainfleet("stacks", "check", "--json", timeout=300)
     assert result.code == 0, result.stderr
-    return {row["stack"]: row for row in result.json()}
+    return result.json()
+
+
+@pytest.fixture(scope="session")
+def checked(tmp_path_factory):
+    """`trainfleet stacks check` over every stack, run once per test session (whichever worker asks first)."""
+    return {row["stack"]: row for row in once_per_session(tmp_path_factory, "stacks-check", _check_every_stack)}
 
 
 def test_every_stack_file_runs_and_reports_its_resource_count(checked):
