@@ -367,7 +367,7 @@ class BootedNode:
         self.node.env["TRAINFLEET_METADATA_URL"] = self.imds.url
         self.node.fetch()
         self.agent = Proc(
-            [*ORPHAN_GUARD, *self.node.agent_command("--poll-s", "0.5", "--scan-s", "0.25")], self.node.env
+            [*ORPHAN_GUARD, *self.node.agent_command()], self.node.env  # the unit's polls (1 s metadata, 0.5 s scan)
         )
         self.log = root / "boot.log"
         self.boot = self.node.boot(self.log)
