@@ -70,13 +70,7 @@ def e2e_config(
 
 
 def s3(moto):
-    return boto3.client(
-        "s3",
-        endpoint_url=moto.url,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    return moto.client("s3")
 
 
 def harness_ds_config(text: str, world: int) -> str:

@@ -63,6 +63,18 @@ class MotoServer(ServerProcess):
     def env(self) -> dict[str, str]:
         return {"AWS_ENDPOINT_URL_EC2": self.url}
 
+    def client(self, service: str):
+        """A boto3 client of this server, with the test credentials: what another node or an operator sees."""
+        import boto3
+
+        return boto3.client(
+            service,
+            endpoint_url=self.url,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+
     def reset(self) -> None:
         urllib.request.urlopen(
             urllib.request.Request(f"{self.url}/moto-api/reset", method="POST"), timeout=10

@@ -18,7 +18,6 @@ import json
 import uuid
 from pathlib import Path
 
-import boto3
 import pytest
 
 from tests.agent_support import load_agent_module
@@ -34,13 +33,7 @@ class AgentKilled(Exception):
 @pytest.fixture
 def s3(moto):
     """An independent S3 client: what another node, or an operator with the aws CLI, sees in the bucket."""
-    return boto3.client(
-        "s3",
-        endpoint_url=moto.url,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    return moto.client("s3")
 
 
 @pytest.fixture
