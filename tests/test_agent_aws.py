@@ -14,7 +14,6 @@ import os
 import time
 import uuid
 
-import boto3
 import pytest
 
 from tests.agent_support import agent, aws_job_order, make_step, run_agent, trainer
@@ -34,13 +33,7 @@ def env(moto):
 
 
 def client(moto, service="s3"):
-    return boto3.client(
-        service,
-        endpoint_url=moto.url,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    return moto.client(service)
 
 
 @pytest.fixture

@@ -91,7 +91,7 @@ def row_problem(row: dict[str, object], now: datetime | None = None) -> tuple[st
         return missing, "is missing: accelerator, accelerators_per_node and accelerator_memory_gib go together"
     as_of = str(row.get("as_of") or "")
     if as_of:
-        when = _time(as_of)
+        when = parse_time(as_of)
         if when is None:
             return "as_of", "is not a UTC time such as 2026-11-27T12:00:00Z"
         if when > (now or datetime.now(UTC)) + MAX_FUTURE:
@@ -112,7 +112,8 @@ def _unknown_accelerator_as_empty(row: dict[str, object]) -> dict[str, object]:
     return {**row, **{c: row[c] or None for c in ACCELERATOR_FIELDS[1:]}}
 
 
-def _time(text: str) -> datetime | None:
+def parse_time(text: str) -> datetime | None:
+    """An ISO-8601 time (a trailing Z allowed), taken as UTC when it names no zone; None if it is not one."""
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

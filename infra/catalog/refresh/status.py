@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from infra.catalog.loader import Catalog
+from infra.catalog.offer_rules import parse_time
 from infra.catalog.refresh.overlay import REFRESH_SOURCES
 
 
@@ -23,13 +24,6 @@ class SourceRow:
     def to_json(self) -> dict:
         return asdict(self)
 
-
-def parse_time(text: str) -> datetime | None:
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def age_label(hours: float | None) -> str:
