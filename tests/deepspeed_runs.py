@@ -28,9 +28,17 @@ _held: dict[int, int] = {}  # port -> the fd holding its lock file, for this pro
 _cleaned: set[int] = set()  # ports whose jobs' buffers are gone
 
 
+# What makes this machine's CPU ranks stand in for a node's GPUs: DeepSpeed's CPU accelerator, gloo over loopback,
+# and torch.compile off. The trainer compiles nothing; DeepSpeed alone calls torch.compile, at import, on Muon's
+# Newton-Schulz kernel (runtime/zero/muon/original_muon.py, imported by every ZeRO engine's optimizer check and never
+# run by an AdamW job), and on CPU that loads the whole inductor: 1.5 s of CPU per rank, 46 ranks a suite. A GPU
+# node's compiler is another backend (triton) that this machine could not test anyway.
+CPU_RANKS = {"DS_ACCELERATOR": "cpu", "GLOO_SOCKET_IFNAME": "lo", "TORCHDYNAMO_DISABLE": "1"}
+
+
 def launch_env(**extra: str) -> dict[str, str]:
     """This process's environment as a node's launch sees it: the training venv first on PATH (its `deepspeed`
-    launcher, and the `ninja` DeepSpeed builds its CPU ops with), CPU ranks talking over loopback.
+    launcher, and the `ninja` DeepSpeed builds its CPU ops with), CPU ranks talking over loopback (CPU_RANKS).
 
     The venv first, always: this machine also has Debian's ninja 1.11 beside pip's 1.13, whose build logs hash
     commands differently, so runs that found one or the other rebuilt DeepSpeed's shm op (a minute of CPU) in
@@ -38,8 +46,7 @@ def launch_env(**extra: str) -> dict[str, str]:
     return {
         **os.environ,
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        "DS_ACCELERATOR": "cpu",
-        "GLOO_SOCKET_IFNAME": "lo",
+        **CPU_RANKS,
         **extra,
     }
 

@@ -28,7 +28,7 @@ import pytest
 from infra.config import StackConfig
 from infra.userdata import render_user_data
 from tests.agent_support import Proc, aws_job_order
-from tests.deepspeed_runs import VENV_BIN, master_port
+from tests.deepspeed_runs import CPU_RANKS, VENV_BIN, master_port
 from tests.metadata_servers import AwsImds
 from tests.session_results import once_per_session
 
@@ -93,8 +93,7 @@ class Node:
         self.rendered = rendered
         self.env = {
             "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-            "DS_ACCELERATOR": "cpu",
-            "GLOO_SOCKET_IFNAME": "lo",  # ranks talk over loopback only
+            **CPU_RANKS,  # CPU ranks for GPUs, talking over loopback only
             "TRAINFLEET_ENV_FILE": str(self.etc / "trainfleet.env"),
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
