@@ -144,6 +144,31 @@ def test_largest_micro_batch_with_a_pipeline_is_a_prefix_that_fits():
     assert memory.largest_micro_batch(W70, Sharding(1), True, 80, 8, 8, 2000, tp=8, pp=4) == 6
 
 
+def naive_largest_micro_batch(w, sh, ckpt, mem_gib, gpus, nodes, host_gib, tp, pp) -> int:
+    """The definition itself: estimate b = 1, 2, ... until one does not fit."""
+    b = 0
+    while memory.estimate(w, sh, b + 1, ckpt, mem_gib, gpus, nodes, host_gib, tp=tp, pp=pp).fits:
+        b += 1
+    return b
+
+
+@pytest.mark.parametrize("pp", [2, 4, 8])
+def test_largest_micro_batch_with_a_pipeline_is_the_definitions_answer(pp):
+    """Small models on big devices, where the micro batch runs past pp micro-batches in flight into the runs of
+    fewer (m(b) < pp) and on to one: the planner's run-by-run answer is the b-by-b one."""
+    checked = set()
+    for name, seq, batch_tokens in (("mpt-1b", 2048, 2**19), ("llama-7b", 512, 2**18), ("mpt-1b", 128, 2**16)):
+        for mem_gib, gpus, nodes, tp in ((80, 1, pp, 1), (80, 2, pp * 2, 2), (24, 4, pp, 1), (141, 8, pp, 8)):
+            for sh, ckpt in ((Sharding(0), False), (Sharding(1), True), (Sharding(1), False)):
+                w = Workload(PRESETS[name], 10**9, seq, global_batch_tokens=batch_tokens)
+                got = memory.largest_micro_batch(w, sh, ckpt, mem_gib, gpus, nodes, 2000, tp=tp, pp=pp)
+                assert got == naive_largest_micro_batch(w, sh, ckpt, mem_gib, gpus, nodes, 2000, tp, pp), (
+                    name, seq, batch_tokens, mem_gib, gpus, nodes, tp, sh, ckpt)
+                if got:
+                    checked.add(memory.micro_batches_per_step(w, got, (gpus // tp) * (nodes // pp)) < pp)
+    assert checked == {True, False}, "some cases end inside the runs of fewer than pp in flight, some do not"
+
+
 # --- 3. the pipeline bubble and the step, by hand ----------------------------------------------------------
 
 

@@ -457,7 +457,8 @@ def largest_micro_batch(w: Workload, sharding: Sharding, checkpointing: bool, de
     """The largest micro batch b such that `estimate(...).fits` for every micro batch up to b (0: not even one).
     Without a pipeline, from the estimate for one: activations are exactly linear in the micro batch and nothing
     else in the estimate depends on it. With one, the in-flight count min(pp, m(b)) falls as b grows: linear at
-    pp in flight (an upper bound), then checked one by one until m(b) = 1, from where it is linear again."""
+    pp in flight (an upper bound); past that, b comes in runs of one accumulation count m each (m only falls as b
+    grows), linear again within a run, so each run is settled at once: at most pp runs, not one b at a time."""
     one = estimate(w, sharding, 1, checkpointing, device_memory_gib, gpus_per_node, nodes, host_memory_gib, headroom,
                    states, tp=tp, pp=pp)  # fmt: skip
     rest = one.device_bytes - one.activation_bytes  # what does not depend on the micro batch
@@ -475,15 +476,30 @@ def largest_micro_batch(w: Workload, sharding: Sharding, checkpointing: bool, de
     dp = (gpus_per_node // tp) * (nodes // pp)
     b_one = math.ceil(w.global_batch_tokens / (w.seq_len * dp))  # from this b on, m = 1: one in flight
 
-    def fits(b: int) -> bool:
-        return estimate(w, sharding, b, checkpointing, device_memory_gib, gpus_per_node, nodes, host_memory_gib,
-                        headroom, states, tp=tp, pp=pp).fits  # fmt: skip
-
-    while best + 1 < b_one and fits(best + 1):
-        best += 1
+    b = best + 1
+    while b < b_one:
+        m = micro_batches_per_step(w, b, dp)  # >= pp: pp in flight, and b does not fit (linear(pp) < b)
+        end = _last_with_accumulation(w, m, dp, b, b_one - 1)
+        most = linear(m)
+        if most < end:  # up to most fit, most + 1 does not (most >= b - 1: fewer in flight never fit fewer)
+            best = most
+            break
+        best, b = end, end + 1
     if best + 1 >= b_one:
         best = max(best, linear(1))
     return best
+
+
+def _last_with_accumulation(w: Workload, m: int, data_parallel: int, lo: int, hi: int) -> int:
+    """The largest micro batch in [lo, hi] with m micro-batches per step, given that `lo` has m: the accumulation
+    count never rises with the micro batch, so those with m are one run from `lo` on (binary search)."""
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if micro_batches_per_step(w, mid, data_parallel) == m:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def estimate(
