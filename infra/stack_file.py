@@ -13,6 +13,7 @@ import yaml
 from infra.config import NAMESPACE, SECTIONS, StackConfig
 from infra.errors import ConfigError, did_you_mean, shown
 from infra.naming import STACK_NAME, check_stack_name
+from infra.strict_yaml import load_yaml
 
 PROJECT_FILE = "Pulumi.yaml"
 
@@ -101,123 +102,6 @@ def writable_stack_path(stack: str, start: Path | None = None) -> Path:
 
 def list_stack_files(start: Path | None = None) -> list[Path]:
     return sorted(stacks_dir(start).glob("Pulumi.*.yaml"))
-
-
-# A stack file is a few levels deep (config > section > fleet > network > subnets); far deeper is a
-# broken or hostile file, refused before anything recurses over it.
-MAX_DEPTH = 64
-# ... and a few hundred values; aliases (`*name`) repeat what an anchor holds, so a few lines can stand for
-# billions of values ("billion laughs"). The document as aliases expand it may hold this many at most.
-MAX_EXPANDED_NODES = 100_000
-
-
-class AliasBombError(yaml.YAMLError):
-    def __init__(self, reason: str, line: int):
-        super().__init__(reason)
-        self.reason, self.line = reason, line
-
-
-def _expanded_size(root: yaml.Node) -> int:
-    """How many nodes the document holds once every alias is expanded; AliasBombError past MAX_EXPANDED_NODES
-    or for an alias inside its own anchor (a structure that never ends). A node many aliases share is sized once
-    and counted each time it appears."""
-    sizes: dict[int, int] = {}
-    open_nodes: set[int] = set()
-
-    def size(node: yaml.Node) -> int:
-        key = id(node)
-        if key in sizes:
-            return sizes[key]
-        if key in open_nodes:
-            raise AliasBombError("an alias refers to the anchor it is inside of", node.start_mark.line + 1)
-        open_nodes.add(key)
-        children = node.value if isinstance(node, yaml.SequenceNode) else (
-            [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else [])  # fmt: skip
-        total = 1 + sum(size(child) for child in children)
-        open_nodes.discard(key)
-        if total > MAX_EXPANDED_NODES:
-            raise AliasBombError(f"aliases expand it past {MAX_EXPANDED_NODES:,} values", node.start_mark.line + 1)
-        sizes[key] = total
-        return total
-
-    return size(root)
-
-
-class DuplicateKeyError(yaml.YAMLError):
-    def __init__(self, key: Any, line: int):
-        super().__init__(f"key {key!r} appears twice")
-        self.key, self.line = key, line
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (PyYAML silently keeps the last), nesting deeper
-    than MAX_DEPTH and aliases that expand past MAX_EXPANDED_NODES."""
-
-    def compose_document(self):  # noqa: ANN201 - PyYAML's signature
-        node = super().compose_document()
-        if node is not None:
-            _expanded_size(node)
-        return node
-
-    def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
-        self._depth = getattr(self, "_depth", 0) + 1
-        try:
-            if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
-                raise TooDeepError(mark.line + 1)
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-    def construct_mapping(self, node, deep=False):  # noqa: ANN001
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[Any, int] = {}
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` then overriding keys is fine
-                    continue
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    if key in seen:
-                        raise DuplicateKeyError(key, key_node.start_mark.line + 1)
-                    seen[key] = key_node.start_mark.line + 1
-                except TypeError:  # an unhashable key: PyYAML's own error says so below
-                    break
-        return super().construct_mapping(node, deep)
-
-
-class TooDeepError(yaml.YAMLError):
-    def __init__(self, line: int):
-        super().__init__(f"nested more than {MAX_DEPTH} levels deep")
-        self.line = line
-
-
-def load_yaml(text: str, where: str) -> Any:
-    """YAML from a file trainfleet reads: syntax errors, a key given twice and absurd nesting are one
-    ConfigError line naming the file and the line."""
-    try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
-    except DuplicateKeyError as exc:
-        raise ConfigError(
-            f"{where} line {exc.line}: key {shown(exc.key)} appears twice in the same mapping "
-            "(YAML would silently keep only the last); keep one"
-        ) from None
-    except AliasBombError as exc:
-        raise ConfigError(
-            f"{where} line {exc.line}: {exc.reason}; trainfleet's files hold a few hundred values, write them out "
-            "instead of through anchors and aliases"
-        ) from None
-    except TooDeepError as exc:
-        raise ConfigError(
-            f"{where} line {exc.line}: nested more than {MAX_DEPTH} levels deep; trainfleet's files are a few "
-            "levels deep, fix the file"
-        ) from None
-    except RecursionError:
-        raise ConfigError(f"{where}: nested too deeply to read; fix the file") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{where}{line}: {problem}; fix the YAML syntax") from None
 
 
 def parse_stack_text(text: str, where: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:

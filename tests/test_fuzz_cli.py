@@ -11,6 +11,8 @@ CI profile (default): few examples, derandomized. `TRAINFLEET_FUZZ=heavy pytest 
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import io
 import json
 import math
@@ -244,9 +246,15 @@ def mutate(draw, doc, times: int, actions: list[str]) -> None:
             parent[draw(st.text(min_size=1, max_size=10))] = draw(WEIRD)
 
 
+@functools.cache
+def parsed_stack(path: Path):
+    """Each stack file parsed once (PyYAML's Python loader: the same document every example starts from)."""
+    return yaml.safe_load(path.read_text())
+
+
 @st.composite
 def stack_text(draw):
-    doc = yaml.safe_load(draw(st.sampled_from(STACK_FILES)).read_text())
+    doc = copy.deepcopy(parsed_stack(draw(st.sampled_from(STACK_FILES))))
     mutate(draw, doc, draw(st.integers(1, 3)), ["drop", "set", "unknown"])
     out = yaml.safe_dump(doc, allow_unicode=True) if isinstance(doc, dict | list) else str(doc)
     raw = draw(st.sampled_from(["none", "dupkey", "truncate", "deep", "tab"]))

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from cli.preview.model import UsageValue
 from infra.config import StackConfig, describe_validation_error
 from infra.errors import ConfigError, did_you_mean, shown
-from infra.stack_file import load_yaml
+from infra.strict_yaml import load_yaml
 from infra.units import MAX_HOURS
 
 HOURS_PER_MONTH = 730.0
