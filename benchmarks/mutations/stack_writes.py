@@ -1,6 +1,6 @@
 """Planted bugs in how trainfleet writes files users keep (stack files through infra/stack_file.py and
-infra/atomic.py, and `plan --write-stack` merging a plan into one through cli/planner/stack.py): each one
-loses or leaks a user's settings, or leaves half a file.
+infra/atomic.py, read back through infra/strict_yaml.py, and `plan --write-stack` merging a plan into one through
+cli/planner/stack.py): each one loses or leaks a user's settings, or leaves half a file.
 
 A table for benchmarks/mutation.py: each mutant replaces one exact snippet (which must occur once)."""
 
@@ -14,6 +14,8 @@ PLAN_TESTS = [
 ]
 ATOMIC = "infra/atomic.py"
 STACK_FILE = "infra/stack_file.py"
+STRICT_YAML = "infra/strict_yaml.py"
+YAML_TESTS = [*TESTS, "tests/test_strict_yaml.py"]
 PLAN = "cli/planner/stack.py"
 
 MUTANTS = [
@@ -118,11 +120,20 @@ MUTANTS = [
         "original": 'if old_lines and old_lines[0].endswith("\\r\\n"):',
         "replacement": "if False:",
     },
+    # infra/strict_yaml.py: the loader of every stack file
     {
-        "file": STACK_FILE,
+        "file": STRICT_YAML,
+        "tests": YAML_TESTS,
         "bug": "a key given twice in a stack file is read silently (YAML keeps the last)",
         "original": "if key in seen:",
         "replacement": "if False:",
+    },
+    {
+        "file": STRICT_YAML,
+        "tests": YAML_TESTS,
+        "bug": "a stack file nested past libyaml's limit is called a syntax error instead of too deep",
+        "original": "if problem == LIBYAML_TOO_DEEP:",
+        "replacement": "if problem == LIBYAML_TOO_DEEP.upper():",
     },
     # cli/planner/stack.py: plan --write-stack into an existing file
     {
