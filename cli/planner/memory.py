@@ -478,7 +478,7 @@ def largest_micro_batch(w: Workload, sharding: Sharding, checkpointing: bool, de
 
     b = best + 1
     while b < b_one:
-        m = micro_batches_per_step(w, b, dp)  # >= pp: pp in flight, and b does not fit (linear(pp) < b)
+        m = micro_batches_per_step(w, b, dp)  # m >= pp: pp in flight, linear(m) = linear(pp) < b, and it stops
         end = _last_with_accumulation(w, m, dp, b, b_one - 1)
         most = linear(m)
         if most < end:  # up to most fit, most + 1 does not (most >= b - 1: fewer in flight never fit fewer)

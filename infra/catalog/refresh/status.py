@@ -25,7 +25,6 @@ class SourceRow:
         return asdict(self)
 
 
-
 def age_label(hours: float | None) -> str:
     if hours is None:
         return "unknown"
