@@ -253,14 +253,16 @@ def test_the_summary_comes_first_in_order():
     lines = body.splitlines()
     assert lines[0] == marker("s")
     # 8,000 -> 12,000: +4,000, +50.0%
-    assert lines[1] == "### `s` · **Monthly: $8,000.00 → $12,000.00 (+$4,000.00, +50.0%)**"
-    # expected: base 50 $/h x 110 h = 5,500; head 100 x 110 = 11,000 vs list 100 x 100 = 10,000: +10.0%
+    assert lines[1] == "### `s` · **Monthly run-rate: $8,000.00 → $12,000.00 (+$4,000.00, +50.0%)**"
+    # expected: base 50 $/h x 110 h = 5,500; head 100 x 110 = 11,000 (+5,500); the head's same work with
+    # nothing lost is 100 x 100 h = 10,000, so interruptions add 1,000 / 10,000 = +10.0%
     expected = (
-        "- Expected job with interruptions, fleet `train`: $5,500.00 → $11,000.00 (list $10,000.00, +10.0%; "
-        "~2.5 interruptions and failures, 110.0 h vs 100.0 h)"
+        "- Expected job with interruptions, fleet `train`: **$5,500.00 → $11,000.00 (+$5,500.00)**; "
+        "110.0 h → 110.0 h wall clock, ~2.0 → ~2.5 interruptions and failures; at head the same work with "
+        "nothing lost is $10,000.00 (100.0 h), interruptions add +10.0%; no 80% range: the planner gives none yet"
     )
     order = [
-        "**Monthly:",
+        "**Monthly run-rate:",
         expected,
         "- Budget $10,000.00/month: within ($2,000.00 to spare) → 🛑 **over by $2,000.00**",
         "- Guardrail, fail above $15,000.00/month: not checked: the document leaves out 12 unchanged resources",
@@ -343,7 +345,7 @@ def test_a_diff_without_changes_is_a_short_no_change_body():
     lines = body.splitlines()
     assert lines[:3] == [marker("s"), NO_CHANGE_TAG, "### `s` · no cost change"]
     assert (
-        "No cost change for this stack at `working tree Pulumi.dev.yaml`: **Monthly: $70.08** (unchanged)"
+        "No cost change for this stack at `working tree Pulumi.dev.yaml`: **Monthly run-rate: $70.08** (unchanged)"
     ) in body
     assert "- Budget $100.00/month: within ($29.92 to spare)" in body  # 100 - 70.08
     assert "<details>" not in body and len(body) < 800
@@ -353,4 +355,4 @@ def test_a_cost_that_moves_without_an_op_is_a_change():
     r = res("aws:ec2/instance:Instance", "box")
     body = render(diff_estimates(est(priced(r, flat("c", 1.0))), est(priced(r, flat("c", 2.0))), "a", "b",
                                  ops={r.urn: "same"}))  # fmt: skip
-    assert NO_CHANGE_TAG not in body and "**Monthly: $1.00 → $2.00 (+$1.00, +100.0%)**" in body
+    assert NO_CHANGE_TAG not in body and "**Monthly run-rate: $1.00 → $2.00 (+$1.00, +100.0%)**" in body

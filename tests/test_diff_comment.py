@@ -42,7 +42,7 @@ def test_comment_has_the_marker_and_the_summary(pr_diff):
     body = render(pr_diff)
     assert body.startswith(marker("prod")) and find_marker(body) == "prod"
     assert "<!-- trainfleet-cost-diff:prod -->" in body
-    assert "**Monthly: $" in body and "1 added, 1 changed" in body
+    assert "**Monthly run-rate: $" in body and "1 added, 1 changed" in body
     assert "`train-asg`" in body and "`desiredCapacity`: `2` → `4`" in body
     assert body.count("<details>") == body.count("</details>")
     assert "cut to stay under" not in body
@@ -79,7 +79,7 @@ def test_truncation_keeps_the_summary_under_the_limit():
     # the summary (marker, totals, infra counts) is whole and first
     summary_end = full_summary.index("<details>")
     assert body.startswith(full_summary[:summary_end])
-    assert "3000 changed" in body and "**Monthly: $" in body
+    assert "3000 changed" in body and "**Monthly run-rate: $" in body
     assert "cut to stay under GitHub's 65,536-character comment limit" in body
     assert body.count("<details>") == body.count("</details>")
     # rows are kept whole, largest delta first
@@ -91,7 +91,7 @@ def test_truncation_keeps_the_summary_under_the_limit():
 def test_tiny_limit_still_keeps_the_summary():
     diff = _huge_diff(50)
     body = render(diff, limit=4000)
-    assert len(body) <= 4000 and body.startswith(marker("big")) and "**Monthly: $" in body
+    assert len(body) <= 4000 and body.startswith(marker("big")) and "**Monthly run-rate: $" in body
 
 
 BOT = {"login": "github-actions[bot]", "type": "Bot"}  # who the workflow's GITHUB_TOKEN posts as
@@ -385,7 +385,7 @@ def test_posting_is_idempotent_by_marker(github, pr_diff):
     ours = [c for c in github.comments if marker("prod") in c["body"]]
     assert len(ours) == 1 and ours[0]["body"] == body
     # a new push changes the body: the same comment is updated, none is added
-    newer = body.replace("**Monthly:", "**Monthly (rebased):")
+    newer = body.replace("**Monthly run-rate:", "**Monthly run-rate (rebased):")
     decision = post(github, newer)
     assert decision == Decision("update", ours[0]["id"])
     ours = [c for c in github.comments if marker("prod") in c["body"]]

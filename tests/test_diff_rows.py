@@ -46,11 +46,11 @@ def test_deltas_are_head_minus_base_per_resource_and_in_total():
     head = estimate(priced("train", 1500, 420, {"maxSize": 3}), priced("cache", 20, 2))
     diff = diff_estimates(base, head, "main", "pr")
     rows = {r.name: r for r in diff.rows}
-    assert (rows["train"].op, rows["train"].delta, rows["train"].job_delta) == ("update", 500, 120)
-    assert (rows["logs"].op, rows["logs"].delta, rows["logs"].job_delta) == ("delete", -50, -5)
-    assert (rows["cache"].op, rows["cache"].delta, rows["cache"].job_delta) == ("create", 20, 2)
+    assert (rows["train"].op, rows["train"].delta, rows["train"].list_job_delta) == ("update", 500, 120)
+    assert (rows["logs"].op, rows["logs"].delta, rows["logs"].list_job_delta) == ("delete", -50, -5)
+    assert (rows["cache"].op, rows["cache"].delta, rows["cache"].list_job_delta) == ("create", 20, 2)
     summary = diff.summary()
-    assert (summary["monthly_delta"], summary["job_delta"]) == (1520 - 1050, 422 - 305)
+    assert (summary["monthly_delta"], summary["list_job_usd"]["delta"]) == (1520 - 1050, 422 - 305)
     assert (summary["added"], summary["removed"], summary["changed"], summary["unchanged"]) == (1, 1, 1, 0)
     assert [c.to_json() for c in rows["train"].changes] == [{"path": "maxSize", "base": 2, "head": 3}]
 
@@ -60,7 +60,7 @@ def test_an_unknown_side_leaves_the_delta_unknown_never_a_guess():
     head = estimate(priced("train", 1000, 300), unknown("nat", {"a": 2}))
     diff = diff_estimates(base, head, "main", "pr")
     nat = next(r for r in diff.rows if r.name == "nat")
-    assert nat.delta is None and nat.job_delta is None
+    assert nat.delta is None and nat.list_job_delta is None
     assert diff.summary()["not_estimable_changes"] == 1
 
 

@@ -144,7 +144,9 @@ def test_cli_diff_of_two_preview_documents_adds_up_by_hand(trainfleet):
     summary = data["summary"]
     assert summary["base_monthly_cost"] == round(MAIN_ASG + NAT, 2) == 7792.48
     assert summary["head_monthly_cost"] == round(PR_ASG + NAT + NEW_IP, 2) == 15555.77
-    assert summary["monthly_delta"] == round(PR_ASG + NEW_IP - MAIN_ASG, 2) == 7763.28
+    # the change is the difference of the two figures as shown (15,555.77 - 7,792.48), not the exact
+    # change rounded on its own (7,763.284 -> 7,763.28): a reviewer who subtracts gets the cent shown
+    assert summary["monthly_delta"] == round(15555.77 - 7792.48, 2) == 7763.29
     assert (summary["added"], summary["removed"], summary["changed"], summary["replaced"]) == (1, 0, 1, 0)
 
 

@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cli.preview.model import NOT_PRICED, PRICED, Estimate, PricedResource, _round
+from cli.preview.model import (
+    NOT_PRICED,
+    PRICED,
+    Estimate,
+    FleetExpectation,
+    PricedResource,
+    _round,
+    money_round,
+)
 from cli.preview.pricing.base import UNKNOWN
 from infra.errors import TrainfleetError
 
@@ -55,7 +63,8 @@ class DiffRow:
         return None if b is None or h is None else h - b
 
     @property
-    def job_delta(self) -> float | None:
+    def list_job_delta(self) -> float | None:
+        """The change of the resource's cost over `job_hours` at list price (no interruption)."""
         b = 0.0 if self.base is None else self.base.job_cost
         h = 0.0 if self.head is None else self.head.job_cost
         return None if b is None or h is None else h - b
@@ -76,10 +85,58 @@ class DiffRow:
             "base_monthly_cost": _round(self.base_monthly),
             "head_monthly_cost": _round(self.head_monthly),
             "monthly_delta": _round(self.delta),
-            "job_delta": _round(self.job_delta),
+            "list_job_delta": _round(self.list_job_delta),
             "reason": (self.head or self.base).reason if (self.head or self.base) else "",
             "changed_inputs": [c.to_json() for c in self.changes],
         }
+
+
+@dataclass(frozen=True)
+class ExpectedChange:
+    """One fleet's expected job cost with interruptions, base and head (None where the side has no such fleet,
+    or the model could not assess it there)."""
+
+    fleet: str
+    base: FleetExpectation | None
+    head: FleetExpectation | None
+
+    @property
+    def delta(self) -> float | None:
+        """head - base; a fleet only one side has counts as $0 on the other; None when neither has it."""
+        if self.base is None and self.head is None:
+            return None
+        return cents_delta(_job_usd(self.base), _job_usd(self.head))
+
+    def to_json(self) -> dict[str, Any]:
+        def side(e: FleetExpectation | None) -> dict[str, Any] | None:
+            if e is None:
+                return None
+            return {
+                "expected_job_usd": money_round(e.expected_job_usd),
+                "wall_hours": _round(e.wall_hours, 1),
+                "list_job_usd": money_round(e.list_job_usd),
+                "ideal_hours": _round(e.ideal_hours, 1),
+                "expected_interruptions": _round(e.interruptions, 1),
+                # the planner gives no interval for a whole run yet: said, never invented
+                "range_80": None,
+            }
+
+        return {
+            "fleet": self.fleet,
+            "base": side(self.base),
+            "head": side(self.head),
+            "delta_usd": money_round(self.delta),
+        }
+
+
+def cents_delta(base: float, head: float) -> float:
+    """head - base as the two figures are shown (each rounded to the cent first), so the change a reader
+    checks by subtracting the shown figures is the change shown."""
+    return money_round(money_round(head) - money_round(base))  # type: ignore[operator,return-value]
+
+
+def _job_usd(e: FleetExpectation | None) -> float:
+    return 0.0 if e is None else money_round(e.expected_job_usd)  # type: ignore[return-value]
 
 
 @dataclass
@@ -96,8 +153,48 @@ class CostDiff:
         return self.head.monthly_total - self.base.monthly_total
 
     @property
-    def job_delta(self) -> float:
+    def list_job_delta(self) -> float:
         return self.head.job_total - self.base.job_total
+
+    def expected_changes(self) -> list[ExpectedChange]:
+        """Per fleet, base and head expected job cost: the head's fleets in order, then those only the base has."""
+        base = {e.fleet: e for e in self.base.expected}
+        head = {e.fleet: e for e in self.head.expected}
+        names = list(head) + [n for n in base if n not in head]
+        return [ExpectedChange(n, base.get(n), head.get(n)) for n in names]
+
+    @property
+    def expected_delta(self) -> float | None:
+        """The change of the expected job cost, all fleets; None unless both sides have an expectation."""
+        b, h = self.base.expected_job_usd, self.head.expected_job_usd
+        if b is None or h is None:
+            return None
+        return cents_delta(sum(map(_job_usd, self.base.expected)), sum(map(_job_usd, self.head.expected)))
+
+    def expected_summary(self) -> dict[str, Any]:
+        """The expected job cost with interruptions, base -> head, total and per fleet (JSON)."""
+
+        def total(est: Estimate) -> float | None:
+            return money_round(sum(_job_usd(e) for e in est.expected)) if est.expected else None
+
+        return {
+            "base": total(self.base),
+            "head": total(self.head),
+            "delta": self.expected_delta,
+            "fleets": [c.to_json() for c in self.expected_changes()],
+            "note": "; ".join(n for n in (self.head.expected_note, self.base.expected_note) if n),
+        }
+
+    def list_job_summary(self) -> dict[str, Any]:
+        """Every resource at list price over the usage figure `job_hours` (no interruption, no restart)."""
+        hours = self.head.usage.get("job_hours")
+        return {
+            "base": money_round(self.base.job_total),
+            "head": money_round(self.head.job_total),
+            "delta": cents_delta(self.base.job_total, self.head.job_total),
+            "job_hours": hours.value if hours else None,
+            "job_hours_source": hours.source if hours else "",
+        }
 
     def count(self, op: str) -> int:
         return sum(1 for r in self.rows if r.op == op)
@@ -116,12 +213,14 @@ class CostDiff:
             "base": self.base_label,
             "head": self.head_label,
             "currency": "USD",
-            "base_monthly_cost": _round(self.base.monthly_total, 2),
-            "head_monthly_cost": _round(self.head.monthly_total, 2),
-            "monthly_delta": _round(self.monthly_delta, 2),
-            "base_job_cost": _round(self.base.job_total, 2),
-            "head_job_cost": _round(self.head.job_total, 2),
-            "job_delta": _round(self.job_delta, 2),
+            # the monthly run-rate: every resource at list price for a month (730 h)
+            "base_monthly_cost": money_round(self.base.monthly_total),
+            "head_monthly_cost": money_round(self.head.monthly_total),
+            "monthly_delta": cents_delta(self.base.monthly_total, self.head.monthly_total),
+            # the planned job with interruptions, per fleet (the planner's reliability model)
+            "expected_job_usd": self.expected_summary(),
+            # every resource at list price over the usage figure job_hours, nothing lost
+            "list_job_usd": self.list_job_summary(),
             "added": self.count("create"),
             "removed": self.count("delete"),
             "changed": self.count("update"),

@@ -32,8 +32,8 @@ import re
 import zlib
 from typing import Any
 
-from cli.preview.diff import CostDiff, DiffRow, InputChange
-from cli.preview.model import FREE, PRICED, CostComponent, Estimate, PricedResource
+from cli.preview.diff import CostDiff, DiffRow, ExpectedChange, InputChange, cents_delta
+from cli.preview.model import FREE, PRICED, CostComponent, Estimate, FleetExpectation, PricedResource
 
 GITHUB_COMMENT_LIMIT = 65_536
 MARKER_PREFIX = "<!-- trainfleet-cost-diff:"
@@ -74,9 +74,21 @@ def _pct(base: float, delta: float) -> str:
 
 
 def _cell(value: Any, limit: int = 60) -> str:
+    """A value for a table cell or inline code: one line, no pipe or backtick, at most `limit` characters (a
+    value, not prose: cut where the limit falls, marked with …)."""
     text = "∅" if value is None else str(value)
     text = " ".join(text.split()).replace("|", "\\|").replace("`", "'")
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _words(value: str, limit: int = 300) -> str:
+    """Prose (a reason, an assumption, a source) on one line: whole words only; past `limit` characters it
+    ends at the last whole word, marked with …."""
+    text = " ".join(value.split()).replace("|", "\\|").replace("`", "'")
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
+    return cut + " …"
 
 
 def _type_label(token: str) -> str:
@@ -113,7 +125,7 @@ def _unknown_side(row: DiffRow) -> PricedResource | None:
 def _row_cost(row: DiffRow) -> str:
     side = _unknown_side(row)
     if row.delta is None and side is not None:
-        return f"{side.status}: {_cell(side.reason, 70)}"
+        return f"{side.status}: {_words(side.reason, 90)}"
     return _delta(row.delta)
 
 
@@ -129,7 +141,8 @@ def has_changes(diff: CostDiff) -> bool:
         return True
     if any(r.delta is not None and abs(r.delta) >= 0.005 for r in diff.rows):
         return True
-    return abs(diff.monthly_delta) >= 0.005 or abs(diff.job_delta) >= 0.005
+    expected = diff.expected_delta
+    return abs(diff.monthly_delta) >= 0.005 or abs(diff.list_job_delta) >= 0.005 or bool(expected)
 
 
 def changed_rows(diff: CostDiff) -> list[DiffRow]:
@@ -245,32 +258,70 @@ def _before_after(what: str, base: tuple[tuple, str] | None, head: tuple[tuple, 
     return f"{what}: {_money(base_limit)}/month, {base_text} → {_money(limit)}/month, {text}"
 
 
+def _hours(value: float) -> str:
+    return f"{value:,.1f} h"
+
+
+def _expected_side(e: FleetExpectation | None, base_has_any: bool) -> str:
+    if e is not None:
+        return _money(e.expected_job_usd)
+    return "none (new fleet)" if base_has_any else "not assessed"
+
+
+def _expected_fleet_line(c: ExpectedChange, base_assessed: bool) -> str:
+    """One fleet: base -> head expected cost and its change, the wall-clock hours and interruptions behind
+    it, and, for the head, what interruptions add to the list price of the same work."""
+    b, h = c.base, c.head
+    if h is None:
+        return f"fleet `{_cell(c.fleet, 40)}`: removed (was {_money(b.expected_job_usd)})"  # type: ignore[union-attr]
+    cost = _money(h.expected_job_usd)
+    if b is not None or base_assessed:
+        cost = f"{_expected_side(b, base_assessed)} → {cost} ({_delta(c.delta)})"
+    hours = _hours(h.wall_hours) if b is None else f"{_hours(b.wall_hours)} → {_hours(h.wall_hours)}"
+    events = f"~{h.interruptions:,.1f}" if b is None else f"~{b.interruptions:,.1f} → ~{h.interruptions:,.1f}"
+    added = _pct(h.list_job_usd, h.expected_job_usd - h.list_job_usd).removeprefix(", ")
+    return (
+        f"fleet `{_cell(c.fleet, 40)}`: **{cost}**; {hours} wall clock, {events} interruptions and failures;"
+        f" at head the same work with nothing lost is {_money(h.list_job_usd)} ({_hours(h.ideal_hours)}),"
+        f" interruptions add {added or '0%'}; no 80% range: the planner gives none yet"
+    )
+
+
 def expected_lines(diff: CostDiff) -> list[str]:
-    """Each fleet's planned job with interruptions (base -> head where the base has the fleet), or the note
-    saying why there is none; nothing when neither says anything."""
-    head, base = diff.head.expected, diff.base.expected
-    before = {e.fleet: e for e in base}
+    """The planned job's expected cost with interruptions, base -> head: one bullet with one fleet, a total
+    with a sub-bullet per fleet otherwise, and why a side has none; nothing when neither side says anything."""
+    changes = diff.expected_changes()
+    base_assessed = bool(diff.base.expected)
     out = []
-    for e in head:
-        was = before.get(e.fleet)
-        cost = _money(e.expected_job_usd)
-        if was is not None and abs(was.expected_job_usd - e.expected_job_usd) >= 0.005:
-            cost = f"{_money(was.expected_job_usd)} → {cost}"
-        over = _pct(e.list_job_usd, e.expected_job_usd - e.list_job_usd).removeprefix(", ")
-        out.append(
-            f"Expected job with interruptions, fleet `{_cell(e.fleet, 40)}`: {cost}"
-            f" (list {_money(e.list_job_usd)}{', ' + over if over else ''};"
-            f" ~{e.interruptions:,.1f} interruptions and failures, {e.wall_hours:,.1f} h vs {e.ideal_hours:,.1f} h)"
-        )
-    names = {e.fleet for e in head}
-    for e in base:
-        if e.fleet not in names:
-            out.append(
-                f"Expected job, fleet `{_cell(e.fleet, 40)}`: removed (was {_money(e.expected_job_usd)})"
-            )
-    if not head and diff.head.expected_note:
-        out.append(f"No expected job cost with interruptions: {_cell(diff.head.expected_note, 160)}")
+    if len(changes) == 1:
+        out.append(f"Expected job with interruptions, {_expected_fleet_line(changes[0], base_assessed)}")
+    elif changes:
+        head_total = diff.head.expected_job_usd
+        total = _money(head_total) if head_total is not None else "none"
+        if base_assessed:
+            total = f"{_money(diff.base.expected_job_usd)} → {total} ({_delta(diff.expected_delta)})"
+        out.append(f"Expected job with interruptions, all fleets: **{total}**")
+        out += [f"  - {_expected_fleet_line(c, base_assessed)}" for c in changes]
+    if diff.head.expected_note:
+        out.append(f"No expected job cost with interruptions: {_words(diff.head.expected_note, 300)}")
+    if changes and not base_assessed and diff.base.expected_note:
+        out.append(f"Base: no expected job cost with interruptions: {_words(diff.base.expected_note, 300)}")
     return out
+
+
+def _list_job_line(diff: CostDiff) -> str:
+    """Every resource at list price over `job_hours`, only when job_hours is the stack's planned hours or a
+    usage file's: with the default (one month) it is the monthly run-rate under another name."""
+    hours = diff.head.usage.get("job_hours")
+    if hours is None or hours.source.startswith("default"):
+        return ""
+    b, h = diff.base.job_total, diff.head.job_total
+    if abs(b) < 0.005 and abs(h) < 0.005:
+        return ""
+    return (
+        f"List price of every resource over job_hours {hours.value:,g} h ({_words(hours.source, 80)}), nothing lost:"
+        f" {_money(b)} → {_money(h)} ({_delta(cents_delta(b, h))})"
+    )
 
 
 def _unknown_line(diff: CostDiff) -> str:
@@ -308,30 +359,20 @@ def _absent_line(diff: CostDiff) -> str:
     return f"ℹ️ {where} (written without --show-sames): the totals cover only what they list"
 
 
-def _job_hours(diff: CostDiff) -> str:
-    hours = diff.head.usage.get("job_hours")
-    return f" ({hours.value:g} h)" if hours is not None else ""
-
-
 def summary_lines(diff: CostDiff) -> list[str]:
     """The summary: marker, monthly, then one bullet per thing a reviewer needs before the details."""
     s = diff.summary()
     base_m, head_m = diff.base.monthly_total, diff.head.monthly_total
+    monthly = cents_delta(base_m, head_m)
     lines = [
         marker(diff.stack),
-        f"### `{_cell(diff.stack, 80)}` · **Monthly: {_money(base_m)} → {_money(head_m)}"
-        f" ({_delta(diff.monthly_delta)}{_pct(base_m, diff.monthly_delta)})**",
+        f"### `{_cell(diff.stack, 80)}` · **Monthly run-rate: {_money(base_m)} → {_money(head_m)}"
+        f" ({_delta(monthly)}{_pct(base_m, monthly)})**",
         "",
     ]
-    job = ""
-    if abs(diff.base.job_total) >= 0.005 or abs(diff.head.job_total) >= 0.005:
-        job = (
-            f"Planned job{_job_hours(diff)}: {_money(diff.base.job_total)} → {_money(diff.head.job_total)}"
-            f" ({_delta(diff.job_delta)})"
-        )
     bullets = [
-        job,
         *expected_lines(diff),
+        _list_job_line(diff),
         _before_after("Budget", _budget_state(diff.base), _budget_state(diff.head)),
         _before_after("Guardrail, fail above", _guardrail_state(diff.base), _guardrail_state(diff.head)),
         _unknown_line(diff),
@@ -356,7 +397,7 @@ def no_change_lines(diff: CostDiff) -> list[str]:
         NO_CHANGE_TAG,
         f"### `{_cell(diff.stack, 80)}` · no cost change",
         "",
-        f"No cost change for this stack at `{_cell(diff.head_label, 80)}`: **Monthly: {_money(head_m)}** "
+        f"No cost change for this stack at `{_cell(diff.head_label, 80)}`: **Monthly run-rate: {_money(head_m)}** "
         f"(unchanged), no resource added, changed, replaced or removed.",
     ] + [f"- {b}" for b in bullets if b]
 
@@ -574,11 +615,11 @@ def input_lines(rows: list[DiffRow]) -> list[str]:
 
 def assumption_lines(diff: CostDiff) -> list[str]:
     """The usage figures IaC cannot know, then the expected-cost model's assumptions per fleet."""
-    out = [f"- `{k}` = {v.value:g} {v.unit} ({_cell(v.source, 140)})" for k, v in diff.head.usage.items()]
+    out = [f"- `{k}` = {v.value:g} {v.unit} ({_words(v.source, 300)})" for k, v in diff.head.usage.items()]
     for e in diff.head.expected:
         if e.assumptions:
             out.append(f"- expected job cost, fleet `{_cell(e.fleet, 40)}`:")
-            out += [f"  - {_cell(a, 200)}" for a in e.assumptions]
+            out += [f"  - {_words(a, 1000)}" for a in e.assumptions]
     return out
 
 

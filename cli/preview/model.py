@@ -205,11 +205,13 @@ class FleetExpectation:
     def to_json(self) -> dict[str, Any]:
         return {
             "fleet": self.fleet,
-            "usd_per_hour": _round(self.usd_per_hour),
-            "ideal_hours": _round(self.ideal_hours, 3),
-            "wall_hours": _round(self.wall_hours, 3),
-            "list_job_usd": _round(self.list_job_usd, 2),
-            "expected_job_usd": _round(self.expected_job_usd, 2),
+            # exact, not rounded: a reader (a git ref's base program, `Estimate.from_json`) works the job cost
+            # out again from them, and must get the cent this process shows
+            "usd_per_hour": self.usd_per_hour,
+            "ideal_hours": self.ideal_hours,
+            "wall_hours": self.wall_hours,
+            "list_job_usd": money_round(self.list_job_usd),
+            "expected_job_usd": money_round(self.expected_job_usd),
             "expected_interruptions": _round(self.interruptions, 2),
             "emergency_checkpoint_fits": self.emergency_checkpoint_fits,
             "assumptions": list(self.assumptions),
@@ -298,7 +300,7 @@ class Estimate:
             "unknown_by_type": self.unknown_by_type(),
             "absent_unchanged": self.absent,
             "expected": [e.to_json() for e in self.expected],
-            "expected_job_usd": _round(self.expected_job_usd, 2),
+            "expected_job_usd": money_round(self.expected_job_usd),
             "expected_note": self.expected_note,
             "usage": {k: v.to_json() for k, v in self.usage.items()},
             "guardrail_usd": self.guardrail_usd,
@@ -326,3 +328,9 @@ class Estimate:
 
 def _round(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
+
+
+def money_round(value: float | None) -> float | None:
+    """A dollar figure as it is shown: rounded once, to the cent, from the exact amount, so the same figure reads
+    the same in the table, the markdown and the JSON (never from a rounded rate times rounded hours)."""
+    return None if value is None else round(value, 2) + 0.0  # + 0.0: -0.0 reads as 0.0

@@ -71,15 +71,15 @@ def estimate_renderable(est: Estimate, *, show_free: bool = False, wide: bool = 
     t = table(
         f"{est.stack}: {len(est.resources)} resources ({est.origin})",
         [Col("resource", wrap=True), Col("type", drop=3), Col("monthly qty", "right"), Col("unit"),
-         Col("price", "right", drop=2), Col("monthly", "right"), Col("planned job", "right", drop=1)],
+         Col("price", "right", drop=2), Col("monthly", "right"), Col("job_hours", "right", drop=1)],
         rows,
         wide=wide,
     )  # fmt: skip
     counts = {s: len(est.by_status(s)) for s in ("priced", "free", "not priced", "not estimable")}
     lines = [
         Text(
-            f"Monthly: {money(est.monthly_total)}   planned job ({est.usage['job_hours'].value:g} h): "
-            f"{money(est.job_total)}"
+            f"Monthly run-rate: {money(est.monthly_total)}   at list price over job_hours "
+            f"{est.usage['job_hours'].value:g} h: {money(est.job_total)}"
             + ("" if est.complete else "   (lower bound: some resources have no price)"),
             style="bold",
         ),
@@ -148,12 +148,15 @@ def diff_renderable(diff: CostDiff, *, wide: bool = False) -> Group:
         rows,
         wide=wide,
     )  # fmt: skip
+    expected = s["expected_job_usd"]
     lines = [
         Text(
-            f"Monthly: {money(diff.base.monthly_total)} → {money(diff.head.monthly_total)} ({_signed(diff.monthly_delta)})"
-            f"   planned job: {money(diff.base.job_total)} → {money(diff.head.job_total)} ({_signed(diff.job_delta)})",
+            f"Monthly run-rate: {money(diff.base.monthly_total)} → {money(diff.head.monthly_total)} "
+            f"({_signed(s['monthly_delta'])})"
+            + (f"   expected job with interruptions: {money(expected['base'])} → {money(expected['head'])} "
+               f"({_signed(expected['delta'])})" if expected["delta"] is not None else ""),
             style="bold",
-        ),
+        ),  # fmt: skip
         Text(
             f"Infra: {s['added']} added, {s['changed']} changed, {s['replaced']} replaced, {s['removed']} removed, "
             f"{s['unchanged']} unchanged"
