@@ -68,13 +68,10 @@ def preview_command(
     if pulumi_json is not None:
         from cli.preview.diff import diff_one_preview
 
-        usage, regions, name, config = _usage_for(stack, usage_file)
-        diff = diff_one_preview(pulumi_json, usage, name, regions)
+        usage, regions, name, config, uf = _usage_for(stack, usage_file)
+        diff = diff_one_preview(pulumi_json, usage, name, regions, config=config, usage_file=uf,
+                                usage_where=str(usage_file or ""))  # fmt: skip
         estimate = diff.head
-        if config is not None:
-            from cli.preview.engine import apply_stack_terms
-
-            apply_stack_terms(estimate, config, usage)
         if json_out:
             print_json({"estimate": estimate.to_json(), "diff": diff.to_json()})
         else:
@@ -135,12 +132,9 @@ def diff_command(
             raise TrainfleetError(
                 "--base is a preview JSON, so --head must be one too (pulumi preview --json > FILE)"
             )
-        usage, regions, name, config = _usage_for(stack, usage_file)
-        diff = diff_preview_files(base_path, head, usage, name, regions)
-        if config is not None:  # the stack config the head document was previewed with
-            from cli.preview.engine import apply_stack_terms
-
-            apply_stack_terms(diff.head, config, usage)
+        usage, regions, name, config, uf = _usage_for(stack, usage_file)
+        diff = diff_preview_files(base_path, head, usage, name, regions, config=config, usage_file=uf,
+                                  usage_where=str(usage_file or ""))  # fmt: skip
         command = f"trainfleet diff --base {base} --head {head}"
     elif base.endswith((".yaml", ".yml")) and base_path.is_file():
         head_path = head or (stack_path(stack) if stack else None)
@@ -236,13 +230,14 @@ def _read(path: Path, option: str) -> str:
 
 
 def _usage_for(stack: str | None, usage_file: Path | None):
-    """Usage figures, regions, stack name and config for pricing a preview document (from --stack)."""
+    """Usage figures, regions, stack name, config (from --stack) and the usage file, for pricing a preview
+    document."""
     from cli.preview.engine import provider_regions
     from cli.preview.usage import read_usage_file, resolve_usage
 
     uf = read_usage_file(usage_file) if usage_file else None
     if stack is None:
-        return resolve_usage(None, uf, str(usage_file or "")), {}, None, None
+        return resolve_usage(None, uf, str(usage_file or "")), {}, None, None, uf
     from infra.stack_file import read_stack_file, stack_name, stack_path
 
     sf = read_stack_file(stack_path(stack))
@@ -251,6 +246,7 @@ def _usage_for(stack: str | None, usage_file: Path | None):
         provider_regions(sf.config, sf.other_config),
         stack_name(sf.path),
         sf.config,
+        uf,
     )
 
 

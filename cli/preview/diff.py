@@ -12,7 +12,7 @@ import posixpath
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cli.preview.model import (
     NOT_PRICED,
@@ -25,6 +25,10 @@ from cli.preview.model import (
 )
 from cli.preview.pricing.base import UNKNOWN
 from infra.errors import TrainfleetError
+
+if TYPE_CHECKING:
+    from cli.preview.usage import UsageFile
+    from infra.config import StackConfig
 
 MAX_VALUE_CHARS = 80
 
@@ -366,22 +370,65 @@ def git_show(ref: str, path: Path) -> str | None:
     raise TrainfleetError(f"{path} at git ref {ref!r} is a chain of more than {MAX_SYMLINK_HOPS} symlinks")
 
 
+@dataclass
+class _Terms:
+    """What prices a preview document beyond its steps: the usage figures and stack config given on the
+    command line (--usage-file, --stack), used where the document carries no trainfleet config of its own."""
+
+    usage: dict
+    stack: str | None
+    regions: dict[str, str] | None
+    config: StackConfig | None
+    usage_file: UsageFile | None
+    usage_where: str
+
+    def price(self, doc: dict[str, Any], path: Path, all_steps=None, absent: int | None = None):
+        """The document priced before and after; the after side with the document's own stack config (its
+        fleets' sizes, usage figures and expected job cost), else --stack's."""
+        from cli.preview.document_config import document_config
+        from cli.preview.engine import apply_stack_terms, provider_regions
+        from cli.preview.pulumi_json import price_document
+        from cli.preview.usage import resolve_usage
+
+        own = document_config(doc, str(path))
+        cfg = own.config or self.config
+        usage = resolve_usage(cfg, self.usage_file, self.usage_where) if own.config is not None else self.usage
+        regions = {**(provider_regions(cfg, own.other) if cfg is not None else {}), **(self.regions or {})}
+        fleets = {f.name: f for f in cfg.fleets} if cfg is not None else {}
+        priced = price_document(doc, str(path), usage, self.stack, regions, all_steps, absent, fleets)
+        if cfg is not None:
+            apply_stack_terms(priced.after, cfg, usage)
+        else:
+            priced.after.expected_note = own.note
+        return priced
+
+
 def diff_preview_files(
-    base_path: Path, head_path: Path, usage: dict, stack: str | None = None, regions=None
+    base_path: Path,
+    head_path: Path,
+    usage: dict,
+    stack: str | None = None,
+    regions=None,
+    *,
+    config: StackConfig | None = None,
+    usage_file: UsageFile | None = None,
+    usage_where: str = "",
 ) -> CostDiff:
     """Two preview documents (base branch, head branch), both run against the same deployed stack: what each
     would leave deployed (their after-states), matched by URN.
 
-    A document written without `--show-sames` leaves its unchanged resources out; they are taken from the
-    other document's deployed state, so a resource unchanged on one side is not read as deleted. When both
-    leave them out, nothing says what they are, and the diff is refused."""
+    Each side is priced with the stack config its own document carries (`config`, see document_config): its
+    fleets' sizes, its usage figures, its expected job cost. A document without one falls back to `config`
+    (--stack) and `usage`. A resource one document leaves out that the other proves deployed is unchanged on
+    that side (pulumi_json.complete_from); what neither names is left out of the totals, which say so. When
+    both documents leave out unchanged resources, nothing says what they are, and the diff is refused."""
     from cli.preview.pulumi_json import (
         PreviewJsonError,
         absent_unchanged,
         complete_from,
         load_document,
-        price_document,
         steps,
+        still_absent,
     )  # fmt: skip
 
     base_doc, head_doc = load_document(base_path), load_document(head_path)
@@ -392,20 +439,31 @@ def diff_preview_files(
             f"{base_path} and {head_path} both leave out unchanged resources ({base_absent} and {head_absent}), "
             "so neither says what the whole stack costs; run `pulumi preview --json --show-sames` for at least one"
         )
-    if head_absent:
-        head_steps = complete_from(head_steps, head_absent, base_steps, str(head_path), str(base_path))
-    if base_absent:
-        base_steps = complete_from(base_steps, base_absent, head_steps, str(base_path), str(head_path))
-    base = price_document(base_doc, str(base_path), usage, stack, regions, base_steps)
-    head = price_document(head_doc, str(head_path), usage, stack, regions, head_steps)
-    return diff_estimates(base.after, head.after, str(base_path), str(head_path))
+    completed_base, base_added = complete_from(base_steps, head_steps)
+    completed_head, head_added = complete_from(head_steps, base_steps)
+
+    terms = _Terms(usage, stack, regions, config, usage_file, usage_where)
+    base = terms.price(base_doc, base_path, completed_base, still_absent(base_absent, base_added)).after
+    head = terms.price(head_doc, head_path, completed_head, still_absent(head_absent, head_added)).after
+    return diff_estimates(base, head, str(base_path), str(head_path))
 
 
-def diff_one_preview(path: Path, usage: dict, stack: str | None = None, regions=None) -> CostDiff:
-    """One preview document: deployed now (oldState) vs after the update (newState), op-aware."""
-    from cli.preview.pulumi_json import price_file
+def diff_one_preview(
+    path: Path,
+    usage: dict,
+    stack: str | None = None,
+    regions=None,
+    *,
+    config: StackConfig | None = None,
+    usage_file: UsageFile | None = None,
+    usage_where: str = "",
+) -> CostDiff:
+    """One preview document: deployed now (oldState) vs after the update (newState), op-aware; the after
+    side with the document's own stack config (else `config`), as `diff_preview_files` prices each side."""
+    from cli.preview.pulumi_json import load_document
 
-    priced = price_file(path, usage, stack, regions)
+    terms = _Terms(usage, stack, regions, config, usage_file, usage_where)
+    priced = terms.price(load_document(path), path)
     return diff_estimates(priced.before, priced.after, "deployed", f"after {path.name}", priced.ops)
 
 

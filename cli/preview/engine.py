@@ -84,10 +84,8 @@ def estimate_config(
     started = time.perf_counter()
     resources = run_program(stack, config)
     usage = resolve_usage(config, usage_file, usage_where)
-    fleet_zones = {f.name: list(f.zones) for f in config.fleets}
-    ctx = PricingContext(
-        default_catalog(), usage, resources, provider_regions(config, other_config), fleet_zones
-    )
+    fleets = {f.name: f for f in config.fleets}
+    ctx = PricingContext(default_catalog(), usage, resources, provider_regions(config, other_config), fleets)
     estimate = Estimate(stack, "program (offline, pulumi mocks)", price_all(resources, ctx), usage)
     apply_stack_terms(estimate, config, usage)
     estimate.elapsed_s = time.perf_counter() - started

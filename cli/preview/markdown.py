@@ -420,8 +420,8 @@ def _resource_table(rows: list[DiffRow]) -> tuple[list[str], list[str]]:
 
 
 def _shape(name: str) -> str:
-    """A component name without its numbers: 'p4d.24xlarge spot (2 nodes)' and '(4 nodes)' are one line."""
-    return re.sub(r"\d[\d,.]*", "#", name)
+    """A component name without its counts: 'p4d.24xlarge spot (1 node)' and '(4 nodes)' are one line."""
+    return re.sub(r"\b\d[\d,.]*(?: nodes?)?\b", "#", name)
 
 
 def pair_components(

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.preview.model import Estimate, Resource, UsageValue
+from infra.config import Fleet
 from infra.errors import TrainfleetError
 
 BEFORE_ONLY = {"delete", "delete-replaced", "remove-pending-replace"}
@@ -258,20 +259,24 @@ def deployed(all_steps: list[Step]) -> dict[str, Resource]:
     return {s.urn: s.before for s in all_steps if s.before is not None}
 
 
-def complete_from(
-    all_steps: list[Step], absent: int, other: list[Step], where: str, other_where: str
-) -> list[Step]:
-    """`all_steps` of a document without `--show-sames`, plus its `absent` unchanged resources, taken from the
-    other document's deployed state (both previews run against the same deployed stack)."""
+def complete_from(all_steps: list[Step], other: list[Step]) -> tuple[list[Step], int]:
+    """`all_steps` of one document, plus every resource the other document proves deployed that this one
+    does not name, as unchanged; and how many were added.
+
+    Steps are read by their meaning: an update, replace, delete or same step (any step with an old state)
+    proves the resource exists in the deployed stack. Both previews run against that same stack, so a
+    resource one document leaves out (written without `--show-sames`, or by a tool that lists only changes)
+    is one its program leaves as it is, never one it adds."""
     listed = {s.urn for s in all_steps}
     added = [Step("same", urn, res, res, []) for urn, res in deployed(other).items() if urn not in listed]
-    # changeSummary may or may not count the root stack's own `same`; anything short of that is missing
-    if len(added) < absent - 1:
-        raise PreviewJsonError(
-            f"{where} leaves out {absent} unchanged resources and {other_where} lists only {len(added)} of them; "
-            "run both previews with `pulumi preview --json --show-sames`"
-        )
-    return all_steps + added
+    return all_steps + added, len(added)
+
+
+def still_absent(absent: int, completed: int) -> int:
+    """Unchanged resources a document leaves out that the other did not name either: the totals of that side
+    do not include them. changeSummary may or may not count the root stack's own `same`, so one is allowed."""
+    left = absent - completed
+    return left if left > 1 else 0
 
 
 def regions_from_config(doc: dict[str, Any]) -> dict[str, str]:
@@ -305,29 +310,34 @@ def price_document(
     stack: str | None = None,
     regions: dict[str, str] | None = None,
     all_steps: list[Step] | None = None,
+    absent: int | None = None,
+    fleets: dict[str, Fleet] | None = None,
 ) -> PricedPreview:
     """Price a document's before and after states. `all_steps` replaces the document's own steps when a
-    diff has completed them from the other document; otherwise unchanged resources the document leaves
-    out are counted as `absent` on both estimates."""
+    diff has completed them from the other document, with `absent` the unchanged resources still missing;
+    otherwise every unchanged resource the document leaves out is counted as `absent` on both estimates.
+    `fleets` (the stack config the document was previewed with) sizes the after side's fleets."""
     from cli.preview.pricing import PricingContext, price_all
     from infra.catalog import default_catalog
 
-    absent = 0 if all_steps is not None else absent_unchanged(doc)
+    if absent is None:
+        absent = 0 if all_steps is not None else absent_unchanged(doc)
     all_steps = all_steps if all_steps is not None else steps(doc, where)
     regions = {**regions_from_config(doc), **(regions or {})}
     catalog = default_catalog()
     name = stack or _stack_from_urns(all_steps) or Path(where).stem
     origin = f"pulumi preview --json ({where})"
 
-    def estimate(resources: list[Resource], label: str) -> Estimate:
-        priced = price_all(resources, PricingContext(catalog, usage, resources, regions))
+    def estimate(resources: list[Resource], label: str, fleets: dict[str, Fleet]) -> Estimate:
+        priced = price_all(resources, PricingContext(catalog, usage, resources, regions, fleets))
         return Estimate(name, label, priced, usage, absent=absent)
 
+    # the before side is the deployed stack, whose config the document does not carry: its groups' sizes
     return PricedPreview(
         where,
         all_steps,
-        estimate([s.before for s in all_steps if s.before is not None], origin + " before"),
-        estimate([s.after for s in all_steps if s.after is not None], origin),
+        estimate([s.before for s in all_steps if s.before is not None], origin + " before", {}),
+        estimate([s.after for s in all_steps if s.after is not None], origin, fleets or {}),
     )
 
 

@@ -160,9 +160,11 @@ def estimate_for(resources: list[PolicyResource], source: StackSource, usage_pat
     usage_file = read_usage_file(_project_path(usage_path)) if usage_path else None
     usage = resolve_usage(config, usage_file, usage_path or "")
     regions = provider_regions(config, source.other_config) if config is not None else {}
-    zones = {f.name: list(f.zones) for f in config.fleets} if config is not None else {}
+    # the fleets as the stack declares them: their zones, and their nodes (a group's size input reaches the
+    # policy as the engine plans it, with ignore_changes applied: the deployed value, 0 after a finished job)
+    fleets = {f.name: f for f in config.fleets} if config is not None else {}
     priced_from = to_preview_resources(resources)
-    ctx = PricingContext(default_catalog(), usage, priced_from, regions, zones)
+    ctx = PricingContext(default_catalog(), usage, priced_from, regions, fleets)
     budget = config.budget if config is not None else None
     return Estimate(
         stack=source.stack or "stack",

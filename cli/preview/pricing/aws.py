@@ -13,8 +13,10 @@ from cli.preview.pricing.base import (
     NotEstimable,
     PricingContext,
     autoscaled_nodes,
+    declared_size,
     elements,
     fleet_components,
+    fleet_of,
     free,
     get,
     hourly_component,
@@ -206,8 +208,9 @@ def autoscaling_group(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     and the note says so (pricing it at minSize, or free, would be the cheapest guess, not an estimate)."""
     i = r.inputs
     sized = ""
+    fleet = next((t.get("value") for t in elements(i, "tags") if t.get("key") == TAG_FLEET), None)
     if get(i, "desiredCapacity") is not None:
-        nodes = int(number(i, "desiredCapacity"))
+        nodes, sized = declared_size(ctx, fleet, int(number(i, "desiredCapacity")), "desiredCapacity")
     else:
         nodes, sized = autoscaled_nodes(r, ctx, "desiredCapacity", lambda: (int(number(i, "maxSize")), "maxSize"))
     if nodes == 0:
@@ -233,10 +236,9 @@ def autoscaling_group(r: Resource, ctx: PricingContext) -> list[CostComponent]:
         raise NotEstimable("instance type unknown: no override and no resolvable launch template")
     region = ctx.region(r, "aws", get(i, "region"))
     zones, note = _subnet_zones(ctx, elements(i, "vpcZoneIdentifiers", ids=True))
-    if not zones:
-        fleet = next((t.get("value") for t in elements(i, "tags") if t.get("key") == TAG_FLEET), None)
-        if ctx.fleet_zones.get(fleet):
-            zones, note = ctx.fleet_zones[fleet], ""
+    declared = fleet_of(ctx, fleet)
+    if not zones and declared is not None and declared.zones:
+        zones, note = list(declared.zones), ""
     comps = fleet_components(
         ctx, cloud="aws", region=region, zones=zones, instance_type=instance_type,
         on_demand_nodes=on_demand, spot_nodes=nodes - on_demand,

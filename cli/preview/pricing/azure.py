@@ -8,6 +8,7 @@ from cli.preview.model import CostComponent, Resource
 from cli.preview.pricing.base import (
     Free,
     PricingContext,
+    declared_size,
     elements,
     fleet_components,
     free,
@@ -21,6 +22,7 @@ from cli.preview.pricing.base import (
 )
 from cli.preview.pricing.checkpoints import Retention, checkpoint_components, declared_retention
 from cli.preview.pricing.rates import AZURE_DISK_TIERS, AZURE_DISK_URL
+from infra.config import TAG_FLEET
 from infra.naming import AZURE_NODE_FILES_CONTAINER
 
 
@@ -78,7 +80,8 @@ def _public_ips(ctx: PricingContext, r: Resource, nodes: int, location: str) -> 
 @prices("azure-native:compute:VirtualMachineScaleSet")
 def scale_set(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     i = r.inputs
-    nodes = int(number(i, "sku.capacity", 0))
+    fleet = get(i, f"tags.{TAG_FLEET}")
+    nodes, sized = declared_size(ctx, fleet, int(number(i, "sku.capacity", 0)), "sku.capacity")
     if nodes == 0:
         raise Free("capacity 0: no nodes run")
     size = get(i, "sku.name", required=True)
@@ -95,6 +98,8 @@ def scale_set(r: Resource, ctx: PricingContext) -> list[CostComponent]:
         ctx, cloud="azure", region=location, zones=[], instance_type=size,
         on_demand_nodes=on_demand, spot_nodes=nodes - on_demand,
     )  # fmt: skip
+    for c in comps:
+        c.note = "; ".join(n for n in (sized, c.note) if n)
     return comps + _disk(ctx, r, nodes, location) + _public_ips(ctx, r, nodes, location)
 
 

@@ -25,6 +25,7 @@ from cli.preview.model import (
 )
 from cli.preview.usage import GROUP_NODES
 from infra.catalog import Catalog, Offer
+from infra.config import Fleet
 from infra.errors import TrainfleetError, shown
 
 # What `pulumi preview --json` writes for a value it does not know yet, and for a secret.
@@ -148,7 +149,9 @@ class PricingContext:
     usage: dict[str, UsageValue]
     resources: list[Resource] = field(default_factory=list)
     regions: dict[str, str] = field(default_factory=dict)  # cloud -> region from provider/stack config
-    fleet_zones: dict[str, list[str]] = field(default_factory=dict)  # fleet name -> zones in the stack config
+    # fleet name -> the fleet as the stack config declares it (nodes, zones, fallback types), when the config
+    # is known: the program's own, or the `config` a preview document carries
+    fleets: dict[str, Fleet] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._by_id = {r.id: r for r in self.resources if r.id and not is_unknown(r.id)}
@@ -267,6 +270,35 @@ def price_all(resources: Iterable[Resource], ctx: PricingContext) -> list[Priced
 
 
 # ---- shared helpers for the per-cloud functions -------------------------------------------------
+
+
+def fleet_of(ctx: PricingContext, name: Any) -> Fleet | None:
+    """The stack's fleet a group's trainfleet-fleet tag (or GCP label) names, when the stack config is known."""
+    if not isinstance(name, str):
+        return None
+    if name in ctx.fleets:
+        return ctx.fleets[name]
+    from infra.naming import gcp_labels
+
+    return next((f for f in ctx.fleets.values() if gcp_labels({"f": f.name})["f"] == name), None)
+
+
+def declared_size(
+    ctx: PricingContext, fleet_name: Any, nodes: int, what: str
+) -> tuple[int, str]:
+    """(nodes, note) of a trainfleet fleet's group: the nodes its stack declares, which `start_run` launches.
+
+    The group's own size input (`what`: desiredCapacity, targetSize, sku.capacity) is declared with
+    ignore_changes, since the node agent owns it once the group exists (it scales to 0 when the job ends): a
+    real `pulumi preview` keeps the deployed value there, so a change of `nodes` never shows in it, and a
+    finished job's group reads 0. The stack's `nodes` is what the fleet runs; the note says when they differ."""
+    fleet = fleet_of(ctx, fleet_name)
+    if fleet is None or fleet.nodes == nodes:
+        return nodes, ""
+    return fleet.nodes, (
+        f"{fleet.nodes} nodes as the stack declares (fleets[{fleet.name}].nodes, what `start_run` launches); "
+        f"the group's {what} {nodes} is the running size, kept by ignore_changes"
+    )
 
 
 def autoscaled_nodes(

@@ -10,6 +10,7 @@ from cli.preview.pricing.base import (
     NotEstimable,
     PricingContext,
     autoscaled_nodes,
+    declared_size,
     elements,
     fleet_components,
     free,
@@ -23,6 +24,7 @@ from cli.preview.pricing.base import (
     uploaded_bytes,
 )
 from cli.preview.pricing.checkpoints import Retention, checkpoint_components, declared_retention
+from infra.config import TAG_FLEET
 
 _DISK_RATES = {"pd-balanced": "gcp-pd-balanced", "pd-ssd": "gcp-pd-ssd", "pd-standard": "gcp-pd-standard"}
 _TEMPLATES = (
@@ -123,11 +125,14 @@ def _group_size(r: Resource, ctx: PricingContext) -> tuple[int, str]:
 
 
 def _group(r: Resource, ctx: PricingContext, region: str, zones: list[str]) -> list[CostComponent]:
-    nodes, sized = _group_size(r, ctx)
-    if nodes == 0:
-        raise Free("target size 0: no nodes run")
     versions = elements(r.inputs, "versions")
     template = _template(r, ctx, versions[0].get("instanceTemplate") if versions else None)
+    nodes, sized = _group_size(r, ctx)
+    if template is not None and not sized:  # a trainfleet fleet's template carries its label
+        fleet = get(template.inputs, f"labels.{TAG_FLEET}")
+        nodes, sized = declared_size(ctx, fleet, nodes, "targetSize")
+    if nodes == 0:
+        raise Free("target size 0: no nodes run")
     if template is None:
         raise NotEstimable("instance template unknown")
     machine = get(template.inputs, "machineType", required=True)
