@@ -4,6 +4,7 @@ whose job has ended (its group scaled to 0 by the agent), the stack config in ea
 
 Hand-worked unit prices, from the offers.csv rows quoted (cloud,region,zone,type ... on_demand, spot):
   aws,us-east-1,use1-az6,p4de.24xlarge ... 27.44705,8.650500 ... skypilot-aws
+  aws,us-east-1,use1-az6,p5.48xlarge ... 55.04,17.628900 ... skypilot-aws
   gcp,us-central1,us-central1-a,a2-highgpu-1g ... 3.67339,1.80385   (us-central1-b: the same)
   azure,eastus,,Standard_NC24ads_A100_v4 ... 3.673,0.444433
 EBS gp3 $0.08/GB-month (https://aws.amazon.com/ebs/pricing/).
@@ -26,6 +27,7 @@ from tests.preview_documents import GROUP_SIZE, declared, deployed_after_run, pr
 
 HOURS = 730
 P4DE_SPOT_AZ6, P4DE_ON_DEMAND, EBS_GP3 = 8.6505, 27.44705, 0.08
+P5_SPOT_AZ6, P5_ON_DEMAND = 17.6289, 55.04
 A2_1G_SPOT = 1.80385  # us-central1-a and -b alike, so their mean
 NC24ADS_SPOT = 0.444433
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,3 +133,21 @@ def test_the_comment_is_byte_identical_under_other_hash_seeds(tmp_path):
         assert proc.returncode == 0, proc.stderr
         bodies.add(proc.stdout)
     assert len(bodies) == 1
+
+
+def test_fallback_types_are_priced_as_a_range_from_the_cheapest_to_the_dearest(tmp_path):
+    """prod's group may launch p5.48xlarge where p4de.24xlarge is short (price-capacity-optimized spot picks
+    by capacity, the on-demand base by priority): each line is priced at p4de with the range over both."""
+    base, head = documents(tmp_path, "prod", 6)
+    diff = diff_preview_files(base, head, resolve_usage(None))
+    asg = _row(diff, "main-asg").head
+    on_demand = next(c for c in asg.components if " on-demand " in c.name)
+    assert on_demand.monthly_range == pytest.approx((HOURS * P4DE_ON_DEMAND, HOURS * P5_ON_DEMAND))
+    assert _spot(asg).monthly_range == pytest.approx((5 * HOURS * P4DE_SPOT_AZ6, 5 * HOURS * P5_SPOT_AZ6))
+    assert _spot(asg).range_types == ("p4de.24xlarge", "p5.48xlarge")
+    low, high = diff.head.monthly_range
+    assert low == pytest.approx(diff.head.monthly_total)  # p4de is the cheaper, and the one priced
+    assert high - low == pytest.approx(HOURS * (P5_ON_DEMAND - P4DE_ON_DEMAND + 5 * (P5_SPOT_AZ6 - P4DE_SPOT_AZ6)))
+    body = render(diff)
+    assert f"the head's monthly run-rate is ${low:,.2f} to ${high:,.2f}" in body
+    assert f"may launch p4de.24xlarge or p5.48xlarge: ${5 * HOURS * P4DE_SPOT_AZ6:,.2f} to ${5 * HOURS * P5_SPOT_AZ6:,.2f}" in body

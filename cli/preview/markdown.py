@@ -371,6 +371,7 @@ def summary_lines(diff: CostDiff) -> list[str]:
         "",
     ]
     bullets = [
+        fallback_line(diff),
         *expected_lines(diff),
         _list_job_line(diff),
         _before_after("Budget", _budget_state(diff.base), _budget_state(diff.head)),
@@ -454,19 +455,48 @@ def _component_cost(c: CostComponent) -> str:
     return "no price" if c.monthly_cost is None else _money(c.monthly_cost)
 
 
+def _range_text(c: CostComponent | PricedResource) -> str:
+    """' · may launch A or B: $low to $high', for a line whose group may launch other instance types."""
+    span = c.monthly_range
+    if span is None:
+        return ""
+    types = c.range_types if isinstance(c, CostComponent) else _resource_types(c)
+    return f" · may launch {' or '.join(types)}: {_money(span[0])} to {_money(span[1])}"
+
+
+def _resource_types(r: PricedResource) -> tuple[str, ...]:
+    return next((c.range_types for c in r.components if c.range_types), ())
+
+
 def _component_line(b: CostComponent | None, h: CostComponent | None) -> str:
     if b is None and h is not None:
-        return f"{_cell(h.name, 70)}: {_component_cost(h)} (new)"
+        return f"{_cell(h.name, 70)}: {_component_cost(h)} (new){_range_text(h)}"
     if h is None and b is not None:
         return f"{_cell(b.name, 70)}: removed (was {_component_cost(b)})"
     assert b is not None and h is not None
     name = _cell(h.name, 70) if b.name == h.name else f"{_cell(b.name, 60)} → {_cell(h.name, 60)}"
     if b.monthly_cost is not None and h.monthly_cost is not None:
-        d = h.monthly_cost - b.monthly_cost
+        d = cents_delta(b.monthly_cost, h.monthly_cost)
         if abs(d) < 0.005:
-            return f"{name}: {_money(h.monthly_cost)} (unchanged)"
-        return f"{name}: {_money(b.monthly_cost)} → {_money(h.monthly_cost)} ({_delta(d)})"
+            return f"{name}: {_money(h.monthly_cost)} (unchanged){_range_text(h)}"
+        return f"{name}: {_money(b.monthly_cost)} → {_money(h.monthly_cost)} ({_delta(d)}){_range_text(h)}"
     return f"{name}: {_component_cost(b)} → {_component_cost(h)}"
+
+
+def fallback_line(diff: CostDiff) -> str:
+    """The monthly run-rate over the instance types the head's groups may launch, when any may launch more
+    than one (the figures above price each group at its first type)."""
+    span = diff.head.monthly_range
+    if span is None:
+        return ""
+    groups = ", ".join(
+        f"`{_cell(r.resource.name, 40)}` may launch {' or '.join(_resource_types(r))}"
+        for r in diff.head.resources if r.monthly_range
+    )  # fmt: skip
+    return (
+        f"Fallback instance types: {groups}, so the head's monthly run-rate is {_money(span[0])} to "
+        f"{_money(span[1])} (cheapest to dearest it may launch; priced above at each group's first type)"
+    )
 
 
 def component_lines(rows: list[DiffRow]) -> list[list[str]]:

@@ -77,6 +77,10 @@ class CostComponent:
     job_quantity: float | None = None  # for the planned job (None: same rate as the month, prorated)
     job_cost: float | None = None
     note: str = ""
+    # a group that may launch other instance types (an ASG's fallback overrides): the monthly cost from the
+    # cheapest to the dearest type it may launch, with those types; None when it launches one type only
+    monthly_range: tuple[float, float] | None = None
+    range_types: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.monthly_cost is None and self.quantity is not None and self.unit_price is not None:
@@ -95,6 +99,8 @@ class CostComponent:
             "job_cost": _round(self.job_cost),
             "source": self.source,
             "note": self.note,
+            "monthly_range": None if self.monthly_range is None else [money_round(v) for v in self.monthly_range],
+            "range_types": list(self.range_types),
         }
 
     @classmethod
@@ -109,6 +115,8 @@ class CostComponent:
             job_quantity=data.get("job_quantity"),
             job_cost=data.get("job_cost"),
             note=str(data.get("note") or ""),
+            monthly_range=tuple(data["monthly_range"]) if data.get("monthly_range") else None,  # type: ignore[arg-type]
+            range_types=tuple(data.get("range_types") or ()),
         )
 
 
@@ -127,6 +135,17 @@ class PricedResource:
         if self.status != PRICED or any(c.monthly_cost is None for c in self.components):
             return None
         return sum(c.monthly_cost for c in self.components)  # type: ignore[misc]
+
+    @property
+    def monthly_range(self) -> tuple[float, float] | None:
+        """(cheapest, dearest) monthly cost over the instance types the resource may launch; None when it
+        launches one type, or its cost is unknown."""
+        total = self.monthly_cost
+        if total is None or not any(c.monthly_range for c in self.components):
+            return None
+        low = total + sum(c.monthly_range[0] - c.monthly_cost for c in self.components if c.monthly_range)  # type: ignore[operator]
+        high = total + sum(c.monthly_range[1] - c.monthly_cost for c in self.components if c.monthly_range)  # type: ignore[operator]
+        return low, high
 
     @property
     def job_cost(self) -> float | None:
@@ -149,6 +168,7 @@ class PricedResource:
             "status": self.status,
             "reason": self.reason,
             "monthly_cost": _round(self.monthly_cost),
+            "monthly_range": None if self.monthly_range is None else [money_round(v) for v in self.monthly_range],
             "job_cost": _round(self.job_cost),
             "components": [c.to_json() for c in self.components],
         }
@@ -264,6 +284,17 @@ class Estimate:
     @property
     def job_total(self) -> float:
         return sum(r.job_cost or 0.0 for r in self.resources)
+
+    @property
+    def monthly_range(self) -> tuple[float, float] | None:
+        """(cheapest, dearest) monthly total over the instance types its groups may launch; None when every
+        group launches one type."""
+        spans = [(r.monthly_range, r.monthly_cost) for r in self.resources if r.monthly_range]
+        if not spans:
+            return None
+        total = self.monthly_total
+        return (total + sum(lo - cost for (lo, _), cost in spans),  # type: ignore[operator]
+                total + sum(hi - cost for (_, hi), cost in spans))  # type: ignore[operator]  # fmt: skip
 
     @property
     def unknown(self) -> list[PricedResource]:

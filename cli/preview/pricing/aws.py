@@ -221,13 +221,17 @@ def autoscaling_group(r: Resource, ctx: PricingContext) -> list[CostComponent]:
         lt = _launch_template(r, ctx, spec)
         overrides = elements(i, "mixedInstancesPolicy.launchTemplate.overrides")
         instance_type = _first_instance_type(overrides, "mixedInstancesPolicy.launchTemplate.overrides")
+        fallbacks = tuple(
+            t for o in overrides if isinstance(t := o.get("instanceType"), str)
+            and t != instance_type and not is_unknown(t) and not is_secret(t)
+        )  # fmt: skip
         dist = get(mip, "instancesDistribution", {}) or {}
         base = int(number(dist, "onDemandBaseCapacity", 0))
         pct = int(number(dist, "onDemandPercentageAboveBaseCapacity", 100))  # AWS default: 100
         on_demand = min(nodes, base + math.ceil(max(nodes - base, 0) * pct / 100))
     else:
         lt = _launch_template(r, ctx, get(i, "launchTemplate", {}))
-        instance_type = None
+        instance_type, fallbacks = None, ()
         market = get(lt.inputs, "instanceMarketOptions.marketType") if lt else None
         on_demand = 0 if market == "spot" else nodes
     if instance_type is None and lt is not None:
@@ -241,7 +245,7 @@ def autoscaling_group(r: Resource, ctx: PricingContext) -> list[CostComponent]:
         zones, note = list(declared.zones), ""
     comps = fleet_components(
         ctx, cloud="aws", region=region, zones=zones, instance_type=instance_type,
-        on_demand_nodes=on_demand, spot_nodes=nodes - on_demand,
+        on_demand_nodes=on_demand, spot_nodes=nodes - on_demand, fallback_types=fallbacks,
     )  # fmt: skip
     for c in comps:
         c.note = "; ".join(n for n in (sized, note, c.note) if n)

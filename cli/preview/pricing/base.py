@@ -326,11 +326,14 @@ def fleet_components(
     instance_type: str,
     on_demand_nodes: int,
     spot_nodes: int,
+    fallback_types: tuple[str, ...] = (),
 ) -> list[CostComponent]:
     """Compute for a group of identical nodes: one component per purchase option that has nodes.
 
     Spot is priced at the mean catalog spot price of the group's zones (a group spreads its nodes
-    evenly across them), on-demand at the catalog on-demand price; both per node-hour.
+    evenly across them), on-demand at the catalog on-demand price; both per node-hour. A group that may
+    launch `fallback_types` too (an ASG's overrides: price-capacity-optimized spot picks by capacity and
+    price, not by order) is priced at its first type, with the range over every type it may launch.
     """
     offers = ctx.catalog.offers(cloud=cloud, region=region, instance_type=instance_type)
     if not offers:
@@ -358,7 +361,35 @@ def fleet_components(
                 else f"catalog has no {purchase} price for {instance_type} in {region}",
             )
         )
+    if fallback_types:
+        for c, purchase in zip(components, [p for p, n in (("on-demand", on_demand_nodes), ("spot", spot_nodes)) if n > 0],
+                               strict=True):  # fmt: skip
+            _price_range(ctx, c, purchase, cloud, region, zones, (instance_type, *fallback_types))
     return components
+
+
+def _price_range(
+    ctx: PricingContext, c: CostComponent, purchase: str, cloud: str, region: str, zones: list[str],
+    types: tuple[str, ...],
+) -> None:  # fmt: skip
+    """Set `c`'s monthly range over the instance types the group may launch (each at its zones' mean
+    price); a type the catalog has no price for is named in the note, outside the range."""
+    if c.unit_price is None or c.quantity is None:
+        return
+    priced, missing = {}, []
+    for t in dict.fromkeys(types):
+        offers = ctx.catalog.offers(cloud=cloud, region=region, instance_type=t)
+        pool = [o for o in offers if o.zone in zones] if zones else offers
+        price = _mean_price(pool or offers, purchase)[0]
+        if price is None:
+            missing.append(t)
+        else:
+            priced[t] = price * c.quantity
+    if len(priced) > 1:
+        c.monthly_range = (min(priced.values()), max(priced.values()))
+        c.range_types = tuple(priced)
+    if missing:
+        c.note = "; ".join(n for n in (c.note, f"no {purchase} price for fallback {', '.join(missing)}") if n)
 
 
 def _mean_price(pool: list[Offer], purchase: str) -> tuple[float | None, str, str]:
