@@ -178,10 +178,10 @@ def test_cli_diff_against_a_git_ref(tmp_path, trainfleet):
     assert new.code == 0, new.stderr
     summary = new.json()["summary"]
     # the working tree's dev stack, 3 nodes: 3 x 1,534.108 + NAT 32.85 + its IPv4 3.65 + its checkpoint
-    # bucket: 0.84 current + 60.28 noncurrent + 2.98 requests (lines worked in tests/test_preview_stacks.py)
+    # bucket: 0.78 current + 56.14 noncurrent + 2.98 requests (lines worked in tests/test_preview_stacks.py)
     bucket = sum(checkpoint_lines("S3 Standard", S3_STANDARD, S3_PUT, 1.3e9, 2, 20, 1 + 1).values())
     head = 3 * DEV_ASG_PER_NODE + HOURS * AWS_NAT_HOUR + HOURS * AWS_IPV4_HOUR + bucket
-    assert summary["base_monthly_cost"] == 0 and summary["head_monthly_cost"] == round(head, 2) == 4702.92
+    assert summary["base_monthly_cost"] == 0 and summary["head_monthly_cost"] == round(head, 2) == 4698.72
     assert summary["added"] == len(new.json()["resources"]) and summary["unchanged"] == 0
 
 

@@ -660,14 +660,15 @@ def test_azure_custom_data_with_a_storage_connection_string_fails(stacks):
 #   root EBS   4 nodes x 500 GB x $0.08/GB-month (gp3)       =    160.00
 #   NAT        730 h x $0.045/h                              =     32.85
 #   public IP  730 h x $0.005/h                              =      3.65
-#   S3         checkpoints, 182 GB each (13e9 params x 14 B), $0.023/GB-month:
-#                current: 3 kept = 546 GB                    =     12.558
-#                noncurrent: one every 30 min kept 1 + 1 days = 96 x 182 GB = 401.856
+#   S3         checkpoints, 182 GB each (13e9 params x 14 B), $0.023 per GB of 2^30 bytes a month
+#              (https://aws.amazon.com/s3/pricing/, footnote: S3 bills binary gigabytes):
+#                current: 3 kept = 546e9 B = 508.4977 GiB    =     11.6955
+#                noncurrent: one every 30 min kept 1 + 1 days = 96 x 182e9 B = 16,272.0680 GiB = 374.2576
 #                requests: 1,460 a month x 2,713 parts of 64 MiB x $0.005/1,000 = 19.8049
-#              billing 1 GB                                  =      0.023
-#   total                                                    = 39,611.6834
+#              billing 1 GB = 0.9313 GiB                     =      0.0214
+#   total                                                    = 39,583.2209
 PROD_INSTANCES_USD = 38_980.9415
-PROD_TOTAL_USD = 39_611.6834
+PROD_TOTAL_USD = 39_583.2209
 
 
 def _prod_source(stacks) -> budget.StackSource:
@@ -706,12 +707,12 @@ def _prod_file_with_limit(tmp_path: Path, limit: int) -> Path:
     ("limit", "fails"), [(38_900, True), (39_500, True), (39_700, False), (150_000, False)]
 )
 def test_budget_fails_when_the_stack_costs_more_than_fail_above(stacks, tmp_path, limit, fails):
-    """38,900 < the instances alone (38,980.94); 39,500 < the total (39,611.68) < 39,700."""
+    """38,900 < the instances alone (38,980.94); 39,500 < the total (39,583.22) < 39,700."""
     path = _prod_file_with_limit(tmp_path, limit)
     found = stack_violations(budget.POLICY, policy_resources(stacks["prod"].run), {"stackFile": str(path)})
     assert bool(found) is fails
     if fails:
-        assert len(found) == 1 and f"exceeds the guardrail ${limit:,}" in found[0] and "$39,611" in found[0]
+        assert len(found) == 1 and f"exceeds the guardrail ${limit:,}" in found[0] and "$39,583" in found[0]
 
 
 def test_budget_limit_from_policy_config_overrides_the_stack(stacks):

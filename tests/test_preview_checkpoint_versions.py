@@ -19,7 +19,9 @@ from cli.preview.pricing import PricingContext, price_resource
 from infra.catalog import default_catalog
 
 PROD = Path(__file__).parent.parent / "stacks" / "Pulumi.prod.yaml"
-S3, S3_PUT, GCS = 0.023, 0.005 / 1000, 0.020
+# per decimal GB (the usage figures are bytes / 10^9): S3 bills GB of 2^30 bytes, Cloud Storage quotes per GiB
+GIB_PER_GB = 1e9 / 2**30  # the bucket bills GiB (10^9 / 2^30 = 0.931 of a decimal GB)
+S3, S3_PUT, GCS = 0.023 * GIB_PER_GB, 0.005 / 1000, 0.020 * GIB_PER_GB
 # prod: 13B params x 14 B = 182 GB a checkpoint, every 30 min all month: 1,460 a month, keep_last 3
 SIZE_GB, PER_MONTH = 13e9 * 14 / 1e9, 730 * 60 / 30
 PARTS = math.ceil(SIZE_GB * 1e9 / 2**26)  # 2,713 parts of 64 MiB
@@ -39,18 +41,18 @@ def prod_with_retention(days: int):
 def test_thirty_days_of_versions_are_what_the_bucket_bills():
     """The issue's case: prod with 30-day noncurrent retention showed $12.56 (3 current checkpoints). Each
     pruned 182 GB checkpoint stays 30 (+1) days: 1,460 x 31 / 30.42 = 1,488 versions, more than the 1,460 the
-    planned job (one 730-hour month) writes at all, so all 1,460 are held: 265.7 TB."""
+    planned job (one 730-hour month) writes at all, so all 1,460 are held: 265.7 TB (241.7 TiB)."""
     got = lines(prod_with_retention(30), "main-ckpt")
-    current = 3 * SIZE_GB * S3  # 12.558
-    noncurrent = min(PER_MONTH * 31 / (730 / 24), PER_MONTH) * SIZE_GB * S3  # 6,111.56
+    current = 3 * SIZE_GB * S3  # 546 GB = 508.50 GiB: 11.70
+    noncurrent = min(PER_MONTH * 31 / (730 / 24), PER_MONTH) * SIZE_GB * S3  # 247,473 GiB: 5,691.83
     requests = PER_MONTH * PARTS * S3_PUT  # 19.80
     assert got["S3 Standard storage, current checkpoints"] == pytest.approx(current)
     assert got["S3 Standard storage, noncurrent versions"] == pytest.approx(noncurrent)
-    assert round(noncurrent, 2) == 6111.56 and round(noncurrent / current) == 487
+    assert round(noncurrent, 2) == 5691.83 and round(noncurrent / current) == 487
     assert got["S3 Standard write requests"] == pytest.approx(requests) and round(requests, 2) == 19.80
     # the shipped default (1 day) keeps 2 days' worth: 96 versions
     default = lines(prod_with_retention(1), "main-ckpt")["S3 Standard storage, noncurrent versions"]
-    assert default == pytest.approx(PER_MONTH * 2 / (730 / 24) * SIZE_GB * S3) and round(default, 2) == 401.86
+    assert default == pytest.approx(PER_MONTH * 2 / (730 / 24) * SIZE_GB * S3) and round(default, 2) == 374.26
 
 
 def context(*resources: Resource, job_hours: float = 100) -> PricingContext:
@@ -91,7 +93,7 @@ def test_versioning_without_expiry_keeps_every_checkpoint_of_the_job():
                      {"bucket": "b-1", "versioningConfiguration": {"status": "Enabled"}})  # fmt: skip
     priced = price_resource(bucket, context(bucket, versioning, job_hours=100))
     noncurrent = next(c for c in priced.components if "noncurrent" in c.name)
-    assert noncurrent.quantity == pytest.approx(100 * 100)  # 100 checkpoints in 100 hours, 100 GB each
+    assert noncurrent.quantity == pytest.approx(100 * 100 * GIB_PER_GB)  # 100 checkpoints in 100 hours, 100 GB each
     assert "every pruned checkpoint is kept" in noncurrent.note
 
 
@@ -109,7 +111,7 @@ def test_the_shortest_enabled_noncurrent_rule_wins_and_disabled_rules_do_not_cou
     priced = price_resource(bucket, context(bucket, versioning, lifecycle, job_hours=730))
     noncurrent = next(c for c in priced.components if "noncurrent" in c.name)
     # one checkpoint an hour, kept 2 + 1 days: 72 versions of 100 GB
-    assert noncurrent.quantity == pytest.approx(72 * 100)
+    assert noncurrent.quantity == pytest.approx(72 * 100 * GIB_PER_GB)
 
 
 def test_gcs_reads_days_since_noncurrent_time():

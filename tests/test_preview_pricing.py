@@ -215,9 +215,9 @@ def test_usage_file_overrides_hours_checkpoint_and_egress(estimates):
         for r in est.resources
         if r.resource.type == "aws:s3/bucket:Bucket" and r.resource.parent.endswith(f"::{fleet.name}-ckpt")
     )
-    storage = next(c for c in bucket.components if c.unit == "GB-month")
+    storage = next(c for c in bucket.components if c.unit == "GiB-month")
     egress = next(c for c in bucket.components if "transfer" in c.name)
-    assert storage.monthly_cost == pytest.approx(500 * S3_STANDARD)  # $11.50
+    assert storage.monthly_cost == pytest.approx(500 * S3_STANDARD)  # 465.66 GiB: $10.71
     assert egress.monthly_cost == pytest.approx(200 * AWS_EGRESS_GB)  # $18.00
     assert est.usage["job_hours"].source.startswith("usage file")
     # the bucket the billing export writes into holds billing data (1 GB by default), not checkpoints
@@ -226,7 +226,7 @@ def test_usage_file_overrides_hours_checkpoint_and_egress(estimates):
         for r in est.resources
         if r.resource.type == "aws:s3/bucket:Bucket" and r.resource.parent.endswith("::aws-billing")
     )
-    assert [c.quantity for c in billing.components] == [1.0]
+    assert [c.quantity for c in billing.components] == [pytest.approx(1e9 / 2**30)]  # 1 GB in GiB
     assert billing.monthly_cost == pytest.approx(1 * S3_STANDARD)
 
 

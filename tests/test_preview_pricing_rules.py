@@ -144,11 +144,13 @@ def test_a_wrong_shaped_input_stops_the_preview():
 
 
 def test_checkpoint_storage_for_a_job_is_prorated_to_the_jobs_hours():
-    """500 GB in S3 Standard for a 100-hour job costs 100/730 of a month of it (S3 bills GB-months,
-    prorated by the hour: https://aws.amazon.com/s3/pricing/)."""
+    """500 GB in S3 Standard for a 100-hour job costs 100/730 of a month of it (S3 bills GB-months of
+    2^30 bytes, prorated by the hour: https://aws.amazon.com/s3/pricing/): 465.66 GiB-months a month."""
     priced = price_resource(res("aws:s3/bucketV2:BucketV2", "ckpt", {}), context())
     storage = next(c for c in priced.components if "storage" in c.name)
-    assert storage.quantity == 500 and storage.job_quantity == pytest.approx(500 * 100 / 730)
+    gib = 500e9 / 2**30
+    assert storage.quantity == pytest.approx(gib) and storage.job_quantity == pytest.approx(gib * 100 / 730)
+    assert storage.unit == "GiB-month" and "500.000 GB = 465.661 GiB" in storage.note
 
 
 # ---- GCP ---------------------------------------------------------------------------------------------

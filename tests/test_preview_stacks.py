@@ -46,19 +46,22 @@ GB_PER_PARAM = 14 / 1e9
 
 # Published list prices (USD), as listed on the clouds' pricing pages in 2025.
 # AWS, us-east-1 (us-west-2 lists the same figures for all of these):
-S3_STANDARD = 0.023  # per GB-month, first 50 TB: https://aws.amazon.com/s3/pricing/
+# S3 bills "binary gigabytes (GB), where 1 GB is 2^30 bytes" (the same page's footnote), Cloud Storage and
+# BigQuery quote per GiB: a usage figure in decimal GB (bytes / 10^9) costs the rate x 10^9 / 2^30 per GB.
+GIB = 2**30
+S3_STANDARD = 0.023 * 1e9 / GIB  # 0.023 per GiB-month, first 50 TB: https://aws.amazon.com/s3/pricing/
 EBS_GP3 = 0.08  # per GB-month: https://aws.amazon.com/ebs/pricing/
 AWS_NAT_HOUR = 0.045  # per NAT gateway hour: https://aws.amazon.com/vpc/pricing/
 AWS_NAT_GB = 0.045  # per GB through a NAT gateway: https://aws.amazon.com/vpc/pricing/
 AWS_IPV4_HOUR = 0.005  # per public IPv4 address hour, since 2024-02-01: https://aws.amazon.com/vpc/pricing/
 AWS_EGRESS_GB = 0.09  # per GB to the internet, first 10 TB: https://aws.amazon.com/ec2/pricing/on-demand/
 # GCP, us-central1:
-GCS_STANDARD = 0.020  # per GB-month: https://cloud.google.com/storage/pricing
+GCS_STANDARD = 0.020 * 1e9 / GIB  # 0.020 per GiB-month: https://cloud.google.com/storage/pricing
 GCP_PD_SSD = 0.17  # per GB-month: https://cloud.google.com/compute/disks-image-pricing
 GCP_NAT_VM_HOUR = 0.0014  # per VM-hour, up to 32 VMs: https://cloud.google.com/nat/pricing
 GCP_NAT_GB = 0.045  # per GiB processed, in and out, every region: https://cloud.google.com/nat/pricing
 GCP_EGRESS_GB = 0.12  # per GB, premium tier, first TiB: https://cloud.google.com/vpc/network-pricing
-BIGQUERY_ACTIVE = 0.02  # per GB-month: https://cloud.google.com/bigquery/pricing#storage
+BIGQUERY_ACTIVE = 0.02 * 1e9 / GIB  # 0.02 per GiB-month: https://cloud.google.com/bigquery/pricing#storage
 # Azure, eastus (https://azure.microsoft.com/pricing/details/ + the page named):
 AZURE_BLOB_HOT_LRS = 0.018  # per GB-month, first 50 TB: storage/blobs/
 AZURE_EGRESS_GB = 0.087  # per GB, 100 GB-10 TB: bandwidth/
@@ -214,7 +217,7 @@ EXPECTED = {
     },
 }
 
-# Each uploaded script is well under 1 MB: 1e6 B / 1e9 x $0.023 = $0.000023/month at most.
+# Each uploaded script is well under 1 MB: 1e6 B / 2^30 x $0.023 = $0.000021/month at most.
 MAX_ASSET_USD = 1e6 / 1e9 * S3_STANDARD
 # Its own bytes at the standard rate of its bucket / account: S3 Standard, Cloud Storage Standard, Blob hot LRS.
 ASSET_RATE = {
@@ -230,12 +233,12 @@ def hand_total(stack: str) -> float:
 
 def test_hand_worked_totals_are_what_the_comments_say():
     """The sums a reviewer can redo on paper (cents), so a typo in a table above shows up here."""
-    # checkpoint buckets: current + noncurrent versions + write requests
-    assert round(hand_total("dev"), 2) == 1805.64  # 1689.05 + 16 + (0.84 + 60.28 + 2.98) + 32.85 + 3.65
-    # 20036.35 + 18944.60 + 160 + (12.56 + 401.86 + 19.80) + 0.02 + 32.85 + 3.65
-    assert round(hand_total("prod"), 2) == 39611.68
-    assert round(hand_total("gaudi"), 2) == 6400.02  # 6083.97 + 48 + (4.51 + 216.38 + 10.67) + 32.85 + 3.65
-    assert round(hand_total("gcp-dev"), 2) == 1407.97  # 1316.81 + 34 + (0.73 + 52.42 + 2.98) + 1.02 + 0.02
+    # checkpoint buckets: current + noncurrent versions + write requests (S3 and Cloud Storage per GiB)
+    assert round(hand_total("dev"), 2) == 1801.45  # 1689.05 + 16 + (0.78 + 56.14 + 2.98) + 32.85 + 3.65
+    # 20036.35 + 18944.60 + 160 + (11.70 + 374.26 + 19.80) + 0.02 + 32.85 + 3.65
+    assert round(hand_total("prod"), 2) == 39583.22
+    assert round(hand_total("gaudi"), 2) == 6384.85  # 6083.97 + 48 + (4.20 + 201.52 + 10.67) + 32.85 + 3.65
+    assert round(hand_total("gcp-dev"), 2) == 1404.32  # 1316.81 + 34 + (0.68 + 48.82 + 2.98) + 1.02 + 0.02
     # 324.44 + 38.01 + (0.66 + 212.28 + 3.87) + 0.02 + 32.85 + 3.65
     assert round(hand_total("azure-dev"), 2) == 615.78
 
@@ -357,8 +360,8 @@ def test_preview_cli_json_is_the_hand_worked_total(estimates, trainfleet):
 
 
 def test_fail_above_exits_1_naming_the_cost_drivers(trainfleet):
-    # dev costs $1,805.64 a month, most of it dev-asg ($1,689.05 + $16.00)
-    result = trainfleet("preview", "--stack", "dev", "--fail-above", "1804.64")
+    # dev costs $1,801.45 a month, most of it dev-asg ($1,689.05 + $16.00)
+    result = trainfleet("preview", "--stack", "dev", "--fail-above", "1800.45")
     assert result.code == 1, (result.stdout, result.stderr)
     errors = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and "Traceback" not in result.stderr

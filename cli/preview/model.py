@@ -81,6 +81,13 @@ class CostComponent:
     # cheapest to the dearest type it may launch, with those types; None when it launches one type only
     monthly_range: tuple[float, float] | None = None
     range_types: tuple[str, ...] = ()
+    # the usage figures the quantity rests on (checkpoint_gb, egress_gb_per_month, ...): a usage-based line,
+    # whose cost is an assumption until a usage file sets them; () for a fixed one (nodes, disks, gateways)
+    usage_keys: tuple[str, ...] = ()
+
+    @property
+    def usage_based(self) -> bool:
+        return bool(self.usage_keys)
 
     def __post_init__(self) -> None:
         if self.monthly_cost is None and self.quantity is not None and self.unit_price is not None:
@@ -101,6 +108,8 @@ class CostComponent:
             "note": self.note,
             "monthly_range": None if self.monthly_range is None else [money_round(v) for v in self.monthly_range],
             "range_types": list(self.range_types),
+            "usage_based": self.usage_based,
+            "usage_keys": list(self.usage_keys),
         }
 
     @classmethod
@@ -117,6 +126,7 @@ class CostComponent:
             note=str(data.get("note") or ""),
             monthly_range=tuple(data["monthly_range"]) if data.get("monthly_range") else None,  # type: ignore[arg-type]
             range_types=tuple(data.get("range_types") or ()),
+            usage_keys=tuple(data.get("usage_keys") or ()),
         )
 
 

@@ -369,7 +369,7 @@ def s3_bucket(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     if _is_billing_bucket(r, ctx):
         return [
             storage_component(ctx, "S3 Standard storage (billing export data)", ctx.use("billing_export_gb"),
-                              "aws-s3-standard", region, usage_key="billing_export_gb"),
+                              "aws-s3-standard", region, usage_key="billing_export_gb", gb=True),
         ]  # fmt: skip
     return [
         *checkpoint_components(
@@ -448,7 +448,7 @@ def s3_object(r: Resource, ctx: PricingContext) -> list[CostComponent]:
             raise NotEstimable("object size unknown: no inline content and no readable source file")
     gb = size / 1e9
     region = ctx.region(r, "aws", get(r.inputs, "region"))
-    c = storage_component(ctx, f"S3 Standard storage ({size:,} bytes)", gb, "aws-s3-standard", region)
+    c = storage_component(ctx, f"S3 Standard storage ({size:,} bytes)", gb, "aws-s3-standard", region, gb=True)
     return [c]
 
 

@@ -123,7 +123,7 @@ def storage_account(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     if billing:
         return [
             storage_component(ctx, "Blob hot LRS (billing export data)", ctx.use("billing_export_gb"),
-                              "azure-blob-hot-lrs", location, usage_key="billing_export_gb"),
+                              "azure-blob-hot-lrs", location, usage_key="billing_export_gb", gb=True),
         ]  # fmt: skip
     return [
         *checkpoint_components(
@@ -171,7 +171,7 @@ def storage_blob(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     account = next((a for a in accounts if a.outputs.get("name") == r.inputs.get("accountName")), None)
     location = ctx.region(r, "azure", get(account.inputs, "location") if account else None)
     what = f"Blob hot LRS ({size:,} bytes)"
-    return [storage_component(ctx, what, size / 1e9, "azure-blob-hot-lrs", location)]
+    return [storage_component(ctx, what, size / 1e9, "azure-blob-hot-lrs", location, gb=True)]
 
 
 @prices("azure-native:network:PublicIPAddress")

@@ -436,15 +436,22 @@ def storage_component(
     usage_key: str | None = None,
     with_nodes: bool = False,
     note: str = "",
+    gb: bool = False,
+    usage_keys: tuple[str, ...] = (),
 ) -> CostComponent:
     """A per-month charge (GB-, IOPS- or MB/s-month); the planned job pays its hours' share of a month.
-    `with_nodes`: it lives as long as a fleet's node (a node's disk), so the month is the fleet's hours."""
-    from cli.preview.pricing.rates import rate, region_note
+    `with_nodes`: it lives as long as a fleet's node (a node's disk), so the month is the fleet's hours.
+    `gb`: `quantity` is decimal GB (bytes / 10^9), converted to the rate's unit (GiB for S3 and GCS).
+    `usage_key` / `usage_keys`: the usage figures the quantity rests on (a usage-based line)."""
+    from cli.preview.pricing.rates import rate, region_note, stored_units
 
     r = rate(rate_id)
     notes = [note, region_note(rate_id, region)]
     if usage_key:
         notes.append(f"{usage_key}: {ctx.usage[usage_key].source}")
+    if gb and r.bytes_per_unit != 1e9:
+        notes.append(f"{quantity:,.3f} GB = {stored_units(quantity, rate_id):,.3f} {r.unit.split('-')[0]}")
+        quantity = stored_units(quantity, rate_id)
     return CostComponent(
         name=name,
         unit=r.unit,
@@ -453,6 +460,7 @@ def storage_component(
         job_quantity=quantity * ctx.job_fraction,
         source=f"rate:{rate_id}",
         note="; ".join(n for n in notes if n),
+        usage_keys=(usage_key,) if usage_key else usage_keys,
     )
 
 
@@ -485,7 +493,7 @@ def transfer_component(
     ctx: PricingContext, name: str, usage_key: str, rate_id: str, region: str | None
 ) -> CostComponent:
     """Per-GB transfer, with the monthly GB from the usage figures (file, stack or labelled default)."""
-    return storage_component(ctx, name, ctx.use(usage_key), rate_id, region, usage_key=usage_key)
+    return storage_component(ctx, name, ctx.use(usage_key), rate_id, region, usage_key=usage_key, gb=True)
 
 
 def known_types() -> dict[str, str]:

@@ -65,11 +65,12 @@ def checkpoint_components(
     per_month = ctx.use("checkpoints_per_month")
     comps = [
         storage_component(ctx, f"{label} storage, current checkpoints", ctx.use("checkpoint_gb"),
-                          storage_rate, region, usage_key="checkpoint_gb"),
+                          storage_rate, region, usage_key="checkpoint_gb", gb=True),
     ]  # fmt: skip
     if retention.versioned:
         kept, why = noncurrent_checkpoints(ctx, retention)
-        c = storage_component(ctx, f"{label} storage, noncurrent versions", size * kept, storage_rate, region)
+        c = storage_component(ctx, f"{label} storage, noncurrent versions", size * kept, storage_rate, region,
+                              gb=True, usage_keys=("checkpoint_size_gb", "checkpoints_per_month"))  # fmt: skip
         c.note = "; ".join(n for n in (why, c.note) if n)
         comps.append(c)
     parts = math.ceil(size * 1e9 / PART_BYTES) if size > 0 else 0
@@ -117,4 +118,5 @@ def write_requests(
             for n in (how + " (checkpoints_per_month, checkpoint_size_gb)", region_note(rate_id, region))
             if n
         ),
+        usage_keys=("checkpoint_size_gb", "checkpoints_per_month"),
     )

@@ -225,7 +225,7 @@ def storage_object(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     location = get(bucket.inputs, "location", "") if bucket else ""
     region = location.lower() if isinstance(location, str) and location else ctx.region(r, "gcp")
     what = f"Cloud Storage Standard ({size:,} bytes)"
-    return [storage_component(ctx, what, size / 1e9, "gcp-gcs-standard", region)]
+    return [storage_component(ctx, what, size / 1e9, "gcp-gcs-standard", region, gb=True)]
 
 
 @prices("gcp:bigquery/dataset:Dataset")
@@ -241,6 +241,7 @@ def bigquery_dataset(r: Resource, ctx: PricingContext) -> list[CostComponent]:
             "gcp-bigquery-storage",
             region,
             usage_key="billing_export_gb",
+            gb=True,
         )
     ]
 

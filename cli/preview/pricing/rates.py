@@ -22,12 +22,16 @@ class Rate:
     what: str
     url: str
     per_requests: int = 1  # request rates are quoted per 1,000 or 10,000 requests
+    # storage rates: the bytes in one unit of the rate. S3 bills "binary gigabytes (GB), where 1 GB is 2^30
+    # bytes" (https://aws.amazon.com/s3/pricing/, footnote), Cloud Storage and BigQuery quote per GiB; Azure's
+    # blob page says GB and nothing more, taken as 10^9
+    bytes_per_unit: float = 1e9
 
 
 _RATES = [
     # AWS (us-east-1)
-    Rate("aws-s3-standard", 0.023, "GB-month", "us-east-1", "S3 Standard storage, first 50 TB",
-         "https://aws.amazon.com/s3/pricing/"),
+    Rate("aws-s3-standard", 0.023, "GiB-month", "us-east-1", "S3 Standard storage, first 50 TB",
+         "https://aws.amazon.com/s3/pricing/", bytes_per_unit=2**30),
     Rate("aws-ebs-gp3", 0.08, "GB-month", "us-east-1", "EBS gp3 volume storage",
          "https://aws.amazon.com/ebs/pricing/"),
     Rate("aws-ebs-gp2", 0.10, "GB-month", "us-east-1", "EBS gp2 volume storage",
@@ -69,8 +73,8 @@ _RATES = [
     Rate("aws-sns-email", 0.00002, "notification", "us-east-1", "SNS email notifications (first 1,000 free)",
          "https://aws.amazon.com/sns/pricing/"),
     # GCP (us-central1)
-    Rate("gcp-gcs-standard", 0.020, "GB-month", "us-central1", "Cloud Storage Standard, regional",
-         "https://cloud.google.com/storage/pricing"),
+    Rate("gcp-gcs-standard", 0.020, "GiB-month", "us-central1", "Cloud Storage Standard, regional",
+         "https://cloud.google.com/storage/pricing", bytes_per_unit=2**30),
     Rate("gcp-pd-balanced", 0.10, "GB-month", "us-central1", "balanced persistent disk",
          "https://cloud.google.com/compute/disks-image-pricing"),
     Rate("gcp-pd-ssd", 0.17, "GB-month", "us-central1", "SSD persistent disk",
@@ -84,8 +88,8 @@ _RATES = [
     Rate("gcp-cloud-nat-gb", 0.045, "GB", "us-central1",
          "Cloud NAT data processed, per GiB inbound and outbound (same in every region)",
          "https://cloud.google.com/nat/pricing"),
-    Rate("gcp-bigquery-storage", 0.02, "GB-month", "us-central1", "BigQuery active logical storage",
-         "https://cloud.google.com/bigquery/pricing#storage"),
+    Rate("gcp-bigquery-storage", 0.02, "GiB-month", "us-central1", "BigQuery active logical storage",
+         "https://cloud.google.com/bigquery/pricing#storage", bytes_per_unit=2**30),
     Rate("gcp-external-ip", 0.005, "hour", "us-central1", "external IPv4 address in use, per hour",
          "https://cloud.google.com/vpc/network-pricing#ipaddress"),
     Rate("gcp-external-ip-spot", 0.0025, "hour", "us-central1",
@@ -137,6 +141,11 @@ AZURE_DISK_URL = "https://azure.microsoft.com/pricing/details/managed-disks/"
 
 def rate(rate_id: str) -> Rate:
     return RATES[rate_id]
+
+
+def stored_units(gb: float, rate_id: str) -> float:
+    """Decimal GB (a usage figure, bytes / 10^9) in the unit the storage rate bills: GiB for S3 and GCS."""
+    return gb * 1e9 / RATES[rate_id].bytes_per_unit
 
 
 def region_note(rate_id: str, region: str | None) -> str:
