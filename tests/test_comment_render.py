@@ -79,12 +79,87 @@ def test_each_changed_resource_is_split_into_its_components_base_to_head():
     split = section(body, "Cost split by component (1 resource)")
     # the resource: 29,200 + 64 + 32.85 + 14,600 - (14,600 + 32 + 32.85) = +29,232.00
     assert "- `asg` (changed, +$29,232.00)\n" in split
-    assert "  - p4d spot (2 nodes) → p4d spot (4 nodes): $14,600.00 → $29,200.00 (+$14,600.00)\n" in split
-    assert "  - EBS gp3 200 GB x 2 nodes → EBS gp3 200 GB x 4 nodes: $32.00 → $64.00 (+$32.00)\n" in split
-    assert "  - NAT hours: $32.85 (unchanged)\n" in split
-    assert "  - p4d on-demand (1 node): $14,600.00 (new)\n" in split
+    # each line as quantity x unit price = cost, base -> head
+    assert (
+        "  - p4d spot (2 nodes) → p4d spot (4 nodes): 1,460 node-hour × $10.00 = $14,600.00 → "
+        "2,920 node-hour × $10.00 = $29,200.00 (+$14,600.00)\n"
+    ) in split
+    assert (
+        "  - EBS gp3 200 GB x 2 nodes → EBS gp3 200 GB x 4 nodes: 400 GB-month × $0.08 = $32.00 → "
+        "800 GB-month × $0.08 = $64.00 (+$32.00)\n"
+    ) in split
+    assert "  - NAT hours: 730 hour × $0.045 = $32.85 (unchanged)\n" in split
+    assert "  - p4d on-demand (1 node): 730 node-hour × $20.00 = $14,600.00 (new)\n" in split
     # the main table keeps one row for the resource
     assert sum(1 for line in body.splitlines() if line.startswith("| `asg`")) == 1
+
+
+def test_usage_based_lines_are_apart_from_fixed_ones_and_usage_nobody_set_shows_its_unit_price():
+    """Infracost's convention: a line whose quantity is a usage assumption is usage-based, and one whose usage
+    is 0 reads "depends on usage: $X per unit", never $0.00."""
+    nat = res("aws:ec2/natGateway:NatGateway", "nat")
+    bucket = res("aws:s3/bucketV2:BucketV2", "ckpt")
+
+    def stack(checkpoint_gib: float, hours: float) -> Estimate:
+        return est(
+            priced(nat, CostComponent("NAT gateway hours", "hour", hours, 0.045, "rate"),  # fixed
+                   CostComponent("NAT data processed", "GB", 0, 0.045, "rate", usage_keys=("nat_gb_per_month",))),
+            priced(bucket, CostComponent("S3 Standard storage, current checkpoints", "GiB-month", checkpoint_gib,
+                                         0.023, "rate", usage_keys=("checkpoint_gb",))),
+        )  # fmt: skip
+
+    # fixed 730 x 0.045 = 32.85 both sides; usage-based 1,000 x 0.023 = 23.00 -> 2,000 x 0.023 = 46.00
+    body = render(diff_estimates(stack(1000, 730), stack(2000, 730), "main", "pr"))
+    assert (
+        "- Fixed $32.85 → $32.85 ($0.00) · usage-based $23.00 → $46.00 (+$23.00), resting on checkpoint_gb"
+    ) in body
+    assert (
+        "- Depends on usage, not in the totals (usage 0 by default): NAT data processed $0.045 per GB "
+        "(nat_gb_per_month)"
+    ) in body
+    assert "Cost split by component" not in body  # only the bucket's one line changed: nothing to split
+    data = diff_estimates(stack(1000, 730), stack(2000, 730), "main", "pr").summary()
+    assert data["usage_based_monthly"] == {"base": 23.0, "head": 46.0, "delta": 23.0}
+    assert data["fixed_monthly"] == {"base": 32.85, "head": 32.85, "delta": 0.0}
+    assert data["depends_on_usage"] == [
+        {"name": "NAT data processed", "unit": "GB", "unit_price": 0.045, "usage_keys": ["nat_gb_per_month"]}
+    ]
+    # a NAT gateway whose hours change shows its zero-usage line with its unit price, not $0.00
+    body = render(diff_estimates(stack(1000, 730), stack(1000, 365), "main", "pr"))
+    split = section(body, "Cost split by component (1 resource)")
+    assert (
+        "  - NAT data processed: depends on usage: $0.045 per GB (nat_gb_per_month = 0; a usage file sets it)"
+        " (unchanged)"
+    ) in split
+    assert "$0.00 (unchanged)" not in split
+
+
+def test_the_footer_names_the_price_snapshot_and_the_oldest_price_used():
+    asg = res("aws:autoscaling/group:Group", "asg")
+    nat = res("aws:ec2/natGateway:NatGateway", "nat")
+
+    def stack(spot_as_of: str, nodes: int) -> Estimate:
+        return est(
+            priced(asg, CostComponent("p4d spot (n nodes)", "node-hour", 730 * nodes, 8.0, "catalog:skypilot-aws",
+                                      as_of=spot_as_of)),
+            priced(nat, CostComponent("NAT gateway hours", "hour", 730, 0.045, "rate:aws-nat-gateway-hour",
+                                      as_of="2025")),
+        )  # fmt: skip
+
+    # the embedded snapshot's rows carry no date: said, with the snapshot's commit, never a made-up date
+    footer = render(diff_estimates(stack("", 1), stack("", 2), "a", "b")).splitlines()[-1]
+    assert "skypilot-aws (catalogs/v8/aws/vms.csv @ 00148f2a, undated)" in footer
+    assert "list prices recorded by hand, as of 2025" in footer
+    assert "oldest price used: undated (2 prices of 4 carry no date" in footer
+    # refreshed (dated) prices: the oldest of every line on both sides
+    footer = render(diff_estimates(stack("2026-10-02T08:00:00Z", 1), stack("2026-11-20T08:00:00Z", 2), "a", "b"))
+    assert "oldest price used: 2025;" in footer.splitlines()[-1]  # the hand-recorded rate table is older
+    only_catalog = render(diff_estimates(
+        est(priced(asg, CostComponent("x", "node-hour", 730, 8.0, "catalog:skypilot-aws", as_of="2026-10-02"))),
+        est(priced(asg, CostComponent("x", "node-hour", 1460, 8.0, "catalog:skypilot-aws", as_of="2026-11-20"))),
+        "a", "b",
+    ))  # fmt: skip
+    assert "oldest price used: 2026-10-02;" in only_catalog.splitlines()[-1]
 
 
 def test_a_removed_component_and_a_single_component_resource():
@@ -95,7 +170,7 @@ def test_a_removed_component_and_a_single_component_resource():
     )
     body = render(diff_estimates(base, head, "main", "pr", ops={vol.urn: "update"}))
     split = section(body, "Cost split by component (1 resource)")
-    assert "  - EBS io2 IOPS (1,000): removed (was $65.00)" in split and "`ip`" not in split  # one line only
+    assert "  - EBS io2 IOPS (1,000): removed (was 1 month × $65.00 = $65.00)" in split and "`ip`" not in split  # one line only
 
 
 # ---- 2. free resources: one line ------------------------------------------------------------------------

@@ -135,19 +135,20 @@ def diff_command(
         usage, regions, name, config, uf = _usage_for(stack, usage_file)
         diff = diff_preview_files(base_path, head, usage, name, regions, config=config, usage_file=uf,
                                   usage_where=str(usage_file or ""))  # fmt: skip
-        command = f"trainfleet diff --base {base} --head {head}"
+        command = f"trainfleet diff --base {base} --head {head}{f' --stack {stack}' if stack else ''}"
     elif base.endswith((".yaml", ".yml")) and base_path.is_file():
         head_path = head or (stack_path(stack) if stack else None)
         if head_path is None:
             raise TrainfleetError(
                 "--base is a stack file; give --head FILE or --stack NAME for the other side"
             )
-        name = stack_name(head_path)
+        # both sides run as the stack --stack names (its URNs), else as the head file's
+        name = stack_name(stack_path(stack)) if stack else stack_name(head_path)
         with _status(fmt == Format.table, "running the program offline twice ..."):
             b = estimate_text(_read(base_path, "--base"), name, str(base_path), usage_file)
-            h = estimate_stack(str(head_path), usage_file)
+            h = estimate_text(_read(head_path, "--head"), name, str(head_path), usage_file)
         diff = diff_estimates(b, h, str(base_path), str(head_path))
-        command = f"trainfleet diff --base {base} --head {head_path}"
+        command = f"trainfleet diff --base {base} --head {head_path}{f' --stack {stack}' if stack else ''}"
     else:
         if stack is None:
             raise TrainfleetError(f"--base {base} is a git ref; name the stack with --stack NAME")

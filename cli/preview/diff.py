@@ -189,6 +189,10 @@ class CostDiff:
             "note": "; ".join(n for n in (self.head.expected_note, self.base.expected_note) if n),
         }
 
+    def _base_head(self, figure) -> dict[str, float | None]:
+        b, h = figure(self.base), figure(self.head)
+        return {"base": money_round(b), "head": money_round(h), "delta": cents_delta(b, h)}
+
     def list_job_summary(self) -> dict[str, Any]:
         """Every resource at list price over the usage figure `job_hours` (no interruption, no restart)."""
         hours = self.head.usage.get("job_hours")
@@ -225,6 +229,13 @@ class CostDiff:
             "expected_job_usd": self.expected_summary(),
             # every resource at list price over the usage figure job_hours, nothing lost
             "list_job_usd": self.list_job_summary(),
+            # the monthly run-rate split: what follows from the resources, and what rests on usage figures
+            "fixed_monthly": self._base_head(lambda e: e.fixed_total),
+            "usage_based_monthly": self._base_head(lambda e: e.usage_based_total),
+            "depends_on_usage": [
+                {"name": c.name, "unit": c.unit, "unit_price": c.unit_price, "usage_keys": list(c.usage_keys)}
+                for c in self.head.depends_on_usage()
+            ],
             "added": self.count("create"),
             "removed": self.count("delete"),
             "changed": self.count("update"),

@@ -371,6 +371,7 @@ def summary_lines(diff: CostDiff) -> list[str]:
         "",
     ]
     bullets = [
+        *usage_lines(diff),
         fallback_line(diff),
         *expected_lines(diff),
         _list_job_line(diff),
@@ -420,9 +421,14 @@ def _resource_table(rows: list[DiffRow]) -> tuple[list[str], list[str]]:
     return header, out
 
 
-def _shape(name: str) -> str:
+def _shape(c: CostComponent) -> str:
     """A component name without its counts: 'p4d.24xlarge spot (1 node)' and '(4 nodes)' are one line."""
-    return re.sub(r"\b\d[\d,.]*(?: nodes?)?\b", "#", name)
+    return re.sub(r"\b\d[\d,.]*(?: nodes?)?\b", "#", c.name)
+
+
+def _fleet_shape(c: CostComponent) -> str:
+    """A node-hour line without its instance type either: 'spot (#)'; other lines keep their whole shape."""
+    return f"{c.unit}: {_shape(c).split(' ', 1)[-1]}" if c.unit == "node-hour" else _shape(c)
 
 
 def pair_components(
@@ -437,22 +443,56 @@ def pair_components(
         if i is not None:
             pairs[j] = base[i]
             left.remove(i)
-    for j, h in enumerate(head):
-        if j in pairs:
-            continue
-        same_shape = [i for i in left if _shape(base[i].name) == _shape(h.name)]
-        heads_alike = [k for k, o in enumerate(head) if k not in pairs and _shape(o.name) == _shape(h.name)]
-        if len(same_shape) == 1 and len(heads_alike) == 1:
-            pairs[j] = base[same_shape[0]]
-            left.remove(same_shape[0])
+    # then by the name without its counts, then (a fleet line: "TYPE PURCHASE (N nodes)") without its
+    # instance type either, so p4de.24xlarge spot -> p5.48xlarge spot reads as one line changing
+    for shape in (_shape, _fleet_shape):
+        for j, h in enumerate(head):
+            if j in pairs:
+                continue
+            same_shape = [i for i in left if shape(base[i]) == shape(h)]
+            heads_alike = [k for k, o in enumerate(head) if k not in pairs and shape(o) == shape(h)]
+            if len(same_shape) == 1 and len(heads_alike) == 1:
+                pairs[j] = base[same_shape[0]]
+                left.remove(same_shape[0])
     out: list[tuple[CostComponent | None, CostComponent | None]] = [
         (pairs.get(j), h) for j, h in enumerate(head)
     ]
     return out + [(base[i], None) for i in left]
 
 
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+def _price(value: float) -> str:
+    """A unit price with the decimals it has (at least 2, at most 6): $27.44705, $0.045, $0.08."""
+    whole, _, cents = f"{value:,.6f}".partition(".")
+    return f"${whole}.{cents.rstrip('0').ljust(2, '0')}"
+
+
+def _unit_price(c: CostComponent) -> str:
+    """'$0.045 per GB'."""
+    return f"{_price(c.unit_price)} per {c.unit}"  # type: ignore[arg-type]
+
+
+def _depends(c: CostComponent) -> str:
+    keys = ", ".join(c.usage_keys)
+    return f"depends on usage: {_unit_price(c)} ({keys} = 0; a usage file sets it)"
+
+
 def _component_cost(c: CostComponent) -> str:
-    return "no price" if c.monthly_cost is None else _money(c.monthly_cost)
+    """'3,650 node-hour × $8.6505 = $31,574.32', or why there is no figure."""
+    if c.monthly_cost is None:
+        return "no price"
+    if c.usage_based and c.quantity == 0 and c.unit_price:
+        return _depends(c)
+    if c.quantity is None or c.unit_price is None:
+        return _money(c.monthly_cost)
+    return f"{_number(c.quantity)} {c.unit} × {_price(c.unit_price)} = {_money(c.monthly_cost)}"
+
+
+def _usage_tag(c: CostComponent) -> str:
+    return f" · usage-based ({', '.join(c.usage_keys)})" if c.usage_based and c.quantity else ""
 
 
 def _range_text(c: CostComponent | PricedResource) -> str:
@@ -469,18 +509,41 @@ def _resource_types(r: PricedResource) -> tuple[str, ...]:
 
 
 def _component_line(b: CostComponent | None, h: CostComponent | None) -> str:
+    """One cost line, base -> head: quantity × unit price = cost on each side, the change, and whether it
+    rests on usage figures or may launch other types."""
     if b is None and h is not None:
-        return f"{_cell(h.name, 70)}: {_component_cost(h)} (new){_range_text(h)}"
+        return f"{_cell(h.name, 70)}: {_component_cost(h)} (new){_usage_tag(h)}{_range_text(h)}"
     if h is None and b is not None:
         return f"{_cell(b.name, 70)}: removed (was {_component_cost(b)})"
     assert b is not None and h is not None
     name = _cell(h.name, 70) if b.name == h.name else f"{_cell(b.name, 60)} → {_cell(h.name, 60)}"
+    tail = f"{_usage_tag(h)}{_range_text(h)}"
     if b.monthly_cost is not None and h.monthly_cost is not None:
         d = cents_delta(b.monthly_cost, h.monthly_cost)
         if abs(d) < 0.005:
-            return f"{name}: {_money(h.monthly_cost)} (unchanged){_range_text(h)}"
-        return f"{name}: {_money(b.monthly_cost)} → {_money(h.monthly_cost)} ({_delta(d)}){_range_text(h)}"
+            return f"{name}: {_component_cost(h)} (unchanged){tail}"
+        return f"{name}: {_component_cost(b)} → {_component_cost(h)} ({_delta(d)}){tail}"
     return f"{name}: {_component_cost(b)} → {_component_cost(h)}"
+
+
+def usage_lines(diff: CostDiff) -> list[str]:
+    """The monthly run-rate split into fixed and usage-based, base -> head; and the usage nobody set, each
+    with its unit price instead of a $0.00."""
+    b, h = diff.base, diff.head
+    out = []
+    if b.usage_based_total or h.usage_based_total:
+        keys = sorted({k for r in h.resources for c in r.components if c.usage_based and c.quantity for k in c.usage_keys})
+        out.append(
+            f"Fixed {_money(b.fixed_total)} → {_money(h.fixed_total)} ({_delta(cents_delta(b.fixed_total, h.fixed_total))})"
+            f" · usage-based {_money(b.usage_based_total)} → {_money(h.usage_based_total)}"
+            f" ({_delta(cents_delta(b.usage_based_total, h.usage_based_total))}), resting on {', '.join(keys)}"
+            " (assumptions below; `--usage-file` sets them)"
+        )  # fmt: skip
+    depends = h.depends_on_usage()
+    if depends:
+        listed = "; ".join(f"{_cell(c.name, 60)} {_unit_price(c)} ({', '.join(c.usage_keys)})" for c in depends)
+        out.append(f"Depends on usage, not in the totals (usage 0 by default): {listed}")
+    return out
 
 
 def fallback_line(diff: CostDiff) -> str:
@@ -633,7 +696,7 @@ def user_data_summary(path: str, base: Any, head: Any) -> str:
 def _input_line(row: DiffRow, c: InputChange) -> str:
     if is_user_data(c.path) and (isinstance(c.base, str) or isinstance(c.head, str)):
         return f"- `{_cell(row.name, 50)}` {user_data_summary(c.path, c.base, c.head)}"
-    return f"- `{_cell(row.name, 50)}` `{_cell(c.path, 70)}`: `{_cell(c.base)}` → `{_cell(c.head)}`"
+    return f"- `{_cell(row.name, 50)}` `{_cell(c.path, 160)}`: `{_cell(c.base)}` → `{_cell(c.head)}`"
 
 
 def input_lines(rows: list[DiffRow]) -> list[str]:
@@ -697,12 +760,51 @@ def _fill(blocks: list[list[str]], room: int) -> int:
     return n
 
 
+def _snapshot(key: str) -> str:
+    """A catalog source as the footer names it: 'skypilot-aws (catalogs/v8/aws/vms.csv @ 00148f2a, undated)'."""
+    from infra.catalog import default_catalog
+
+    source = default_catalog().sources.get(key) or {}
+    where = " @ ".join(x for x in (source.get("path", ""), str(source.get("commit", ""))[:8]) if x)
+    as_of = str(source.get("as_of", ""))
+    when = as_of if as_of[:4].isdigit() else "undated"
+    return f"{key} ({where + ', ' if where else ''}{when})"
+
+
+def prices_line(diff: CostDiff) -> str:
+    """Where the prices of both sides come from and when they were observed: the catalog snapshot each
+    instance price rests on, the rate table's date, and the oldest price used (or how many carry no date)."""
+    lines = [
+        c for est in (diff.base, diff.head) for r in est.resources if r.status == PRICED
+        for c in r.components if c.monthly_cost is not None
+    ]  # fmt: skip
+    catalog = [c for c in lines if c.source.startswith("catalog")]
+    keys = sorted({k for c in catalog for k in c.source.removeprefix("catalog:").split(",") if k and k != "catalog"})
+    parts = []
+    if keys:
+        parts.append(f"instances from the catalog: {'; '.join(_snapshot(k) for k in keys)}")
+    if any(c.source.startswith("rate") for c in lines):
+        parts.append("storage, disks, transfer and addresses from list prices recorded by hand, as of 2025")
+    undated = [c for c in lines if not c.as_of]
+    if undated:
+        oldest = (
+            f"oldest price used: undated ({_plural(len(undated), 'price')} of {len(lines):,} carry no date;"
+            " `trainfleet catalog refresh` fetches dated ones)"
+        )
+    elif lines:
+        oldest = f"oldest price used: {min(c.as_of for c in lines)}"
+    else:
+        oldest = ""
+    return "; ".join(p for p in (*parts, oldest) if p)
+
+
 def render(diff: CostDiff, limit: int = GITHUB_COMMENT_LIMIT, command: str = "") -> str:
     """The comment body; never longer than `limit` characters, the summary always kept whole."""
+    prices = prices_line(diff)
     footer = [
         "",
-        "<sub>Prices: embedded catalog (instances) and list prices (storage, transfer); "
-        f"see `trainfleet catalog show`. {('Reproduce: `' + command + '`') if command else ''}</sub>",
+        f"<sub>Prices: {prices + '; ' if prices else ''}see `trainfleet catalog show`."
+        f"{(' Reproduce: `' + command + '`') if command else ''}</sub>",
     ]
     if not has_changes(diff):
         text = "\n".join(no_change_lines(diff) + footer) + "\n"

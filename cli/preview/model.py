@@ -84,6 +84,9 @@ class CostComponent:
     # the usage figures the quantity rests on (checkpoint_gb, egress_gb_per_month, ...): a usage-based line,
     # whose cost is an assumption until a usage file sets them; () for a fixed one (nodes, disks, gateways)
     usage_keys: tuple[str, ...] = ()
+    # when the unit price was observed: the oldest of the catalog rows it rests on (ISO date or time), a
+    # rate table's date ("2025"), or "" when any of them carries no date
+    as_of: str = ""
 
     @property
     def usage_based(self) -> bool:
@@ -110,6 +113,7 @@ class CostComponent:
             "range_types": list(self.range_types),
             "usage_based": self.usage_based,
             "usage_keys": list(self.usage_keys),
+            "as_of": self.as_of,
         }
 
     @classmethod
@@ -127,6 +131,7 @@ class CostComponent:
             monthly_range=tuple(data["monthly_range"]) if data.get("monthly_range") else None,  # type: ignore[arg-type]
             range_types=tuple(data.get("range_types") or ()),
             usage_keys=tuple(data.get("usage_keys") or ()),
+            as_of=str(data.get("as_of") or ""),
         )
 
 
@@ -294,6 +299,28 @@ class Estimate:
     @property
     def job_total(self) -> float:
         return sum(r.job_cost or 0.0 for r in self.resources)
+
+    def _priced_components(self) -> list[CostComponent]:
+        return [c for r in self.resources if r.status == PRICED for c in r.components]
+
+    @property
+    def usage_based_total(self) -> float:
+        """The part of the monthly total that rests on usage figures (checkpoint GB, egress GB, ...)."""
+        return sum(c.monthly_cost or 0.0 for c in self._priced_components() if c.usage_based)
+
+    @property
+    def fixed_total(self) -> float:
+        """The part that follows from the resources alone (nodes, disks, gateways, addresses)."""
+        return self.monthly_total - self.usage_based_total
+
+    def depends_on_usage(self) -> list[CostComponent]:
+        """Usage-based lines whose usage is 0 (a default nobody set): each costs its unit price per unit of
+        use, which a $0.00 would hide. One per (name, unit, price), in resource order."""
+        seen: dict[tuple, CostComponent] = {}
+        for c in self._priced_components():
+            if c.usage_based and c.quantity == 0 and c.unit_price:
+                seen.setdefault((c.name, c.unit, c.unit_price), c)
+        return list(seen.values())
 
     @property
     def monthly_range(self) -> tuple[float, float] | None:

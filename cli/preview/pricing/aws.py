@@ -28,7 +28,7 @@ from cli.preview.pricing.base import (
     transfer_component,
 )
 from cli.preview.pricing.checkpoints import Retention, checkpoint_components, declared_retention
-from cli.preview.pricing.rates import rate
+from cli.preview.pricing.rates import AS_OF_YEAR, rate
 from infra.config import TAG_FLEET
 
 _EBS_RATES = {  # storage, per GB-month (https://aws.amazon.com/ebs/pricing/)
@@ -493,6 +493,7 @@ def metric_alarm(r: Resource, ctx: PricingContext) -> list[CostComponent]:
             unit,
             "rate:aws-cloudwatch-alarm",
             job_quantity=ctx.job_fraction,
+            as_of=AS_OF_YEAR,
         )
     ]
 

@@ -21,7 +21,7 @@ from cli.preview.pricing.base import (
     uploaded_bytes,
 )
 from cli.preview.pricing.checkpoints import Retention, checkpoint_components, declared_retention
-from cli.preview.pricing.rates import AZURE_DISK_TIERS, AZURE_DISK_URL
+from cli.preview.pricing.rates import AS_OF_YEAR, AZURE_DISK_TIERS, AZURE_DISK_URL
 from infra.config import TAG_FLEET
 from infra.naming import AZURE_NODE_FILES_CONTAINER
 
@@ -53,6 +53,7 @@ def _disk(ctx: PricingContext, r: Resource, nodes: int, location: str) -> list[C
             "rate:azure-managed-disk",
             job_quantity=nodes * ctx.job_hours / 730.0,
             note="" if location == "eastus" else f"eastus list price used for {location}; {AZURE_DISK_URL}",
+            as_of=AS_OF_YEAR,
         )
     ]
 

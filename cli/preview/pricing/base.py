@@ -23,6 +23,7 @@ from cli.preview.model import (
     Resource,
     UsageValue,
 )
+from cli.preview.pricing.rates import AS_OF_YEAR as RATES_AS_OF
 from cli.preview.usage import GROUP_NODES
 from infra.catalog import Catalog, Offer
 from infra.config import Fleet
@@ -350,6 +351,7 @@ def fleet_components(
         unit_price, note, source = _mean_price(pool, purchase)
         components.append(
             CostComponent(
+                as_of=_oldest(pool, purchase),
                 name=f"{instance_type} {purchase} ({nodes} node{'s' if nodes != 1 else ''})",
                 unit="node-hour",
                 quantity=nodes * ctx.hours_per_month,
@@ -390,6 +392,12 @@ def _price_range(
         c.range_types = tuple(priced)
     if missing:
         c.note = "; ".join(n for n in (c.note, f"no {purchase} price for fallback {', '.join(missing)}") if n)
+
+
+def _oldest(pool: list[Offer], purchase: str) -> str:
+    """When the oldest price of `pool` was observed; "" when any has no date (the embedded snapshot's rows)."""
+    dates = [o.as_of for o in pool if o.price(purchase) is not None]
+    return "" if not dates or not all(dates) else min(dates)
 
 
 def _mean_price(pool: list[Offer], purchase: str) -> tuple[float | None, str, str]:
@@ -461,6 +469,7 @@ def storage_component(
         source=f"rate:{rate_id}",
         note="; ".join(n for n in notes if n),
         usage_keys=(usage_key,) if usage_key else usage_keys,
+        as_of=RATES_AS_OF,
     )
 
 
@@ -479,6 +488,7 @@ def hourly_component(
 
     r = rate(rate_id)
     return CostComponent(
+        as_of=RATES_AS_OF,
         name=name,
         unit=r.unit,
         quantity=count * (ctx.hours_per_month if with_nodes else 730.0),

@@ -99,11 +99,12 @@ def noncurrent_checkpoints(ctx: PricingContext, retention: Retention) -> tuple[f
 def write_requests(
     ctx: PricingContext, label: str, requests: float, rate_id: str, region: str | None, how: str
 ) -> CostComponent:
-    from cli.preview.pricing.rates import rate, region_note
+    from cli.preview.pricing.rates import AS_OF_YEAR, rate, region_note
 
     r = rate(rate_id)  # priced per 1,000 (or 10,000) requests
     per = r.per_requests
     return CostComponent(
+        as_of=AS_OF_YEAR,
         name=f"{label} write requests",
         unit=r.unit,
         quantity=requests / per,

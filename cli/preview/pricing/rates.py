@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 AS_OF = "2025 list prices, recorded by hand"
+AS_OF_YEAR = "2025"  # the date a cost line priced from this table carries (the year: no finer date is known)
 
 
 @dataclass(frozen=True)
