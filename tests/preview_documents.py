@@ -37,14 +37,22 @@ GROUP_SIZE = {
 
 
 def stack_text(stack: str, nodes: int | None = None, instance_type: str | None = None) -> str:
-    """A shipped stack file's text, its first fleet's `nodes` / `instance_type` changed as a pull request would."""
+    """A shipped stack file's text, its first fleet's `nodes` / `instance_type` changed as a pull request would
+    (a new instance type that was a fallback swaps places with the old one: p4de with fallback p5 -> p5 with
+    fallback p4de)."""
     text = (STACKS / f"Pulumi.{stack}.yaml").read_text()
     sections, _, _ = parse_stack_text(text, stack)
     fleet = sections["fleets"][0]
     if nodes is not None:
         text = text.replace(f"    nodes: {fleet['nodes']}\n", f"    nodes: {nodes}\n", 1)
     if instance_type is not None:
-        text = text.replace(f"instance_type: {fleet['instance_type']}\n", f"instance_type: {instance_type}\n", 1)
+        old = fleet["instance_type"]
+        text = text.replace(f"instance_type: {old}\n", f"instance_type: {instance_type}\n", 1)
+        fallbacks = fleet.get("fallback_instance_types") or []
+        if instance_type in fallbacks:
+            swapped = [old if t == instance_type else t for t in fallbacks]
+            text = text.replace(f"fallback_instance_types: [{', '.join(fallbacks)}]",
+                                f"fallback_instance_types: [{', '.join(swapped)}]", 1)  # fmt: skip
     return text
 
 

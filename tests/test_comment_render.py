@@ -270,7 +270,8 @@ def test_an_unknown_cost_says_its_real_status_and_the_summary_counts_them_by_typ
     assert row.endswith("| — | not estimable | not estimable: instanceType unknown until apply |")
     assert (
         "- ⚠️ Cost unknown, left out of the totals: head 1 not priced (aws:ecs/service:Service), "
-        "1 not estimable (aws:ec2/instance:Instance); changed: `svc` (not priced), `inst` (not estimable)\n"
+        # unknown changes in URN order (the same bytes on every run)
+        "1 not estimable (aws:ec2/instance:Instance); changed: `inst` (not estimable), `svc` (not priced)\n"
     ) in body
 
 

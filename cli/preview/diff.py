@@ -289,7 +289,9 @@ def diff_estimates(
     """Match by URN; `ops` (from a preview document) overrides the op worked out from inputs."""
     base_by = {r.resource.urn: r for r in base.resources}
     head_by = {r.resource.urn: r for r in head.resources}
-    urns = list(head_by) + [u for u in base_by if u not in head_by]
+    # sorted, not in registration order: the mock engine may register resources created in apply callbacks
+    # in another order on another run, and the comment must be the same bytes for the same stacks
+    urns = sorted(head_by) + sorted(u for u in base_by if u not in head_by)
     rows = []
     for urn in urns:
         b, h = base_by.get(urn), head_by.get(urn)

@@ -149,7 +149,7 @@ def changed_rows(diff: CostDiff) -> list[DiffRow]:
     """Rows the change touches (op other than same, or a cost that moved), largest cost change first,
     unknown deltas before all."""
     rows = [r for r in diff.rows if r.op != "same" or (r.delta is not None and abs(r.delta) >= 0.005)]
-    rows.sort(key=lambda r: -(abs(r.delta) if r.delta is not None else float("inf")))
+    rows.sort(key=lambda r: (-(abs(r.delta) if r.delta is not None else float("inf")), r.urn))
     return rows
 
 

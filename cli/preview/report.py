@@ -125,7 +125,7 @@ def diff_renderable(diff: CostDiff, *, wide: bool = False) -> Group:
     notes = Footnotes()
     rows: list[tuple] = []
     shown = [r for r in diff.rows if r.op != "same"] or []
-    shown.sort(key=lambda r: -(abs(r.delta) if r.delta is not None else float("inf")))
+    shown.sort(key=lambda r: (-(abs(r.delta) if r.delta is not None else float("inf")), r.urn))
     for r in shown:
         if r.delta is not None:
             delta = _signed(r.delta)
