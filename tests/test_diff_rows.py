@@ -4,6 +4,7 @@ preview documents end to end; these pin each rule on its own.)"""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -16,8 +17,10 @@ from cli.preview.model import (
     PRICED,
     CostComponent,
     Estimate,
+    FleetExpectation,
     PricedResource,
     Resource,
+    money_round,
 )  # fmt: skip
 from infra.errors import TrainfleetError
 
@@ -118,3 +121,12 @@ def test_unknown_changes_are_counted_by_what_they_are():
     head = estimate(priced("train", 1000, 300), unknown("nat", {"a": 2}), gone)
     summary = diff_estimates(base, head, "main", "pr").summary()
     assert (summary["not_priced_changes"], summary["not_estimable_changes"]) == (1, 1)
+
+
+def test_an_expected_job_cost_read_back_from_json_is_the_same_cent():
+    """A git ref's base is priced by that commit's own program and read back from JSON: its expected job cost
+    must be the cent `trainfleet preview` shows for the same stack (it read $86,658.83 against $86,658.73 when
+    the JSON carried a rounded $/h and rounded hours)."""
+    e = FleetExpectation("main", 53.37654321, 1597.91234, 1622.91876, 2.8, False)
+    back = FleetExpectation.from_json(json.loads(json.dumps(e.to_json())))
+    assert money_round(back.expected_job_usd) == money_round(e.expected_job_usd) == 86625.79  # 53.37654321 x 1,622.91876
