@@ -11,8 +11,14 @@ TESTS = [
     "tests/test_diff_comment.py",
     "tests/test_preview_pulumi_json.py",
     "tests/test_no_data_lost.py",
+    "tests/test_comment_render.py",
+    "tests/test_cost_comment_real_previews.py",
+    "tests/test_preview_documents_complete.py",
 ]
 F = "cli/preview/diff.py"
+MD = "cli/preview/markdown.py"
+PJ = "cli/preview/pulumi_json.py"
+DOC = "cli/preview/document_config.py"
 
 MUTANTS = [
     {
@@ -54,8 +60,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "a deleted resource vanishes from the diff (its saving is never shown)",
-        "original": "urns = list(head_by) + [u for u in base_by if u not in head_by]",
-        "replacement": "urns = list(head_by)",
+        "original": "urns = sorted(head_by) + sorted(u for u in base_by if u not in head_by)",
+        "replacement": "urns = sorted(head_by)",
     },
     {
         "file": F,
@@ -104,5 +110,48 @@ MUTANTS = [
         "bug": "a stack file the pull request adds is read as an empty base instead of absent",
         "original": "if listed.returncode == 0 and not entry:\n            return None",
         "replacement": 'if listed.returncode == 0 and not entry:\n            return ""',
+    },
+    # issue 33: the comment a reviewer signs
+    {
+        "file": F,
+        "bug": "a change is the exact change rounded, not the difference of the figures shown (off by a cent)",
+        "original": "return money_round(money_round(head) - money_round(base))",
+        "replacement": "return money_round(head - base)",
+    },
+    {
+        "file": F,
+        "bug": "a fleet's expected job change is base minus head: a saving reads as a rise",
+        "original": "return cents_delta(_job_usd(self.base), _job_usd(self.head))",
+        "replacement": "return cents_delta(_job_usd(self.head), _job_usd(self.base))",
+    },
+    {
+        "file": PJ,
+        "bug": "a resource one preview document leaves out is shown as added, though the other proves it deployed",
+        "original": 'added = [Step("same", urn, res, res, []) for urn, res in deployed(other).items() if urn not in listed]',
+        "replacement": "added = []",
+    },
+    {
+        "file": DOC,
+        "bug": "a document's object config values (JSON text) are not parsed, so its fleets are never known",
+        "original": 'if isinstance(raw, str) and raw[:1] in ("{", "["):',
+        "replacement": "if False:",
+    },
+    {
+        "file": MD,
+        "bug": "usage nobody set shows as a cost line of $0.00 instead of its unit price",
+        "original": "if c.usage_based and c.quantity == 0 and c.unit_price:\n        return _depends(c)",
+        "replacement": "if False:\n        return _depends(c)",
+    },
+    {
+        "file": MD,
+        "bug": "the changed rows are in registration order among equal changes: the comment changes between runs",
+        "original": 'rows.sort(key=lambda r: (-(abs(r.delta) if r.delta is not None else float("inf")), r.urn))',
+        "replacement": 'rows.sort(key=lambda r: -(abs(r.delta) if r.delta is not None else float("inf")))',
+    },
+    {
+        "file": MD,
+        "bug": "the list price over job_hours shows even with the default month: the monthly figure twice",
+        "original": 'if hours is None or hours.source.startswith("default"):',
+        "replacement": "if hours is None:",
     },
 ]

@@ -4,7 +4,13 @@ functions): each one shows a pull request reviewer a monthly cost that is wrong,
 A table for benchmarks/mutation.py: each mutant replaces one exact snippet (which must occur once)."""
 
 MODULE = "preview-pricing"
-TESTS = ["tests/test_preview_pricing_rules.py", "tests/test_preview_pricing.py", "tests/test_preview_stacks.py"]
+TESTS = [
+    "tests/test_preview_pricing_rules.py",
+    "tests/test_preview_pricing.py",
+    "tests/test_preview_stacks.py",
+    "tests/test_cost_comment_real_previews.py",
+]
+RATES = "cli/preview/pricing/rates.py"
 BASE = "cli/preview/pricing/base.py"
 AWS = "cli/preview/pricing/aws.py"
 GCP = "cli/preview/pricing/gcp.py"
@@ -94,8 +100,8 @@ MUTANTS = [
     {
         "file": AWS,
         "bug": "an autoscaling group is priced at its min size, not its desired capacity",
-        "original": "nodes = int(number(i, \"desiredCapacity\"))",
-        "replacement": "nodes = int(number(i, \"minSize\", 0))",
+        "original": 'declared_size(ctx, fleet, int(number(i, "desiredCapacity")), "desiredCapacity")',
+        "replacement": 'declared_size(ctx, fleet, int(number(i, "minSize", 0)), "desiredCapacity")',
     },
     {
         "file": AWS,
@@ -176,5 +182,24 @@ MUTANTS = [
         "bug": "an Azure OS disk is billed at the largest tier, not the smallest that fits",
         "original": "tier_gb, usd = fits[0]",
         "replacement": "tier_gb, usd = fits[-1]",
+    },
+    # issue 33
+    {
+        "file": BASE,
+        "bug": "a fleet is priced at the size a real preview keeps (ignore_changes: 0 after a job), not its nodes",
+        "original": "if fleet is None or fleet.nodes == nodes:",
+        "replacement": "if True:",
+    },
+    {
+        "file": BASE,
+        "bug": "a group's fallback types never raise its range: p5 capacity priced as if it were p4de",
+        "original": "c.monthly_range = (min(priced.values()), max(priced.values()))",
+        "replacement": "c.monthly_range = (min(priced.values()), min(priced.values()))",
+    },
+    {
+        "file": RATES,
+        "bug": "decimal GB are charged at a per-GiB rate (7% too much)",
+        "original": "return gb * 1e9 / RATES[rate_id].bytes_per_unit",
+        "replacement": "return gb",
     },
 ]
