@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import json
 
 from cli.preview.diff import diff_estimates
 from cli.preview.markdown import GITHUB_COMMENT_LIMIT, NO_CHANGE_TAG, marker, render, summary_lines
@@ -132,6 +133,23 @@ def test_usage_based_lines_are_apart_from_fixed_ones_and_usage_nobody_set_shows_
         " (unchanged)"
     ) in split
     assert "$0.00 (unchanged)" not in split
+
+
+def test_the_same_stacks_give_the_same_bytes_whatever_order_the_engine_registered_them_in():
+    """Resources created in apply callbacks may register in another order on another run: the comment must
+    not change (a bot would edit its comment on every re-run)."""
+    a, b, c = (res("aws:ec2/instance:Instance", n) for n in ("a", "b", "c"))
+    gone = res("aws:ec2/eip:Eip", "gone")
+
+    def side(*resources: Resource, usd: float) -> list[PricedResource]:
+        return [priced(r, flat("c", usd)) for r in resources]
+
+    base = side(a, b, c, gone, usd=1.0)
+    head = side(a, b, c, usd=2.0)
+    one = diff_estimates(est(*base), est(*head), "m", "p")
+    other = diff_estimates(est(*reversed(base)), est(*reversed(head)), "m", "p")
+    assert render(one) == render(other)
+    assert json.dumps(one.to_json()) == json.dumps(other.to_json())  # `diff --format json` too
 
 
 def test_the_footer_names_the_price_snapshot_and_the_oldest_price_used():

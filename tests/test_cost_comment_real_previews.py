@@ -82,6 +82,10 @@ def test_the_fleet_is_priced_at_the_size_it_will_run_not_the_ignored_capacity(tm
     assert "ignore_changes" in _spot(row.head).note and f"nodes {after}" not in _spot(row.head).note
     assert f"{after} nodes as the stack declares" in _spot(row.head).note
     body = render(diff)
+    assert (
+        f"- Fleet size: `{group}` at {after} nodes as the stack declares (fleets[{row.head.resource.name.split('-')[0]}]"
+        f".nodes, what 'start_run' launches), not the group's {size_key} 0, its running size kept by ignore_changes"
+    ) in body
     assert f"spot ({spot_before} node{'s' if spot_before > 1 else ''}) →" in body
     assert f"spot ({spot_after} nodes)" in body
 
@@ -103,7 +107,9 @@ def test_two_more_prod_nodes_by_hand_and_the_expected_job_goes_the_other_way(tmp
     body = render(diff)
     b, h = main["base"]["expected_job_usd"], main["head"]["expected_job_usd"]
     assert f"**${b:,.2f} → ${h:,.2f} (-${b - h:,.2f})**" in body
-    assert "Planned job" not in body  # the monthly figure under another name is gone
+    # prod sets no job.planned_hours: job_hours is the default month, so its list price is the monthly
+    # run-rate under another name, and the comment does not show it twice
+    assert "Planned job" not in body and "List price of every resource" not in body
 
 
 def test_a_step_that_proves_the_resource_existed_is_never_an_addition(tmp_path):

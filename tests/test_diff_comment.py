@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from cli.preview.diff import diff_estimates, diff_preview_files
+from cli.preview.diff import PreviewTerms, diff_estimates, diff_preview_files
 from cli.preview.github_comment import Decision, GitHubError, comment_marker, decide, main, upsert_comment
 from cli.preview.markdown import GITHUB_COMMENT_LIMIT, find_marker, marker, render
 from cli.preview.model import PRICED, CostComponent, Estimate, PricedResource, Resource
@@ -34,7 +34,7 @@ SHARED_CASES = json.loads(CASES_FILE.read_text())["cases"]
 @pytest.fixture(scope="module")
 def pr_diff():
     return diff_preview_files(
-        FIXTURES / "prod-main.json", FIXTURES / "prod-pr.json", resolve_usage(None), "prod"
+        FIXTURES / "prod-main.json", FIXTURES / "prod-pr.json", PreviewTerms(resolve_usage(None), "prod")
     )
 
 

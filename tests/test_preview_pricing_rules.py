@@ -227,6 +227,13 @@ def test_low_priority_scale_sets_are_priced_as_spot():
     assert split(price_resource(low, context())) == {"spot": 4}
 
 
+def test_a_secret_capacity_of_a_scale_set_is_not_estimable_never_free():
+    """sku.capacity defaults to 0 when unset (no nodes, free); a secret one is a size nobody can read here."""
+    hidden = scale_set(sku={"name": "Standard_ND96asr_v4", "capacity": "[secret]"})
+    priced = price_resource(hidden, context())
+    assert priced.status == NOT_ESTIMABLE and "sku.capacity is a secret" in priced.reason
+
+
 def test_a_priority_mix_without_a_percentage_is_all_spot_above_base():
     """regularPriorityPercentageAboveBase defaults to 0 (VirtualMachineScaleSet PriorityMixPolicy, same doc)."""
     mix = scale_set(priorityMixPolicy={"baseRegularPriorityCount": 1})

@@ -143,10 +143,10 @@ MUTANTS = [
         "replacement": "if False:\n        return _depends(c)",
     },
     {
-        "file": MD,
-        "bug": "the changed rows are in registration order among equal changes: the comment changes between runs",
-        "original": 'rows.sort(key=lambda r: (-(abs(r.delta) if r.delta is not None else float("inf")), r.urn))',
-        "replacement": 'rows.sort(key=lambda r: -(abs(r.delta) if r.delta is not None else float("inf")))',
+        "file": F,
+        "bug": "the rows are in registration order: the comment changes when the engine registers in another order",
+        "original": "urns = sorted(head_by) + sorted(u for u in base_by if u not in head_by)",
+        "replacement": "urns = list(head_by) + [u for u in base_by if u not in head_by]",
     },
     {
         "file": MD,

@@ -68,9 +68,7 @@ def preview_command(
     if pulumi_json is not None:
         from cli.preview.diff import diff_one_preview
 
-        usage, regions, name, config, uf = _usage_for(stack, usage_file)
-        diff = diff_one_preview(pulumi_json, usage, name, regions, config=config, usage_file=uf,
-                                usage_where=str(usage_file or ""))  # fmt: skip
+        diff = diff_one_preview(pulumi_json, _terms_for(stack, usage_file))
         estimate = diff.head
         if json_out:
             print_json({"estimate": estimate.to_json(), "diff": diff.to_json()})
@@ -132,9 +130,7 @@ def diff_command(
             raise TrainfleetError(
                 "--base is a preview JSON, so --head must be one too (pulumi preview --json > FILE)"
             )
-        usage, regions, name, config, uf = _usage_for(stack, usage_file)
-        diff = diff_preview_files(base_path, head, usage, name, regions, config=config, usage_file=uf,
-                                  usage_where=str(usage_file or ""))  # fmt: skip
+        diff = diff_preview_files(base_path, head, _terms_for(stack, usage_file))
         command = f"trainfleet diff --base {base} --head {head}{f' --stack {stack}' if stack else ''}"
     elif base.endswith((".yaml", ".yml")) and base_path.is_file():
         head_path = head or (stack_path(stack) if stack else None)
@@ -230,25 +226,24 @@ def _read(path: Path, option: str) -> str:
         raise TrainfleetError(f"{option} {path} cannot be read ({exc}); fix the file or the path") from None
 
 
-def _usage_for(stack: str | None, usage_file: Path | None):
-    """Usage figures, regions, stack name, config (from --stack) and the usage file, for pricing a preview
-    document."""
+def _terms_for(stack: str | None, usage_file: Path | None):
+    """What prices a preview document besides its own config: the usage file, and --stack's name, regions
+    and config."""
+    from cli.preview.diff import PreviewTerms
     from cli.preview.engine import provider_regions
     from cli.preview.usage import read_usage_file, resolve_usage
 
     uf = read_usage_file(usage_file) if usage_file else None
+    where = str(usage_file or "")
     if stack is None:
-        return resolve_usage(None, uf, str(usage_file or "")), {}, None, None, uf
+        return PreviewTerms(resolve_usage(None, uf, where), usage_file=uf, usage_where=where)
     from infra.stack_file import read_stack_file, stack_name, stack_path
 
     sf = read_stack_file(stack_path(stack))
-    return (
-        resolve_usage(sf.config, uf, str(usage_file or "")),
-        provider_regions(sf.config, sf.other_config),
-        stack_name(sf.path),
-        sf.config,
-        uf,
-    )
+    return PreviewTerms(
+        resolve_usage(sf.config, uf, where), stack_name(sf.path), provider_regions(sf.config, sf.other_config),
+        sf.config, uf, where,
+    )  # fmt: skip
 
 
 class _status:

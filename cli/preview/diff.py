@@ -384,16 +384,17 @@ def git_show(ref: str, path: Path) -> str | None:
 
 
 @dataclass
-class _Terms:
-    """What prices a preview document beyond its steps: the usage figures and stack config given on the
-    command line (--usage-file, --stack), used where the document carries no trainfleet config of its own."""
+class PreviewTerms:
+    """What prices a preview document beyond its steps: the usage figures, stack name, regions and stack config
+    given on the command line (--usage-file, --stack), used where the document carries no trainfleet config of
+    its own (with one, its usage figures are resolved again from it and `usage_file`)."""
 
     usage: dict
-    stack: str | None
-    regions: dict[str, str] | None
-    config: StackConfig | None
-    usage_file: UsageFile | None
-    usage_where: str
+    stack: str | None = None
+    regions: dict[str, str] | None = None
+    config: StackConfig | None = None
+    usage_file: UsageFile | None = None
+    usage_where: str = ""
 
     def price(self, doc: dict[str, Any], path: Path, all_steps=None, absent: int | None = None):
         """The document priced before and after; the after side with the document's own stack config (its
@@ -416,23 +417,13 @@ class _Terms:
         return priced
 
 
-def diff_preview_files(
-    base_path: Path,
-    head_path: Path,
-    usage: dict,
-    stack: str | None = None,
-    regions=None,
-    *,
-    config: StackConfig | None = None,
-    usage_file: UsageFile | None = None,
-    usage_where: str = "",
-) -> CostDiff:
+def diff_preview_files(base_path: Path, head_path: Path, terms: PreviewTerms | dict) -> CostDiff:
     """Two preview documents (base branch, head branch), both run against the same deployed stack: what each
     would leave deployed (their after-states), matched by URN.
 
     Each side is priced with the stack config its own document carries (`config`, see document_config): its
     fleets' sizes, its usage figures, its expected job cost. A document without one falls back to `config`
-    (--stack) and `usage`. A resource one document leaves out that the other proves deployed is unchanged on
+    (--stack) and `usage` (`terms`; a plain usage dict is terms without a stack). A resource one document leaves out that the other proves deployed is unchanged on
     that side (pulumi_json.complete_from); what neither names is left out of the totals, which say so. When
     both documents leave out unchanged resources, nothing says what they are, and the diff is refused."""
     from cli.preview.pulumi_json import (
@@ -455,27 +446,18 @@ def diff_preview_files(
     completed_base, base_added = complete_from(base_steps, head_steps)
     completed_head, head_added = complete_from(head_steps, base_steps)
 
-    terms = _Terms(usage, stack, regions, config, usage_file, usage_where)
+    terms = terms if isinstance(terms, PreviewTerms) else PreviewTerms(terms)
     base = terms.price(base_doc, base_path, completed_base, still_absent(base_absent, base_added)).after
     head = terms.price(head_doc, head_path, completed_head, still_absent(head_absent, head_added)).after
     return diff_estimates(base, head, str(base_path), str(head_path))
 
 
-def diff_one_preview(
-    path: Path,
-    usage: dict,
-    stack: str | None = None,
-    regions=None,
-    *,
-    config: StackConfig | None = None,
-    usage_file: UsageFile | None = None,
-    usage_where: str = "",
-) -> CostDiff:
+def diff_one_preview(path: Path, terms: PreviewTerms | dict) -> CostDiff:
     """One preview document: deployed now (oldState) vs after the update (newState), op-aware; the after
     side with the document's own stack config (else `config`), as `diff_preview_files` prices each side."""
     from cli.preview.pulumi_json import load_document
 
-    terms = _Terms(usage, stack, regions, config, usage_file, usage_where)
+    terms = terms if isinstance(terms, PreviewTerms) else PreviewTerms(terms)
     priced = terms.price(load_document(path), path)
     return diff_estimates(priced.before, priced.after, "deployed", f"after {path.name}", priced.ops)
 

@@ -372,6 +372,7 @@ def summary_lines(diff: CostDiff) -> list[str]:
     ]
     bullets = [
         *usage_lines(diff),
+        declared_size_line(diff),
         fallback_line(diff),
         *expected_lines(diff),
         _list_job_line(diff),
@@ -544,6 +545,17 @@ def usage_lines(diff: CostDiff) -> list[str]:
         listed = "; ".join(f"{_cell(c.name, 60)} {_unit_price(c)} ({', '.join(c.usage_keys)})" for c in depends)
         out.append(f"Depends on usage, not in the totals (usage 0 by default): {listed}")
     return out
+
+
+def declared_size_line(diff: CostDiff) -> str:
+    """Groups priced at the nodes their stack declares rather than the size input the document shows (kept by
+    ignore_changes: the agent's, 0 after a finished job), so the reviewer knows which figure is which."""
+    found = []
+    for r in diff.head.resources:
+        said = next((part for c in r.components for part in c.note.split("; ") if "kept by ignore_changes" in part), "")
+        if said:
+            found.append(f"`{_cell(r.resource.name, 40)}` at {_words(said, 240)}")
+    return "Fleet size: " + "; ".join(found) if found else ""
 
 
 def fallback_line(diff: CostDiff) -> str:

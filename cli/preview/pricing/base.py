@@ -297,8 +297,8 @@ def declared_size(
     if fleet is None or fleet.nodes == nodes:
         return nodes, ""
     return fleet.nodes, (
-        f"{fleet.nodes} nodes as the stack declares (fleets[{fleet.name}].nodes, what `start_run` launches); "
-        f"the group's {what} {nodes} is the running size, kept by ignore_changes"
+        f"{fleet.nodes} nodes as the stack declares (fleets[{fleet.name}].nodes, what `start_run` launches), "
+        f"not the group's {what} {nodes}, its running size kept by ignore_changes"
     )
 
 
