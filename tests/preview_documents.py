@@ -19,6 +19,7 @@ SetDesiredCapacity, GCP resize, Azure sku.capacity; read back by `pulumi refresh
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -56,8 +57,10 @@ def stack_text(stack: str, nodes: int | None = None, instance_type: str | None =
     return text
 
 
+@functools.cache
 def declared(stack: str, text: str) -> tuple[list[DeclaredResource], dict[str, str]]:
-    """What the program registers for this stack text, and the document's `config` map for it."""
+    """What the program registers for this stack text, and the document's `config` map for it (one program run
+    per text in a process: nothing here changes what it returns)."""
     sections, other, _ = parse_stack_text(text, stack)
     run = run_program(stack, StackConfig.from_sections(sections))
     config = {k: v if isinstance(v, str) else json.dumps(v) for k, v in other.items()}
