@@ -167,23 +167,23 @@ class CostDiff:
         names = list(head) + [n for n in base if n not in head]
         return [ExpectedChange(n, base.get(n), head.get(n)) for n in names]
 
+    @staticmethod
+    def expected_total(est: Estimate) -> float | None:
+        """A side's expected job cost, all fleets: the sum of the per-fleet figures as shown; None when no
+        fleet could be assessed."""
+        return money_round(sum(_job_usd(e) for e in est.expected)) if est.expected else None
+
     @property
     def expected_delta(self) -> float | None:
         """The change of the expected job cost, all fleets; None unless both sides have an expectation."""
-        b, h = self.base.expected_job_usd, self.head.expected_job_usd
-        if b is None or h is None:
-            return None
-        return cents_delta(sum(map(_job_usd, self.base.expected)), sum(map(_job_usd, self.head.expected)))
+        b, h = self.expected_total(self.base), self.expected_total(self.head)
+        return None if b is None or h is None else cents_delta(b, h)
 
     def expected_summary(self) -> dict[str, Any]:
         """The expected job cost with interruptions, base -> head, total and per fleet (JSON)."""
-
-        def total(est: Estimate) -> float | None:
-            return money_round(sum(_job_usd(e) for e in est.expected)) if est.expected else None
-
         return {
-            "base": total(self.base),
-            "head": total(self.head),
+            "base": self.expected_total(self.base),
+            "head": self.expected_total(self.head),
             "delta": self.expected_delta,
             "fleets": [c.to_json() for c in self.expected_changes()],
             "note": "; ".join(n for n in (self.head.expected_note, self.base.expected_note) if n),

@@ -45,12 +45,12 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
     from cli.planner.capacity import spot_capacity
     from cli.planner.optimizer import FixedSetup, best_setup, hardware_for
     from cli.planner.workload import Workload, resolve_shape
-    from cli.preview.pricing.base import PricingContext, fleet_components
+    from cli.preview.pricing.base import PricingContext, fleet_components, zone_pool
     from infra.catalog.capacity import default_placement_scores
     from infra.parallelism import data_parallel, layout_error
 
     offers = catalog.offers(cloud=fleet.cloud, region=fleet.region, instance_type=fleet.instance_type)
-    in_zones = [o for o in offers if not fleet.zones or o.zone in fleet.zones] or offers
+    in_zones = zone_pool(offers, fleet.zones)
     if not in_zones:
         raise _NoExpectation(f"the catalog has no {fleet.instance_type} in {fleet.region}")
     offer = in_zones[0]

@@ -296,10 +296,10 @@ def expected_lines(diff: CostDiff) -> list[str]:
     if len(changes) == 1:
         out.append(f"Expected job with interruptions, {_expected_fleet_line(changes[0], base_assessed)}")
     elif changes:
-        head_total = diff.head.expected_job_usd
+        head_total = diff.expected_total(diff.head)  # the figure the JSON carries, to the cent
         total = _money(head_total) if head_total is not None else "none"
         if base_assessed:
-            total = f"{_money(diff.base.expected_job_usd)} → {total} ({_delta(diff.expected_delta)})"
+            total = f"{_money(diff.expected_total(diff.base))} → {total} ({_delta(diff.expected_delta)})"
         out.append(f"Expected job with interruptions, all fleets: **{total}**")
         out += [f"  - {_expected_fleet_line(c, base_assessed)}" for c in changes]
     if diff.head.expected_note:
@@ -496,13 +496,12 @@ def _usage_tag(c: CostComponent) -> str:
     return f" · usage-based ({', '.join(c.usage_keys)})" if c.usage_based and c.quantity else ""
 
 
-def _range_text(c: CostComponent | PricedResource) -> str:
+def _range_text(c: CostComponent) -> str:
     """' · may launch A or B: $low to $high', for a line whose group may launch other instance types."""
     span = c.monthly_range
     if span is None:
         return ""
-    types = c.range_types if isinstance(c, CostComponent) else _resource_types(c)
-    return f" · may launch {' or '.join(types)}: {_money(span[0])} to {_money(span[1])}"
+    return f" · may launch {' or '.join(c.range_types)}: {_money(span[0])} to {_money(span[1])}"
 
 
 def _resource_types(r: PricedResource) -> tuple[str, ...]:
@@ -552,7 +551,7 @@ def declared_size_line(diff: CostDiff) -> str:
     ignore_changes: the agent's, 0 after a finished job), so the reviewer knows which figure is which."""
     found = []
     for r in diff.head.resources:
-        said = next((part for c in r.components for part in c.note.split("; ") if "kept by ignore_changes" in part), "")
+        said = next((c.declared_size for c in r.components if c.declared_size), "")
         if said:
             found.append(f"`{_cell(r.resource.name, 40)}` at {_words(said, 240)}")
     return "Fleet size: " + "; ".join(found) if found else ""

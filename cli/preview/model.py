@@ -87,6 +87,9 @@ class CostComponent:
     # when the unit price was observed: the oldest of the catalog rows it rests on (ISO date or time), a
     # rate table's date ("2025"), or "" when any of them carries no date
     as_of: str = ""
+    # a fleet's line sized by the nodes its stack declares, not by the group's own size input (kept at the
+    # deployed value by ignore_changes): the sentence that says so; "" otherwise
+    declared_size: str = ""
 
     @property
     def usage_based(self) -> bool:
@@ -114,6 +117,7 @@ class CostComponent:
             "usage_based": self.usage_based,
             "usage_keys": list(self.usage_keys),
             "as_of": self.as_of,
+            "declared_size": self.declared_size,
         }
 
     @classmethod
@@ -132,6 +136,7 @@ class CostComponent:
             range_types=tuple(data.get("range_types") or ()),
             usage_keys=tuple(data.get("usage_keys") or ()),
             as_of=str(data.get("as_of") or ""),
+            declared_size=str(data.get("declared_size") or ""),
         )
 
 

@@ -207,10 +207,10 @@ def autoscaling_group(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     capacity is sized by its scaling policies, anywhere up to maxSize: priced at maxSize, the most it can run,
     and the note says so (pricing it at minSize, or free, would be the cheapest guess, not an estimate)."""
     i = r.inputs
-    sized = ""
+    sized = declared = ""
     fleet = next((t.get("value") for t in elements(i, "tags") if t.get("key") == TAG_FLEET), None)
     if get(i, "desiredCapacity") is not None:
-        nodes, sized = declared_size(ctx, fleet, int(number(i, "desiredCapacity")), "desiredCapacity")
+        nodes, declared = declared_size(ctx, fleet, int(number(i, "desiredCapacity")), "desiredCapacity")
     else:
         nodes, sized = autoscaled_nodes(r, ctx, "desiredCapacity", lambda: (int(number(i, "maxSize")), "maxSize"))
     if nodes == 0:
@@ -240,15 +240,14 @@ def autoscaling_group(r: Resource, ctx: PricingContext) -> list[CostComponent]:
         raise NotEstimable("instance type unknown: no override and no resolvable launch template")
     region = ctx.region(r, "aws", get(i, "region"))
     zones, note = _subnet_zones(ctx, elements(i, "vpcZoneIdentifiers", ids=True))
-    declared = fleet_of(ctx, fleet)
-    if not zones and declared is not None and declared.zones:
-        zones, note = list(declared.zones), ""
+    stack_fleet = fleet_of(ctx, fleet)
+    if not zones and stack_fleet is not None and stack_fleet.zones:
+        zones, note = list(stack_fleet.zones), ""
     comps = fleet_components(
         ctx, cloud="aws", region=region, zones=zones, instance_type=instance_type,
         on_demand_nodes=on_demand, spot_nodes=nodes - on_demand, fallback_types=fallbacks,
+        note="; ".join(n for n in (sized, note) if n), declared=declared,
     )  # fmt: skip
-    for c in comps:
-        c.note = "; ".join(n for n in (sized, note, c.note) if n)
     return comps + _root_volume(ctx, lt, nodes, region) + _public_ips(ctx, lt, nodes, region)
 
 

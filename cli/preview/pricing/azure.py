@@ -82,7 +82,7 @@ def _public_ips(ctx: PricingContext, r: Resource, nodes: int, location: str) -> 
 def scale_set(r: Resource, ctx: PricingContext) -> list[CostComponent]:
     i = r.inputs
     fleet = get(i, f"tags.{TAG_FLEET}")
-    nodes, sized = declared_size(ctx, fleet, int(number(i, "sku.capacity", 0)), "sku.capacity")
+    nodes, declared = declared_size(ctx, fleet, int(number(i, "sku.capacity", 0)), "sku.capacity")
     if nodes == 0:
         raise Free("capacity 0: no nodes run")
     size = get(i, "sku.name", required=True)
@@ -97,10 +97,8 @@ def scale_set(r: Resource, ctx: PricingContext) -> list[CostComponent]:
         on_demand = 0 if spot else nodes
     comps = fleet_components(
         ctx, cloud="azure", region=location, zones=[], instance_type=size,
-        on_demand_nodes=on_demand, spot_nodes=nodes - on_demand,
+        on_demand_nodes=on_demand, spot_nodes=nodes - on_demand, declared=declared,
     )  # fmt: skip
-    for c in comps:
-        c.note = "; ".join(n for n in (sized, c.note) if n)
     return comps + _disk(ctx, r, nodes, location) + _public_ips(ctx, r, nodes, location)
 
 

@@ -328,6 +328,8 @@ def fleet_components(
     on_demand_nodes: int,
     spot_nodes: int,
     fallback_types: tuple[str, ...] = (),
+    note: str = "",
+    declared: str = "",
 ) -> list[CostComponent]:
     """Compute for a group of identical nodes: one component per purchase option that has nodes.
 
@@ -335,39 +337,43 @@ def fleet_components(
     evenly across them), on-demand at the catalog on-demand price; both per node-hour. A group that may
     launch `fallback_types` too (an ASG's overrides: price-capacity-optimized spot picks by capacity and
     price, not by order) is priced at its first type, with the range over every type it may launch.
+    `note` (how the group was sized or zoned) leads each line's note, after `declared` (`declared_size`'s
+    sentence, kept on the line as its `declared_size` too).
     """
     offers = ctx.catalog.offers(cloud=cloud, region=region, instance_type=instance_type)
     if not offers:
         raise NotPriced(f"the catalog has no {cloud} {instance_type} in {region}")
-    in_zones = [o for o in offers if o.zone in zones] if zones else []
+    pool = zone_pool(offers, zones)
     zone_note = ""
-    if zones and not in_zones:
+    if zones and not any(o.zone in zones for o in offers):
         zone_note = f"zones {', '.join(zones)} not in the catalog; priced over every {region} zone. "
-    pool = in_zones or offers
     components = []
     for purchase, nodes in (("on-demand", on_demand_nodes), ("spot", spot_nodes)):
         if nodes <= 0:
             continue
-        unit_price, note, source = _mean_price(pool, purchase)
-        components.append(
-            CostComponent(
-                as_of=_oldest(pool, purchase),
-                name=f"{instance_type} {purchase} ({nodes} node{'s' if nodes != 1 else ''})",
-                unit="node-hour",
-                quantity=nodes * ctx.hours_per_month,
-                unit_price=unit_price,
-                job_quantity=nodes * ctx.job_hours,
-                source=source,
-                note=(zone_note + note)
-                if unit_price is not None
-                else f"catalog has no {purchase} price for {instance_type} in {region}",
-            )
-        )
-    if fallback_types:
-        for c, purchase in zip(components, [p for p, n in (("on-demand", on_demand_nodes), ("spot", spot_nodes)) if n > 0],
-                               strict=True):  # fmt: skip
+        unit_price, where, source = _mean_price(pool, purchase)
+        c = CostComponent(
+            as_of=_oldest(pool, purchase),
+            name=f"{instance_type} {purchase} ({nodes} node{'s' if nodes != 1 else ''})",
+            unit="node-hour",
+            quantity=nodes * ctx.hours_per_month,
+            unit_price=unit_price,
+            job_quantity=nodes * ctx.job_hours,
+            source=source,
+            note="; ".join(n for n in (declared, note, (zone_note + where) if unit_price is not None
+                                       else f"catalog has no {purchase} price for {instance_type} in {region}") if n),
+            declared_size=declared,
+        )  # fmt: skip
+        if fallback_types:
             _price_range(ctx, c, purchase, cloud, region, zones, (instance_type, *fallback_types))
+        components.append(c)
     return components
+
+
+def zone_pool(offers: list[Offer], zones: list[str] | tuple[str, ...]) -> list[Offer]:
+    """The offers in a group's zones (it spreads its nodes across them), else every offer of the region: the
+    zones are unknown, or the catalog has none of them."""
+    return ([o for o in offers if o.zone in zones] or offers) if zones else offers
 
 
 def _price_range(
@@ -381,8 +387,7 @@ def _price_range(
     priced, missing = {}, []
     for t in dict.fromkeys(types):
         offers = ctx.catalog.offers(cloud=cloud, region=region, instance_type=t)
-        pool = [o for o in offers if o.zone in zones] if zones else offers
-        price = _mean_price(pool or offers, purchase)[0]
+        price = _mean_price(zone_pool(offers, zones), purchase)[0]
         if price is None:
             missing.append(t)
         else:

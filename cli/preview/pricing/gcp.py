@@ -128,9 +128,10 @@ def _group(r: Resource, ctx: PricingContext, region: str, zones: list[str]) -> l
     versions = elements(r.inputs, "versions")
     template = _template(r, ctx, versions[0].get("instanceTemplate") if versions else None)
     nodes, sized = _group_size(r, ctx)
+    declared = ""
     if template is not None and not sized:  # a trainfleet fleet's template carries its label
         fleet = get(template.inputs, f"labels.{TAG_FLEET}")
-        nodes, sized = declared_size(ctx, fleet, nodes, "targetSize")
+        nodes, declared = declared_size(ctx, fleet, nodes, "targetSize")
     if nodes == 0:
         raise Free("target size 0: no nodes run")
     if template is None:
@@ -139,10 +140,8 @@ def _group(r: Resource, ctx: PricingContext, region: str, zones: list[str]) -> l
     spot = _is_spot(template)
     comps = fleet_components(
         ctx, cloud="gcp", region=region, zones=zones, instance_type=machine,
-        on_demand_nodes=0 if spot else nodes, spot_nodes=nodes if spot else 0,
+        on_demand_nodes=0 if spot else nodes, spot_nodes=nodes if spot else 0, note=sized, declared=declared,
     )  # fmt: skip
-    for c in comps:
-        c.note = "; ".join(n for n in (sized, c.note) if n)
     return comps + _disks(ctx, template, nodes, region) + _external_ips(ctx, template, nodes, region)
 
 
