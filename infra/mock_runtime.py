@@ -13,6 +13,7 @@ No Pulumi CLI, no credentials and no network are needed; nothing is created anyw
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import urllib.parse
 from collections.abc import Callable
@@ -269,7 +270,9 @@ def _gcp_outputs(token: str, name: str, inputs: dict) -> tuple[str, dict]:
         # A router's NAT is a part of the router, with no self link of its own.
         out = {"name": rname} if kind == "RouterNat" else {"name": rname, "selfLink": link}
         if kind == "InstanceTemplate":
-            out["selfLinkUnique"] = f"{link}?uniqueId={_short_hash(name, n=19)}"
+            # Templates are immutable: any change is a new template, with a new unique id.
+            body = json.dumps(inputs, sort_keys=True, default=str)
+            out["selfLinkUnique"] = f"{link}?uniqueId={_short_hash(name, body, n=19)}"
         if kind == "RegionInstanceGroupManager":
             out["instanceGroup"] = f"{base}/regions/{region}/instanceGroups/{rname}"
         return f"projects/{project}/{collection}/{rname}", out
@@ -571,7 +574,33 @@ def _uuid(seed: str) -> str:
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-8{h[17:20]}-{h[20:32]}"
 
 
-def _call(token: str, args: dict, images: tuple[MockImage, ...], subnet_zones: dict[str, str]) -> dict:
+def _get_scale_set(args: dict, scale_sets: dict[str, int]) -> dict:
+    """GET a scale set: its body when the account has it, else ARM's 404 as azure-native reports it (azcore's
+    ResponseError text: the request, RESPONSE 404, ERROR CODE and the JSON error)."""
+    rg, name = args.get("resourceGroupName"), args.get("vmScaleSetName")
+    if name in scale_sets:
+        return {"name": name, "sku": {"name": "mock", "tier": "Standard", "capacity": scale_sets[name]}}
+    url = (
+        f"https://management.azure.com/subscriptions/{MOCK_AZURE_SUBSCRIPTION}/resourceGroups/{rg}/providers/"
+        f"Microsoft.Compute/virtualMachineScaleSets/{name}"
+    )
+    message = (
+        f"The Resource 'Microsoft.Compute/virtualMachineScaleSets/{name}' under resource group '{rg}' was not "
+        "found. For more details please go to https://aka.ms/ARMResourceNotFoundFix"
+    )
+    raise InvokeFailure(
+        f"GET {url}\n{'-' * 80}\nRESPONSE 404: 404 Not Found\nERROR CODE: ResourceNotFound\n{'-' * 80}\n"
+        f'{{"error": {{"code": "ResourceNotFound", "message": "{message}"}}}}'
+    )
+
+
+class InvokeFailure(Exception):
+    """An invoke the provider answers with an error (the engine hands its text to the program)."""
+
+
+def _call(
+    token: str, args: dict, images: tuple[MockImage, ...], subnet_zones: dict[str, str], scale_sets: dict[str, int]
+) -> dict:
     if token == "aws:index/getCallerIdentity:getCallerIdentity":
         return {
             "accountId": MOCK_AWS_ACCOUNT,
@@ -613,6 +642,8 @@ def _call(token: str, args: dict, images: tuple[MockImage, ...], subnet_zones: d
             "name": name,
             "addressPrefix": "10.20.1.0/24",
         }
+    if token == "azure-native:compute:getVirtualMachineScaleSet":
+        return _get_scale_set(args, scale_sets)
     if token == "azure-native:authorization:getClientConfig":
         return {
             "subscriptionId": MOCK_AZURE_SUBSCRIPTION,
@@ -628,10 +659,11 @@ def _call(token: str, args: dict, images: tuple[MockImage, ...], subnet_zones: d
 class CloudMocks(pulumi.runtime.Mocks):
     """Answers resource registrations and invokes the way the clouds would, deterministically."""
 
-    def __init__(self, images: tuple[MockImage, ...] = DEFAULT_IMAGES) -> None:
+    def __init__(self, images: tuple[MockImage, ...] = DEFAULT_IMAGES, scale_sets: dict[str, int] | None = None) -> None:
         self.invocations: list[Invocation] = []
         self.images = tuple(images)  # the AMIs aws:ec2/getAmi can find
         self.subnet_zones: dict[str, str] = {}  # every subnet EC2 would know: created or looked up
+        self.scale_sets = dict(scale_sets or {})  # Azure scale sets that already exist: name -> live capacity
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         token, name, inputs = args.typ, args.name, dict(args.inputs)
@@ -652,7 +684,10 @@ class CloudMocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list[tuple[str, str]] | None]:
         self.invocations.append(Invocation(args.token, dict(args.args)))
-        return _call(args.token, dict(args.args), self.images, self.subnet_zones), []  # no check failures
+        try:
+            return _call(args.token, dict(args.args), self.images, self.subnet_zones, self.scale_sets), []
+        except InvokeFailure as failure:  # how the SDK receives a provider's error: `invoke of <token> failed: ...`
+            return {}, [("", str(failure))]
 
 
 class _CapturingMonitor(pulumi_mocks.MockMonitor):
@@ -716,12 +751,14 @@ def run_program(
     *,
     declare: Callable[[str, StackConfig], dict] | None = None,
     images: tuple[MockImage, ...] | None = None,
+    scale_sets: dict[str, int] | None = None,
     enforce_rules: bool = True,
 ) -> ProgramRun:
     """Run the program for one stack under the mock runtime; return what it declared and exported.
 
     `images`: the AMIs an AMI lookup can find (default DEFAULT_IMAGES); a lookup they do not satisfy fails
-    as the real one does. Raises what the program raises (a ConfigError for a config the clouds would reject),
+    as the real one does. `scale_sets`: the Azure scale sets the subscription already has (name -> capacity);
+    none by default, a first deployment. Raises what the program raises (a ConfigError for a config the clouds would reject),
     and, unless `enforce_rules` is off, a ConfigError for the first provider rule the declared resources break
     (infra/rules); the rules' warnings come back in `ProgramRun.warnings`.
     """
@@ -729,7 +766,7 @@ def run_program(
         from infra.program import declare as declare_program
 
         declare = declare_program
-    mocks = CloudMocks(DEFAULT_IMAGES if images is None else images)
+    mocks = CloudMocks(DEFAULT_IMAGES if images is None else images, scale_sets)
     monitor = _CapturingMonitor(mocks)
     pulumi_settings.ROOT.set(None)  # a fresh root stack per run, named after this stack
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)

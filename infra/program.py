@@ -18,6 +18,7 @@ import pulumi
 
 from infra import naming, userdata
 from infra.catalog import default_catalog
+from infra.checkpoint_io import azure_terminate_minutes
 from infra.config import TAG_STACK, Fleet, StackConfig
 from infra.errors import ConfigError
 from infra.placement import shares_cluster_placement_group
@@ -149,9 +150,10 @@ def user_data(
 
 
 def start_run_command(fleet: Fleet, group: str, resource_group: str | None = None) -> str:
-    """The command that starts a run on a fleet the last run scaled to zero. `pulumi up` does not: the group's
-    capacity belongs to the node agent once the group exists (ignore_changes), so a refresh never relaunches
-    a finished job, and a change of `nodes` takes effect at the next start (the max size follows at once)."""
+    """The command that starts a run: every group is created empty, and the last run scales it back to zero.
+    `pulumi up` never does: the size is this command's and the node agent's (never in an update request), so no
+    `up` relaunches a finished job or resizes a running one, and a change of `nodes` takes effect at the next
+    start (the AWS max size follows at once)."""
     q, n = shlex.quote, str(fleet.nodes)
     if fleet.cloud == "aws":
         return (
@@ -507,6 +509,7 @@ def _azure_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any
             max_price=fleet.max_price,
             image=fleet.image,
             root_volume_gb=fleet.root_volume_gb,
+            terminate_notice_minutes=terminate_notice_minutes(config, fleet),
         ),
     )
     return {
@@ -520,6 +523,14 @@ def _azure_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any
         "kind": "gpu",
         "start_run": network.resource_group_name.apply(lambda rg: start_run_command(fleet, group, rg)),
     }
+
+
+def terminate_notice_minutes(config: StackConfig, fleet: Fleet) -> int:
+    """The Azure terminate notification's window: what the job's emergency checkpoint takes on this fleet
+    (infra/checkpoint_io.py), 5 to 15 minutes. The NC/ND A100 sizes have no network figure in the catalog
+    (issue 32): the storage account's ingress and the per-node rate bound the upload instead."""
+    minutes, _ = azure_terminate_minutes(config.job.params, fleet.nodes, None)
+    return minutes
 
 
 def _azure_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) -> None:

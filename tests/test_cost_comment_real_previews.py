@@ -79,12 +79,12 @@ def test_the_fleet_is_priced_at_the_size_it_will_run_not_the_ignored_capacity(tm
     row = _row(diff, group)
     assert _spot(row.base).quantity == spot_before * HOURS and _spot(row.head).quantity == spot_after * HOURS
     assert _spot(row.head).unit_price == pytest.approx(spot_price)
-    assert "ignore_changes" in _spot(row.head).note and f"nodes {after}" not in _spot(row.head).note
+    assert "never sizes a group" in _spot(row.head).note and f"nodes {after}" not in _spot(row.head).note
     assert f"{after} nodes as the stack declares" in _spot(row.head).note
     body = render(diff)
     assert (
         f"- Fleet size: `{group}` at {after} nodes as the stack declares (fleets[{row.head.resource.name.split('-')[0]}]"
-        f".nodes, what 'start_run' launches), not the group's {size_key} 0, its running size kept by ignore_changes"
+        f".nodes, what 'start_run' launches), not the group's {size_key} 0: pulumi up never sizes a group (created empty, sized by start_run)"
     ) in body
     assert f"spot ({spot_before} node{'s' if spot_before > 1 else ''}) →" in body
     assert f"spot ({spot_after} nodes)" in body

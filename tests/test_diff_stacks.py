@@ -78,7 +78,8 @@ def test_doubling_a_fleets_nodes_doubles_its_line(doubled, dev_file):
     for base_c, head_c in zip(row.base.components, row.head.components, strict=True):
         assert head_c.monthly_cost == pytest.approx(2 * base_c.monthly_cost), head_c.name
     paths = {c.path: (c.base, c.head) for c in row.changes}
-    assert paths["desiredCapacity"] == (fleet.nodes, 2 * fleet.nodes)
+    assert paths["maxSize"] == (fleet.nodes, 2 * fleet.nodes)
+    assert "desiredCapacity" not in paths  # 0 on both sides: groups are created empty, start_run sizes them
     # the fleet line is all that costs more (a multi-node fleet also gains a free placement group)
     assert doubled.monthly_delta == pytest.approx(1534.108, abs=1e-4)
     added = [r for r in doubled.rows if r.op == "create"]
@@ -168,7 +169,7 @@ def test_cli_diff_against_a_git_ref(tmp_path, trainfleet):
     md = trainfleet("diff", "--base", "main", "--stack", "dev", "--format", "markdown", cwd=repo)
     assert md.code == 0, md.stderr
     assert md.stdout.startswith("<!-- trainfleet-cost-diff:dev -->")
-    assert "`desiredCapacity`: `1` → `3`" in md.stdout and "changed" in md.stdout
+    assert "`maxSize`: `1` → `3`" in md.stdout and "changed" in md.stdout
     table = trainfleet("diff", "--base", "main", "--stack", "dev", cwd=repo)
     assert table.code == 0 and "dev-asg" in table.stdout and "main:Pulumi.dev.yaml" in table.stdout
     bad = trainfleet("diff", "--base", "no-such-ref", "--stack", "dev", cwd=repo)

@@ -275,7 +275,7 @@ def test_aws_group_spot_settings_match_the_config(runs, env):
         assert dist["spotAllocationStrategy"] == "price-capacity-optimized"
         assert asg.inputs["capacityRebalance"] is True
         assert asg.inputs["name"] == naming.group_name(env, fleet)
-        assert asg.inputs["desiredCapacity"] == asg.inputs["maxSize"] == fleet.nodes
+        assert asg.inputs["desiredCapacity"] == 0 and asg.inputs["maxSize"] == fleet.nodes  # start_run sizes it
         base, pct = int(dist["onDemandBaseCapacity"]), int(dist["onDemandPercentageAboveBaseCapacity"])
         assert base + math.ceil((fleet.nodes - base) * pct / 100) == fleet.on_demand_nodes
         if fleet.purchase == "mixed":
@@ -595,7 +595,7 @@ def test_gcp_template_is_spot_shielded_private_with_its_own_account(runs, env):
     assert tpl.inputs["machineType"] == fleet.instance_type
     assert tpl.inputs["metadata"]["block-project-ssh-keys"] == "TRUE"
     mig = run.one("gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager")
-    assert mig.inputs["name"] == naming.group_name(env, fleet) and mig.inputs["targetSize"] == fleet.nodes
+    assert mig.inputs["name"] == naming.group_name(env, fleet) and mig.inputs["targetSize"] == 0
     assert mig.inputs["distributionPolicyZones"] == fleet_zones(fleet) and len(fleet_zones(fleet)) >= 2
     assert mig.inputs["versions"][0]["instanceTemplate"] == tpl.outputs["selfLinkUnique"]
 
@@ -690,7 +690,7 @@ def test_azure_scale_set_spot_settings_identity_and_network(runs, env):
     profile = vmss.inputs["virtualMachineProfile"]
     assert profile["priority"] == "Spot" and profile["evictionPolicy"] == "Delete"
     assert profile["billingProfile"]["maxPrice"] == (-1 if fleet.max_price in (None, -1) else fleet.max_price)
-    assert vmss.inputs["sku"] == {"name": fleet.instance_type, "tier": "Standard", "capacity": fleet.nodes}
+    assert vmss.inputs["sku"] == {"name": fleet.instance_type, "tier": "Standard", "capacity": 0}  # created empty
     assert vmss.inputs["vmScaleSetName"] == naming.group_name(env, fleet)
     assert vmss.inputs.get("zones", []) == fleet.zones
     identity = run.one("azure-native:managedidentity:UserAssignedIdentity")

@@ -50,6 +50,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+# The node's save and upload rates are infra's too (the Azure terminate-notice window is sized by them).
+from infra.checkpoint_io import (  # noqa: F401 (re-exported: the planner's tests and benchmarks read them here)
+    AZURE_ACCOUNT_INGRESS_GBPS,
+    COMMIT_S,
+    GCP_MANY_NODES,
+    GCP_MANY_NODES_GBPS,
+    LOCAL_SAVE_GBPS,
+    UPLOAD_GBPS_PER_NODE,
+    upload_gbps_per_node,
+)
+
 HOURS_PER_MONTH = 730.0
 BUCKET_MONTHLY = {0: 0.025, 1: 0.075, 2: 0.125, 3: 0.175, 4: 0.25}
 FAILURES_PER_DEVICE_HOUR = 5e-5
@@ -62,11 +73,6 @@ PROVISION_S = 900.0
 # median of reported / predicted device-hours over the development set of published runs, less one
 # (training_runs.csv; benchmarks/plan_calibration.py prints the fit and each run's error).
 STALL_SHARE = 0.27
-LOCAL_SAVE_GBPS = 2.0  # GB/s a node's ranks write their shards to local NVMe (torch.save; checkpoint_io.md)
-UPLOAD_GBPS_PER_NODE = {"aws": 1.0, "gcp": 0.35, "azure": 0.35}  # GB/s to the bucket (checkpoint_io.md)
-GCP_MANY_NODES, GCP_MANY_NODES_GBPS = 35, 0.19  # Dataflux: 0.35 GB/s per node at 35 nodes, 0.19 at 548
-AZURE_ACCOUNT_INGRESS_GBPS = 7.5  # 60 Gbit/s per storage account (Azure scalability targets, large regions)
-COMMIT_S = 10.0  # PART.json, MANIFEST.json and LATEST round trips, rank 0 verifying every part
 STORAGE_USD_PER_GB_MONTH = {"aws": 0.023, "gcp": 0.020, "azure": 0.018}  # standard object storage
 KEEP_LAST = 3  # checkpoints kept (the schema's default keep_last)
 MAX_SAFE_LOAD = 0.5  # refuse plans that would spend half their time restarting
@@ -101,17 +107,6 @@ class CheckpointTimes:
     @property
     def durable_lag_s(self) -> float:
         return self.upload_s + self.commit_s
-
-
-def upload_gbps_per_node(cloud: str, nodes: int, node_network_gbits: float | None) -> float:
-    rate = UPLOAD_GBPS_PER_NODE.get(cloud, min(UPLOAD_GBPS_PER_NODE.values()))
-    if cloud == "gcp" and nodes > GCP_MANY_NODES:
-        rate = GCP_MANY_NODES_GBPS
-    if cloud == "azure":
-        rate = min(rate, AZURE_ACCOUNT_INGRESS_GBPS / nodes)
-    if node_network_gbits:
-        rate = min(rate, node_network_gbits / 8 / 2)
-    return rate
 
 
 def checkpoint_times(cloud: str, checkpoint_bytes: float, nodes: int, node_network_gbits: float | None,

@@ -7,8 +7,9 @@ spot allocation price-capacity-optimized, capacity rebalancing, the fallback typ
 multi-node fleet gets a cluster placement group, which lives in one zone, so its subnets are in one zone
 (infra/rules/aws.py holds that); a single node may spread over several. With EFA, one EFA interface per
 network card of each type (p4d: 4, p5: 32), a launch template per card layout. The security group admits
-only its own members, plus SSH from the CIDRs the config names (none by default). The desired capacity is
-the node agent's once the group exists (ignore_changes): a refresh never relaunches a finished job.
+only its own members, plus SSH from the CIDRs the config names (none by default). The group is created empty
+and its desired capacity is `start_run`'s and the node agent's (ignore_changes): no `pulumi up` relaunches a
+finished job or resizes a running one. The termination lifecycle hook is a resource of its own.
 """
 
 from __future__ import annotations
@@ -274,7 +275,10 @@ class SpotFleet(pulumi.ComponentResource):
             name=args.group_name,
             min_size=0,
             max_size=args.nodes,
-            desired_capacity=args.nodes,
+            # Created empty: a run starts with the fleet's `start_run` command (README "Starting a run"), once the
+            # termination hook below exists, so no node ever runs without it, and a zero quota fails that command
+            # with AWS's own message instead of a group that launches nothing.
+            desired_capacity=0,
             vpc_zone_identifiers=args.subnet_ids,
             capacity_rebalance=True,
             mixed_instances_policy=aws.autoscaling.GroupMixedInstancesPolicyArgs(
@@ -285,14 +289,6 @@ class SpotFleet(pulumi.ComponentResource):
                 ),
             ),
             placement_group=placement.name if placement else None,
-            initial_lifecycle_hooks=[
-                aws.autoscaling.GroupInitialLifecycleHookArgs(
-                    name=TERMINATION_HOOK,
-                    lifecycle_transition="autoscaling:EC2_INSTANCE_TERMINATING",
-                    heartbeat_timeout=TERMINATION_HOOK_S,
-                    default_result="CONTINUE",  # a node that never answers is still terminated
-                )
-            ],
             health_check_type="EC2",
             # Spot capacity may take a while; `pulumi up` should not fail waiting for it.
             wait_for_capacity_timeout="0",
@@ -301,9 +297,22 @@ class SpotFleet(pulumi.ComponentResource):
                 for k, v in sorted({**tags, "Name": args.group_name}.items())
             ],
             region=region,
-            # The node agent sets the desired capacity to 0 when the job ends; a refresh must not bring every
-            # node back. A new run starts with the fleet's `start_run` command (README "Starting a run").
+            # The capacity is `start_run`'s and the node agent's (it sets 0 when the job ends): with ignore_changes
+            # the update never carries DesiredCapacity (terraform-provider-aws sends only what changed).
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredCapacity"]),
+        )
+        # Its own resource, not the group's initial_lifecycle_hooks, which AWS applies only when a group is created:
+        # PutLifecycleHook creates or updates, so a group deployed before the hook gets it, and a new heartbeat
+        # reaches a running group.
+        aws.autoscaling.LifecycleHook(
+            f"{name}-termination-hook",
+            name=TERMINATION_HOOK,
+            autoscaling_group_name=group.name,
+            lifecycle_transition="autoscaling:EC2_INSTANCE_TERMINATING",
+            heartbeat_timeout=TERMINATION_HOOK_S,
+            default_result="CONTINUE",  # a node that never answers is still terminated
+            region=region,
+            opts=child,
         )
         self.group_name = group.name
         self.group_arn = group.arn

@@ -1,8 +1,9 @@
 """trainfleet:azure:SpotFleet — a virtual machine scale set of Spot VMs.
 
 Uniform orchestration (the node agent lists the scale set's network interfaces for peer discovery and
-patches its capacity to zero when the job ends), Spot priority with eviction Delete and the max price
-from config (-1: up to the on-demand price), custom data from the rendered cloud-init, the fleet's
+patches its capacity to zero when the job ends), created empty and never resized by `pulumi up`
+(infra/azure/scale_set_size.py), Spot priority with eviction Delete, Spot restore, and the max price
+from config (-1: up to the on-demand price), a terminate notification long enough for a checkpoint, custom data from the rendered cloud-init, the fleet's
 user-assigned managed identity, accelerated networking, no public IP, the network security group on
 every NIC, and the custom role for its own scale set assigned to that identity. The node files too big for
 custom data (the agent, the example trainer) are blobs in the fleet's node-files container
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_azure_native as azure_native
 
+from infra.azure.scale_set_size import capacity_to_send
 from infra.errors import ConfigError
 from infra.node_env import AZURE_HPC_IMAGE
 
@@ -76,6 +78,8 @@ class SpotFleetArgs:
     max_price: float | None = None
     image: str | None = None
     root_volume_gb: int = 200
+    terminate_notice_minutes: int = 5  # the terminate notification's window (5-15, infra/checkpoint_io.py)
+    restore_timeout: str = "PT1H"  # how long Spot restore keeps trying to replace evicted VMs (ISO 8601)
     node_assets: dict[str, str] = field(default_factory=dict)  # blob name -> text, fetched at boot
     assets_account_name: pulumi.Input[str] | None = None  # the NodeFiles account and container
     assets_container_name: pulumi.Input[str] | None = None
@@ -142,6 +146,13 @@ class SpotFleet(pulumi.ComponentResource):
                     ),
                 ),
             ),
+            # Scale-in and deletion give the VM a Terminate scheduled event and wait this long before removing
+            # it, so its agent checkpoints first (without it they come with no event at all).
+            scheduled_events_profile=compute.ScheduledEventsProfileArgs(
+                terminate_notification_profile=compute.TerminateNotificationProfileArgs(
+                    enable=True, not_before_timeout=f"PT{args.terminate_notice_minutes}M"
+                )
+            ),
             network_profile=azure_native.compute.VirtualMachineScaleSetNetworkProfileArgs(
                 network_interface_configurations=[
                     azure_native.compute.VirtualMachineScaleSetNetworkConfigurationArgs(
@@ -167,7 +178,11 @@ class SpotFleet(pulumi.ComponentResource):
             resource_group_name=args.resource_group_name,
             location=args.location,
             orchestration_mode="Uniform",
-            sku=azure_native.compute.SkuArgs(name=args.vm_size, tier="Standard", capacity=args.nodes),
+            # Created empty; on update no capacity at all, so the size stays `start_run`'s and the agent's
+            # (infra/azure/scale_set_size.py says why ignore_changes cannot do that on Azure).
+            sku=azure_native.compute.SkuArgs(
+                name=args.vm_size, tier="Standard", capacity=capacity_to_send(args.resource_group_name, args.group_name, self)
+            ),
             overprovision=False,
             single_placement_group=args.nodes <= SINGLE_PLACEMENT_GROUP_MAX,
             platform_fault_domain_count=1,
@@ -178,9 +193,12 @@ class SpotFleet(pulumi.ComponentResource):
                 user_assigned_identities=[args.identity_id],
             ),
             virtual_machine_profile=profile,
+            # An evicted Spot VM (eviction Delete) is replaced when capacity returns, so an elastic job grows back.
+            spot_restore_policy=compute.SpotRestorePolicyArgs(enabled=True, restore_timeout=args.restore_timeout)
+            if args.spot
+            else None,
             tags=args.tags,
-            # The node agent sets the capacity to 0 when the job ends; a refresh must not relaunch the fleet.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["sku.capacity"]),
+            opts=pulumi.ResourceOptions(parent=self),
         )
         azure_native.authorization.RoleAssignment(
             f"{name}-own-group",

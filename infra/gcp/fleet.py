@@ -164,7 +164,9 @@ class SpotFleet(pulumi.ComponentResource):
                     name="primary", instance_template=template.self_link_unique
                 )
             ],
-            target_size=args.nodes,
+            # Created empty: a run starts with the fleet's `start_run` command (README "Starting a run"); a zero GPU
+            # quota then fails that resize with GCP's own message instead of a group that creates nothing.
+            target_size=0,
             distribution_policy_zones=list(args.zones),
             distribution_policy_target_shape="ANY_SINGLE_ZONE" if multi_node else "ANY",
             update_policy=gcp.compute.RegionInstanceGroupManagerUpdatePolicyArgs(
@@ -175,7 +177,8 @@ class SpotFleet(pulumi.ComponentResource):
                 max_unavailable_fixed=max(len(args.zones), 1),
             ),
             wait_for_instances=False,
-            # The node agent resizes the group to 0 when the job ends; a refresh must not relaunch the fleet.
+            # The size is `start_run`'s and the node agent's (it resizes to 0 when the job ends): with ignore_changes
+            # an update never resizes (the provider calls resize only when targetSize changed).
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["targetSize"]),
         )
         self.group_name = group.name

@@ -524,6 +524,10 @@ free(
     "aws:ec2/keyPair:KeyPair",
 )
 free(
+    "a lifecycle hook carries no charge (the node it holds is priced on its group)",
+    "aws:autoscaling/lifecycleHook:LifecycleHook",
+)
+free(
     "IAM carries no charge",
     "aws:iam/role:Role",
     "aws:iam/policy:Policy",

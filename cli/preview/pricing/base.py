@@ -289,16 +289,15 @@ def declared_size(
 ) -> tuple[int, str]:
     """(nodes, note) of a trainfleet fleet's group: the nodes its stack declares, which `start_run` launches.
 
-    The group's own size input (`what`: desiredCapacity, targetSize, sku.capacity) is declared with
-    ignore_changes, since the node agent owns it once the group exists (it scales to 0 when the job ends): a
-    real `pulumi preview` keeps the deployed value there, so a change of `nodes` never shows in it, and a
-    finished job's group reads 0. The stack's `nodes` is what the fleet runs; the note says when they differ."""
+    The group's own size input (`what`: desiredCapacity, targetSize, sku.capacity) is 0 at creation and never
+    in an update (ignore_changes on AWS and GCP, left out on Azure): `start_run` and the node agent own the size,
+    so a real `pulumi preview` shows 0 or the deployed value there, never a change of `nodes`. The stack's `nodes` is what the fleet runs; the note says when they differ."""
     fleet = fleet_of(ctx, fleet_name)
     if fleet is None or fleet.nodes == nodes:
         return nodes, ""
     return fleet.nodes, (
         f"{fleet.nodes} nodes as the stack declares (fleets[{fleet.name}].nodes, what `start_run` launches), "
-        f"not the group's {what} {nodes}, its running size kept by ignore_changes"
+        f"not the group's {what} {nodes}: pulumi up never sizes a group (created empty, sized by start_run)"
     )
 
 
