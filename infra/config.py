@@ -306,9 +306,10 @@ class Budget(_Section):
     fail_above_usd: Usd | None = None
     # AWS budgets filter on the trainfleet-stack cost allocation tag, which counts only once activated. AWS
     # offers a key for activation only after it has appeared on billed resources (about a day after the first
-    # tagged resource runs), so on an account that has never run trainfleet set this false for the first
-    # `pulumi up` and true the day after (README "Budgets").
-    activate_cost_allocation_tag: bool = True
+    # tagged resource runs): on an account that has never billed it, UpdateCostAllocationTagsStatus fails
+    # ("Tag keys not found") and with it the first `pulumi up`. So it is off until the user says the key has
+    # been billed; `stacks check` warns meanwhile and names the command (README "Budgets").
+    activate_cost_allocation_tag: bool = False
 
 
 class BillingExport(_Section):

@@ -24,6 +24,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import settings as pulumi_settings
+from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -52,6 +53,7 @@ class DeclaredResource:
     id: str | None = None
     ignore_changes: list[str] = field(default_factory=list)  # the ignoreChanges resource option
     depends_on: list[str] = field(default_factory=list)  # URNs of explicit dependencies
+    provider: str = ""  # the provider reference (`urn::id`), "" for the default provider
 
     @property
     def is_component(self) -> bool:
@@ -68,6 +70,8 @@ class DeclaredResource:
 class Invocation:
     token: str
     args: dict[str, Any]
+    depends_on: list[str] = field(default_factory=list)  # URNs the invoke waits for (InvokeOutputOptions)
+    provider: str = ""  # the provider reference (`urn::id`), "" for the default provider
 
 
 @dataclass
@@ -683,7 +687,6 @@ class CloudMocks(pulumi.runtime.Mocks):
         return rid, {**inputs, **extra}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list[tuple[str, str]] | None]:
-        self.invocations.append(Invocation(args.token, dict(args.args)))
         try:
             return _call(args.token, dict(args.args), self.images, self.subnet_zones, self.scale_sets), []
         except InvokeFailure as failure:  # how the SDK receives a provider's error: `invoke of <token> failed: ...`
@@ -695,7 +698,23 @@ class _CapturingMonitor(pulumi_mocks.MockMonitor):
 
     def __init__(self, mocks: CloudMocks) -> None:
         super().__init__(mocks)
+        self.cloud_mocks = mocks
         self.captured: list[DeclaredResource] = []
+
+    def GetDeploymentInfo(self, request):  # noqa: N802 (gRPC method name)
+        """The stock features plus invoke dependencies, as the engine has: the SDK then sends an invoke's
+        dependsOn (here recorded; a mock resource is complete once registered, so nothing needs gating)."""
+        info = super().GetDeploymentInfo(request)
+        info.supportedFeatures.append(resource_pb2.RESOURCE_MONITOR_FEATURE_INVOKE_DEPENDS_ON)
+        return info
+
+    def Invoke(self, request):  # noqa: N802 (gRPC method name)
+        if request.tok != "pulumi:pulumi:getResource":
+            args = _plain(pulumi.runtime.rpc.deserialize_properties(request.args))
+            self.cloud_mocks.invocations.append(
+                Invocation(request.tok, args, list(request.dependsOn), request.provider)
+            )
+        return super().Invoke(request)
 
     def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
         response = super().RegisterResource(request)
@@ -716,6 +735,7 @@ class _CapturingMonitor(pulumi_mocks.MockMonitor):
                 id=registered.id if registered else None,
                 ignore_changes=list(request.ignoreChanges),
                 depends_on=list(request.dependencies),
+                provider=request.provider,
             )
         )
         return response

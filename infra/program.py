@@ -388,7 +388,7 @@ def _gcp_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
     }
 
 
-def _gcp_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) -> None:
+def _gcp_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any], apis=None) -> None:
     labels = naming.gcp_labels(config.resource_tags(stack))
     if config.budget is not None:
         from infra.gcp.budget import Budget, BudgetArgs
@@ -400,6 +400,7 @@ def _gcp_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) ->
                 stack_label=labels[TAG_STACK],
                 **_budget_terms(config),
                 labels=labels,
+                after=list(apis.services) if apis is not None else [],
             ),
         )
         exports["budgets"]["gcp"] = budget.budget_name
@@ -566,8 +567,18 @@ def _azure_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) 
         }
 
 
+def _enable_gcp_apis(config: StackConfig):
+    """Enable the Google APIs the stack calls (a new project has most of them off) before any GCP resource."""
+    from infra.gcp.services import ProjectServices, ProjectServicesArgs, apis_for
+
+    apis = apis_for(budget=config.budget is not None, billing_export=config.billing_export.enabled)
+    services = ProjectServices("gcp-services", ProjectServicesArgs(apis))
+    pulumi.runtime.register_stack_transformation(services.wait_for_services)
+    return services
+
+
 _FLEET = {"aws": _aws_fleet, "gcp": _gcp_fleet, "azure": _azure_fleet}
-_STACK_WIDE = {"aws": _aws_stack_wide, "gcp": _gcp_stack_wide, "azure": _azure_stack_wide}
+_STACK_WIDE = {"aws": _aws_stack_wide, "azure": _azure_stack_wide}  # GCP's takes its APIs too (declare)
 
 
 def declare(stack: str, config: StackConfig) -> dict[str, Any]:
@@ -579,6 +590,7 @@ def declare(stack: str, config: StackConfig) -> dict[str, Any]:
         "budgets": {},
         "billing_exports": {},
     }
+    gcp_apis = _enable_gcp_apis(config) if any(f.cloud == "gcp" for f in config.fleets) else None
     for fleet in config.fleets:
         outputs = _FLEET[fleet.cloud](stack, config, fleet)
         exports["fleets"][fleet.name] = {
@@ -592,7 +604,10 @@ def declare(stack: str, config: StackConfig) -> dict[str, Any]:
             **outputs,
         }
     for cloud in sorted({f.cloud for f in config.fleets}):
-        _STACK_WIDE[cloud](stack, config, exports)
+        if cloud == "gcp":
+            _gcp_stack_wide(stack, config, exports, gcp_apis)
+        else:
+            _STACK_WIDE[cloud](stack, config, exports)
     prices = [f["hourly_price"]["usd_per_hour"] for f in exports["fleets"].values()]
     exports["hourly_price_usd"] = None if any(p is None for p in prices) else round(sum(prices), 4)
     return exports

@@ -48,6 +48,16 @@ def test_every_stack_file_runs_and_reports_its_resource_count(checked):
         == 1
     )
     assert checked["azure-dev"]["by_type"]["azure-native:compute:VirtualMachineScaleSet"] == 1
+    # Issue 28: what a fresh account needs by hand before the first `pulumi up` (tests/test_first_deploy.py)
+    assert len(checked["azure-dev"]["first_deploy_steps"]) == 5
+    assert all(not checked[s]["first_deploy_steps"] for s in ("prod", "dev", "gaudi", "gcp-dev"))
+
+
+def test_the_table_names_each_first_deploy_step_with_its_command():
+    result = run_trainfleet("stacks", "check", "--stack", "azure-dev")
+    assert result.code == 0, result.stderr
+    assert "Before the first `pulumi up` of azure-dev" in result.stdout
+    assert "az provider register --namespace Microsoft.Compute --wait" in result.stdout
 
 
 def test_table_for_one_stack(checked):

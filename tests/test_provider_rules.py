@@ -89,8 +89,9 @@ def test_one_node_may_span_zones_it_has_no_placement_group():
 def test_existing_subnets_of_unknown_zones_are_a_warning_not_a_guess():
     config = _config("prod", network={"name": "vpc-0abc", "subnets": ["subnet-0aaa", "subnet-0bbb"]})
     run = run_program("prod", config)
-    assert [w.rule for w in run.warnings] == ["aws-placement-group-one-zone"]
-    assert "not known here" in run.warnings[0].line
+    (warning,) = [w for w in run.warnings if w.rule != "aws-budget-tag-active"]
+    assert warning.rule == "aws-placement-group-one-zone"
+    assert "not known here" in warning.line
 
 
 def test_stacks_check_refuses_the_two_zone_prod_with_one_line_and_exit_2(tmp_path):
@@ -235,24 +236,25 @@ def test_the_group_holds_its_own_terminations_for_the_agent(runs):
 
 
 def test_budgets_activate_their_tag_and_say_so_when_they_cannot(runs):
-    """Issue 12 #5: a budget filtered on user:trainfleet-stack sees $0 until the tag is active."""
-    run = runs["prod"]
+    """Issue 12 #5: a budget filtered on user:trainfleet-stack sees $0 until the tag is active. Issue 28 #6: the
+    activation fails on an account that has never billed the key, so it is off until the stack turns it on."""
+    quiet = runs["prod"]
+    assert not quiet.of_type("aws:costexplorer/costAllocationTag:CostAllocationTag")
+    assert "aws-budget-tag-active" in [f.rule.rsplit(":", 1)[-1] for f in rules.check(quiet)]
+    sections = _config("prod").to_sections()
+    sections["budget"]["activate_cost_allocation_tag"] = True
+    run = run_program("prod", StackConfig.from_sections(sections))
     (tag,) = run.of_type("aws:costexplorer/costAllocationTag:CostAllocationTag")
     assert (tag.inputs["tagKey"], tag.inputs["status"]) == ("trainfleet-stack", "Active")
     budget = run.one("aws:budgets/budget:Budget", "aws-budget")
     assert tag.urn in budget.depends_on
-    sections = _config("prod").to_sections()
-    sections["budget"]["activate_cost_allocation_tag"] = False
-    quiet = run_program("prod", StackConfig.from_sections(sections))
-    assert not quiet.of_type("aws:costexplorer/costAllocationTag:CostAllocationTag")
-    assert [w.rule for w in quiet.warnings] == ["aws-budget-tag-active"]
+    assert "aws-budget-tag-active" not in [w.rule for w in run.warnings]
 
 
 def test_stacks_check_prints_the_budget_warning_and_passes(tmp_path):
     (tmp_path / "Pulumi.yaml").write_text("name: trainfleet\nruntime: python\nmain: infra/\nstackConfigDir: stacks\n")
     (tmp_path / "stacks").mkdir()
-    text = (STACKS / "Pulumi.dev.yaml").read_text()
-    text = re.sub(r"(  trainfleet:budget:\n)", r"\1    activate_cost_allocation_tag: false\n", text)
+    text = (STACKS / "Pulumi.dev.yaml").read_text()  # the tag's activation is off by default (issue 28 #6)
     (tmp_path / "stacks" / "Pulumi.dev.yaml").write_text(text)
     result = run_trainfleet("stacks", "check", cwd=tmp_path, timeout=300)
     assert result.code == 0, result.stderr

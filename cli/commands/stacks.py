@@ -1,7 +1,8 @@
 """`trainfleet stacks check`: run the Pulumi program for every stack file under Pulumi's mock runtime.
 
 No Pulumi CLI, no credentials, nothing created: the same program `pulumi up` runs, answered by
-`infra.mock_runtime`, listing what each stack declares. A stack file that does not validate, a config the
+`infra.mock_runtime`, listing what each stack declares, and the steps a fresh account needs by hand before
+its first `pulumi up` (infra/first_deploy.py). A stack file that does not validate, a config the
 program rejects, or a declared resource that breaks a provider rule (infra/rules: a cluster placement group
 over two zones, an invalid storage account name, ...) is one line on stderr naming the resource, the rule
 and the fix, and exit code 2. Rules' warnings print as `warning:` lines on stderr and pass.
@@ -38,6 +39,7 @@ def check_stacks(stack: str | None = None, start: Path | None = None, progress=N
     # Every file validates before any program runs, so a typo fails fast and alone.
     files = [read_stack_file(p) for p in paths]
 
+    from infra.first_deploy import first_deploy_steps
     from infra.mock_runtime import run_program
 
     results = []
@@ -60,6 +62,7 @@ def check_stacks(stack: str | None = None, start: Path | None = None, progress=N
                 "by_type": _counts(cloud),
                 "hourly_price_usd": run.exports.get("hourly_price_usd"),
                 "warnings": [w.line for w in run.warnings],
+                "first_deploy_steps": [step.line for step in first_deploy_steps(run)],
                 "exports": run.exports,
             }
         )
@@ -138,3 +141,13 @@ def check_command(
         ),
         wide=wide,
     )
+    _print_first_deploy_steps(results)
+
+
+def _print_first_deploy_steps(results: list[dict[str, Any]]) -> None:
+    """What a fresh account needs done by hand before each stack's first `pulumi up` (infra/first_deploy.py)."""
+    for r in results:
+        if r["first_deploy_steps"]:
+            print(f"\nBefore the first `pulumi up` of {r['stack']} (once per account; skip any already done):")
+            for line in r["first_deploy_steps"]:
+                print(f"  {line}")

@@ -2,7 +2,7 @@
 
 Uniform orchestration (the node agent lists the scale set's network interfaces for peer discovery and
 patches its capacity to zero when the job ends), created empty and never resized by `pulumi up`
-(infra/azure/scale_set_size.py), Spot priority with eviction Delete, Spot restore, and the max price
+(infra/azure_scale_set_size.py), Spot priority with eviction Delete, Spot restore, and the max price
 from config (-1: up to the on-demand price), a terminate notification long enough for a checkpoint, custom data from the rendered cloud-init, the fleet's
 user-assigned managed identity, accelerated networking, no public IP, the network security group on
 every NIC, and the custom role for its own scale set assigned to that identity. The node files too big for
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_azure_native as azure_native
 
-from infra.azure.scale_set_size import capacity_to_send
+from infra.azure_scale_set_size import capacity_to_send
 from infra.errors import ConfigError
 from infra.node_env import AZURE_HPC_IMAGE
 
@@ -179,7 +179,7 @@ class SpotFleet(pulumi.ComponentResource):
             location=args.location,
             orchestration_mode="Uniform",
             # Created empty; on update no capacity at all, so the size stays `start_run`'s and the agent's
-            # (infra/azure/scale_set_size.py says why ignore_changes cannot do that on Azure).
+            # (infra/azure_scale_set_size.py says why ignore_changes cannot do that on Azure).
             sku=azure_native.compute.SkuArgs(
                 name=args.vm_size, tier="Standard", capacity=capacity_to_send(args.resource_group_name, args.group_name, self)
             ),

@@ -2,11 +2,17 @@
 
 One email notification channel per recipient; a threshold rule at every configured percentage on
 current spend, and at the highest one also on forecasted spend.
+
+With user credentials (`gcloud auth application-default login`, the common way) the Billing Budget API answers
+403 "Your application is authenticating by using local Application Default Credentials. The
+billingbudgets.googleapis.com API requires a quota project, which is not set by default": pulumi-gcp's Budget
+docs say to set `billing_project` and `user_project_override` on the provider. The component does that on a
+provider of its own (the stack's project as the quota project), so no stack has to.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
@@ -22,6 +28,7 @@ class BudgetArgs:
     thresholds_percent: list[float]
     recipients: list[str]
     labels: dict[str, str]
+    after: list[pulumi.Resource] = field(default_factory=list)  # what the project lookup waits for (its APIs)
 
 
 class Budget(pulumi.ComponentResource):
@@ -29,8 +36,18 @@ class Budget(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: BudgetArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("trainfleet:gcp:Budget", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        project = gcp.organizations.get_project_output(opts=pulumi.InvokeOptions(parent=self))
+        stack_project = gcp.organizations.get_client_config_output(opts=pulumi.InvokeOptions(parent=self)).project
+        quota_project = gcp.Provider(
+            f"{name}-quota-project",
+            project=stack_project,
+            billing_project=stack_project,
+            user_project_override=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        child = pulumi.ResourceOptions(parent=self, provider=quota_project)
+        project = gcp.organizations.get_project_output(
+            opts=pulumi.InvokeOutputOptions(parent=self, provider=quota_project, depends_on=args.after)
+        )
         channels = [
             gcp.monitoring.NotificationChannel(
                 f"{name}-email-{i}",

@@ -136,6 +136,8 @@ def budget_tag_is_activated(run):
                         f"the budget counts only spend tagged {key}, and this stack does not activate that "
                         "cost allocation tag: it alerts only once someone activates it (Billing > Cost "
                         "allocation tags)",
-                        "set trainfleet:budget.activate_cost_allocation_tag: true once the key has been billed",
+                        "once the key has been billed (about a day after the first run) set "
+                        "trainfleet:budget.activate_cost_allocation_tag: true, or run `aws ce "
+                        f"update-cost-allocation-tags-status --cost-allocation-tags-status TagKey={key},Status=Active`",
                         severity="warning",
                     )

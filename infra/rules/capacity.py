@@ -9,7 +9,7 @@ never carries its size:
 - AWS and GCP: the size is declared 0 with ignore_changes; the providers send a size only when it changed.
 - Azure: azure-native updates with a PUT of the whole body, and ignore_changes fills the ignored input with the
   old one, so a capacity under ignore_changes goes out on every update. The capacity is 0 at creation and absent
-  from any update instead (infra/azure/scale_set_size.py).
+  from any update instead (infra/azure_scale_set_size.py).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def capacity_is_start_runs(run):
                     where(group),
                     f"{path} is under ignore_changes: azure-native PUTs the whole body, so every update sends the "
                     "old capacity and relaunches a fleet the job scaled to zero",
-                    f"leave {path} out of the update request (infra/azure/scale_set_size.py), not ignore_changes",
+                    f"leave {path} out of the update request (infra/azure_scale_set_size.py), not ignore_changes",
                 )
             elif token not in PUT_WHOLE_BODY and size is not None and path not in group.ignore_changes:
                 yield Finding(
