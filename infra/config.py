@@ -147,6 +147,12 @@ class Fleet(_Section):
     root_volume_gb: int = Field(default=200, ge=30, le=16384)
     ssh_cidrs: list[str] = Field(default_factory=list, description="SSH is closed unless CIDRs are named")
     spot_termination_action: Literal["DELETE", "STOP"] = "DELETE"
+    # GCP: where the node's right to list and resize its group holds. "project": every managed instance group of
+    # the project (IAM conditions cannot name a group; `stacks check` warns). "group-tag": only its own group,
+    # through a Resource Manager tag bound to the group at creation and an IAM condition on that tag
+    # (infra/gcp/iam.py); set it when the group is created (a tag added later replaces the group), and the
+    # deployer needs the Tag Administrator and Tag User roles.
+    gcp_group_access: Literal["project", "group-tag"] = "project"
     network: Network | None = None
 
     @field_validator("ssh_cidrs")
@@ -212,6 +218,8 @@ class Fleet(_Section):
             raise ValueError(f"on_demand_base {self.on_demand_base} exceeds nodes {self.nodes}")
         if len(set(self.zones)) != len(self.zones):
             raise ValueError(f"zones {shown(self.zones)} list a zone twice")
+        if self.gcp_group_access != "project" and self.cloud != "gcp":
+            raise ValueError(f"gcp_group_access applies to GCP fleets only, not {self.cloud}; remove it")
         return self
 
     @property

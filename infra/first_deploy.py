@@ -6,7 +6,8 @@ tests/fixtures/fresh_account/PROVENANCE.md): GCP with only the services enabled 
 (`gcloud auth application-default login`), Azure with only the resource providers registered by default, AWS
 with no cost allocation tag ever billed. The program enables the GCP APIs itself (infra/gcp/services.py) and
 gives the budget a quota project; azure-native has no resource that registers a resource provider, so those are
-steps `trainfleet stacks check` names (`first_deploy_steps`). `deploy_errors` reads a program run the way the
+steps `trainfleet stacks check` names (`first_deploy_steps`), as is the Gaudi image no one publishes, which
+the user builds into their own account. `deploy_errors` reads a program run the way the
 providers would create it and returns the error each resource would meet, in the provider's own words.
 Group sizes are not here: every group is created empty (infra/rules/capacity.py), so quotas stop `start_run`,
 not `pulumi up` (infra/quotas.py lists them).
@@ -14,10 +15,14 @@ not `pulumi up` (infra/quotas.py lists them).
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from infra.gcp.services import SERVICE, SERVICE_OF_INVOKE, service_of
+
+# terraform-provider-aws's aws_ami data source when nothing matches (infra/mock_runtime.py AMI_NO_RESULTS).
+AMI_NO_RESULTS = "Your query returned no results. Please change your search criteria and try again."
 
 if TYPE_CHECKING:
     from infra.mock_runtime import DeclaredResource, ProgramRun
@@ -60,6 +65,7 @@ class Account:
     gcp_user_credentials: bool  # ADC from `gcloud auth application-default login` (no quota project)
     azure_providers: frozenset[str]
     aws_billed_tag_keys: frozenset[str]
+    aws_own_images: frozenset[str] = frozenset()  # names of the AMIs the account owns
 
     def after(self, steps: list[Step]) -> Account:
         """The account once the user has run `steps`."""
@@ -67,8 +73,8 @@ class Account:
         for step in steps:
             if step.kind == "azure-provider":
                 done = replace(done, azure_providers=done.azure_providers | {step.target})
-            elif step.kind == "gcp-service":
-                done = replace(done, gcp_services=done.gcp_services | {step.target})
+            elif step.kind == "aws-own-image":
+                done = replace(done, aws_own_images=done.aws_own_images | {step.target})
         return done
 
 
@@ -80,8 +86,8 @@ class Step:
     """One thing the user does once per account before the first `pulumi up`, and the command that does it."""
 
     cloud: str
-    kind: str  # azure-provider
-    target: str  # e.g. Microsoft.Compute
+    kind: str  # azure-provider | aws-own-image
+    target: str  # e.g. Microsoft.Compute, trainfleet-gaudi-1.18.0-20261128
     what: str
     command: str
 
@@ -96,10 +102,23 @@ def azure_provider_of(token: str) -> str | None:
     return AZURE_PROVIDER_OF_MODULE.get(token.split(":")[1])
 
 
+def _own_image_lookups(run: ProgramRun) -> list[tuple[str, str]]:
+    """(region, name filter) of each AMI the program looks up among the account's own (a Gaudi fleet's image)."""
+    return [
+        (str(call.args.get("region")), f["values"][0])
+        for call in run.invocations
+        if call.token == "aws:ec2/getAmi:getAmi" and list(call.args.get("owners") or []) == ["self"]
+        for f in call.args.get("filters") or []
+        if f.get("name") == "name"
+    ]
+
+
 def first_deploy_steps(run: ProgramRun) -> list[Step]:
     """The steps this stack needs in a fresh account that the program cannot take itself, one per line."""
+    from infra.aws.gaudi import BUILD_GAUDI_AMI
+
     needed = sorted({p for r in run.cloud_resources if (p := azure_provider_of(r.type)) is not None})
-    return [
+    steps = [
         Step(
             "azure",
             "azure-provider",
@@ -110,6 +129,19 @@ def first_deploy_steps(run: ProgramRun) -> list[Step]:
         for provider in needed
         if provider not in FRESH.azure_providers
     ]
+    for region, name in sorted(set(_own_image_lookups(run))):
+        built = name.replace("*", "yyyymmdd")  # what the build names it (`date +%Y%m%d`; any suffix matches)
+        steps.append(
+            Step(
+                "aws",
+                "aws-own-image",
+                built,
+                f"build the Gaudi image in {region} (AWS publishes none; the program boots the newest AMI of "
+                f"your account named {name})",
+                BUILD_GAUDI_AMI,
+            )
+        )
+    return steps
 
 
 # ------------------------------------------------------------------------------- what the providers answer
@@ -197,6 +229,9 @@ def deploy_errors(run: ProgramRun, account: Account) -> list[str]:
             key = r.inputs.get("tagKey", "")
             errors = [] if key in account.aws_billed_tag_keys else [_aws_tag_not_found(key)]
         out += [f"{r.type} {r.name}: {e}" for e in errors]
+    for region, name in _own_image_lookups(run):
+        if not any(fnmatch.fnmatchcase(own, name) for own in account.aws_own_images):  # EC2's * and ?
+            out.append(f"invoke aws:ec2/getAmi:getAmi ({region}, owners self, name {name}): {AMI_NO_RESULTS}")
     for call in run.invocations:
         for api in SERVICE_OF_INVOKE.get(call.token, ()):
             if not _enabled_before(api, call.depends_on, run, account):

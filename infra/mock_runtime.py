@@ -257,6 +257,11 @@ def _gcp_outputs(token: str, name: str, inputs: dict) -> tuple[str, dict]:
     if token == "gcp:billing/budget:Budget":
         bid = f"billingAccounts/{inputs.get('billingAccount', MOCK_GCP_BILLING_ACCOUNT)}/budgets/{_short_hash(name, n=12)}"
         return bid, {"name": bid}
+    if token in ("gcp:tags/tagKey:TagKey", "gcp:tags/tagValue:TagValue"):
+        # Resource Manager answers with a numeric id (the provider's `name`); the resource is tagKeys/N, tagValues/N.
+        number = str(int(_short_hash(token, name, n=12), 16))[:15]
+        collection = "tagKeys" if token.endswith("TagKey") else "tagValues"
+        return f"{collection}/{number}", {"name": number, "namespacedName": f"{project}/{inputs.get('shortName')}"}
     if token == "gcp:monitoring/notificationChannel:NotificationChannel":
         cid = f"projects/{project}/notificationChannels/{_short_hash(name, n=16)}"
         return cid, {"name": cid}
@@ -422,15 +427,31 @@ class MockImage:
         )
 
 
-# The public AMIs the program looks up by default: the PyTorch DLAMIs around infra/aws/fleet.py GPU_AMI_NAME
-# (infra/node_env.py AWS_GPU_AMI_NAME: the pinned torch minor, Ubuntu) and the Habana DLAMI that
-# stacks/Pulumi.gaudi.yaml pins by id. Names follow the DLAMI release notes
-# (https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-notes.html); the PyTorch 2.13 Ubuntu
-# name is assumed from that pattern (see images.json). Ubuntu DLAMIs: root /dev/sda1; Amazon Linux /dev/xvda.
-# The ids are stand-ins. The Habana one was deprecated two years after creation, the latest a public AMI may
-# be (EnableImageDeprecation), so only a lookup with include_deprecated finds it. tests/fixtures/aws_amis/
-# images.json holds these with their provenance, and real AMIs besides.
+# The public AMIs the program looks up by default, by name: the Base OSS DLAMIs around infra/aws/fleet.py
+# GPU_AMI_NAME (infra/node_env.py AWS_GPU_AMI_NAME: Ubuntu 24.04, x86_64), and DLAMIs the filter must not pick: the
+# ARM64 build and two PyTorch DLAMIs, one of them newer than every Base image. Every name is one AWS publishes
+# (tests/fixtures/published_images/aws_dlami_names.json, with where each was seen); Ubuntu DLAMIs: root /dev/sda1,
+# Amazon Linux /dev/xvda. The ids are stand-ins: no published list gives one id that holds in every region (an
+# AMI id holds in one). They are of one made-up family, ami-0dea1a0000000xxxx, which infra/rules/images.py refuses
+# in a stack (rule image-placeholder-id): no stack may pin an id only this table knows. A stack's Gaudi fleet pins
+# the user's own AMI, which no table here holds (the lookup answers it as a private image, unknown until apply).
+# tests/fixtures/aws_amis/images.json holds these with their provenance, and real AMIs besides.
 DEFAULT_IMAGES: tuple[MockImage, ...] = (
+    MockImage(
+        "ami-0dea1a0000000a002",
+        "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) 20260918",
+        "898082745236", "amazon", "x86_64", "available", "2026-09-18T00:00:00.000Z", "/dev/sda1",
+    ),
+    MockImage(
+        "ami-0dea1a0000000a004",
+        "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) 20261002",
+        "898082745236", "amazon", "x86_64", "available", "2026-10-02T00:00:00.000Z", "/dev/sda1",
+    ),
+    MockImage(
+        "ami-0dea1a0000000a003",
+        "Deep Learning ARM64 Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) 20260918",
+        "898082745236", "amazon", "arm64", "available", "2026-09-21T00:00:00.000Z", "/dev/sda1",
+    ),
     MockImage(
         "ami-0dea1a0000000c001",
         "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.12 (Ubuntu 24.04) 20260822",
@@ -440,17 +461,6 @@ DEFAULT_IMAGES: tuple[MockImage, ...] = (
         "ami-0dea1a0000000c002",
         "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.13 (Amazon Linux 2023) 20261003",
         "898082745236", "amazon", "x86_64", "available", "2026-10-03T00:00:00.000Z", "/dev/xvda",
-    ),
-    MockImage(
-        "ami-0dea1a0000000c003",
-        "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.13 (Ubuntu 24.04) 20261003",
-        "898082745236", "amazon", "x86_64", "available", "2026-10-03T00:00:00.000Z", "/dev/sda1",
-    ),
-    MockImage(
-        "ami-0dea1a0000000b001",
-        "Deep Learning AMI Habana PyTorch 1.10.0 SynapseAI 1.2.0 (Ubuntu 18.04)",
-        "898082745236", "amazon", "x86_64", "available", "2022-01-27T00:00:00.000Z", "/dev/sda1",
-        deprecation_time="2024-01-27T00:00:00.000Z",
     ),
 )  # fmt: skip
 
@@ -546,12 +556,17 @@ def _describe_image(images: tuple[MockImage, ...], args: dict) -> dict:
             # What EC2 answers for a filter name it does not have (this mock implements the ones above).
             raise AmiLookupError(f"InvalidParameterValue: The filter '{f['name']}' is invalid")
     region = args.get("region") or "us-east-1"
-    owners = list(args.get("owners") or [])
+    # `self`: the caller's own account (DescribeImages Owners).
+    owners = [MOCK_AWS_ACCOUNT if o == "self" else o for o in args.get("owners") or []]
     found = [i for i in images if _image_matches(i, region, owners, filters)]
     if not args.get("includeDeprecated"):
         found = [i for i in found if not _deprecated(i)]
     if not found and _is_private_pin(images, owners, filters):
         return _private_image(filters[0]["values"][0])
+    if not found and owners == [MOCK_AWS_ACCOUNT]:
+        # The user's own images by name (a Gaudi fleet's): only their account can answer; whether it has one is
+        # the first deploy's question (infra/first_deploy.py), not this offline run's.
+        return _private_image(UNKNOWN_UNTIL_APPLY)
     if not found:
         raise AmiLookupError(
             f"aws.ec2.get_ami: {AMI_NO_RESULTS} (region {region}, owners {owners}, filters {filters})"

@@ -46,33 +46,54 @@ GAUDI_DEEPSPEED_VERSION = "0.14.4"
 GAUDI_DEEPSPEED_SPEC = f"git+https://github.com/HabanaAI/DeepSpeed.git@{GAUDI_SOFTWARE_VERSION}"
 
 # ------------------------------------------------------------------------------------------ the images
-# AWS: the DLAMI with PyTorch TORCH_MINOR, NVIDIA's open-source driver, CUDA, EFA and NCCL, on Ubuntu. Name
-# format from the DLAMI release notes (https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-
-# notes.html, read 2026-11-24), e.g. "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.12 (Ubuntu 24.04)
-# 20260822"; PyTorch in the venv /opt/pytorch (python_location /opt/pytorch/bin/python). The ARM64 line
-# ("Deep Learning ARM64 AMI OSS ...") and the Amazon Linux builds are not matched. The notes read here list
-# 2.13 for Amazon Linux 2023 (20261003) and Ubuntu 24.04 builds of 2.9, 2.11 and 2.12: the Ubuntu build of
-# 2.13 is assumed to follow. Without one, the lookup fails at `pulumi up`, naming this filter.
-AWS_GPU_AMI_NAME = f"Deep Learning OSS Nvidia Driver AMI GPU PyTorch {TORCH_MINOR} (Ubuntu *"
-# AWS Gaudi: the Habana DLAMI line ("Deep Learning AMI Habana PyTorch <v> SynapseAI <v> (Ubuntu <v>)") is old
-# (no release of it in the DLAMI release notes read 2026-11-24), and a public AMI is deprecated at most two
-# years after its creation (EnableImageDeprecation, https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
-# API_EnableImageDeprecation.html): a name filter finds nothing, or only deprecated images. Gaudi fleets pin
-# an AMI id instead (fleets[].image, stacks/Pulumi.gaudi.yaml); this name is only for finding one.
-HABANA_AMI_NAME = "Deep Learning AMI Habana PyTorch * SynapseAI * (Ubuntu *"
+# Each cloud boots a published image that carries the NVIDIA driver, CUDA, the fabric libraries (EFA and NCCL's
+# plugin; InfiniBand and HPC-X on Azure) and no PyTorch the nodes use: the boot installs TORCH_VERSION from PyPI
+# into the venv (above). No published image carries torch 2.13, and none needs to. What the image must carry is
+# a driver new enough for that wheel: torch 2.13.0's Linux x86_64 wheel on PyPI is a CUDA 13 build (it requires
+# nvidia-nccl-cu13 and nvidia-cudnn-cu13, `pip install --dry-run --report`, 2026-11-28), and CUDA 13.0 needs
+# an R580 driver or newer. Each name below is one the cloud publishes, checked against the published lists
+# vendored in tests/fixtures/published_images/ (where and when each was seen: PROVENANCE.md there;
+# tests/test_published_images.py). fleets[].image takes any other image.
 
-# GCP: a Deep Learning VM image family with PyTorch TORCH_MINOR. Families are named
-# pytorch-<major>-<minor>-cu<cuda>-ubuntu-<release>-nvidia-<driver> (pytorch-2-7-cu128-ubuntu-2204-nvidia-570);
-# no doc in this repo lists the current ones, so this one is an ASSUMPTION: CUDA 13.0 (a build PyTorch
-# publishes for 2.13), driver branch 580 (the first for CUDA 13.0), Ubuntu 22.04. Check it with
-# `gcloud compute images describe-from-family FAMILY --project deeplearning-platform-release`. A wrong name
-# fails at `pulumi up`; fleets[].image takes any other image, and the boot installs the pinned torch if needed.
-GCP_DL_IMAGE_FAMILY = f"pytorch-{TORCH_MINOR.replace('.', '-')}-cu130-ubuntu-2204-nvidia-580"
+# AWS: the DLAMI "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) <date>" by Amazon: NVIDIA's open
+# driver (595.91.07 in the 20260915 build, default CUDA 13.2), EFA, the OFI NCCL plugin; Python 3.12
+# (/usr/bin/python3.12) and no PyTorch. The fleet takes the newest image the filter finds (x86_64, available,
+# owner amazon): the ARM64 line ("Deep Learning ARM64 Base ..."), the Ubuntu 22.04 build and the PyTorch DLAMIs
+# ("Deep Learning OSS Nvidia Driver AMI GPU PyTorch <minor> (...)") do not match. AWS also publishes the newest
+# one's id per region as the public SSM parameter AWS_GPU_AMI_SSM_PARAMETER (the DLAMI guide, "Find the ID of a
+# DLAMI": /aws/service/deeplearning/ami/<architecture>/<name less "deep", "learning", "ami">/latest/ami-id).
+# The PyTorch DLAMIs are no better a choice: their newest Ubuntu builds carry PyTorch 2.12 or older, which the
+# boot would not use either.
+AWS_GPU_AMI_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) *"
+AWS_GPU_AMI_SSM_PARAMETER = (
+    "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
+)
+# AWS Gaudi: no published AMI carries Intel Gaudi software GAUDI_SOFTWARE_VERSION. The Habana DLAMI line
+# ("Deep Learning AMI Habana PyTorch <v> SynapseAI <v> (Ubuntu <v>)"; the names seen carry SynapseAI 0.15 to
+# 1.6, 2021-2022) left the DLAMI release notes, and a public AMI is deprecated at most two years after its
+# creation (EnableImageDeprecation, https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+# API_EnableImageDeprecation.html). A Gaudi fleet boots the user's own image: the newest one in their account
+# named GAUDI_AMI_NAME (infra/aws/gaudi.py says how to build it; `stacks check` names it as a first-deploy step),
+# or one pinned by id in fleets[].image. HABANA_AMI_NAME only finds the old public ones, which the boot would
+# refuse (their PyTorch is not Habana's 2.4).
+HABANA_AMI_NAME = "Deep Learning AMI Habana PyTorch * SynapseAI * (Ubuntu *"
+GAUDI_AMI_PREFIX = f"trainfleet-gaudi-{GAUDI_SOFTWARE_VERSION}-"
+GAUDI_AMI_NAME = f"{GAUDI_AMI_PREFIX}*"  # e.g. trainfleet-gaudi-1.18.0-20261128, owned by the deploying account
+
+# GCP: the Deep Learning VM base family "Base-cu129 (Python 3.12 / Ubuntu 24.04)" in deeplearning-platform-release:
+# driver branch 580, CUDA 12.9, no PyTorch; patches and availability until August 4, 2028 ("Choose an image",
+# https://docs.cloud.google.com/deep-learning-vm/docs/images). Families are named <framework>-<cuda>-<os>-nvidia-
+# <driver>; in the tables read none carries PyTorch 2.13 (the newest PyTorch family there is
+# pytorch-2-9-cu129-ubuntu-2404-nvidia-580) and none is a CUDA 13 one. A family resolves to its newest image at each `pulumi up`
+# (`gcloud compute images describe-from-family FAMILY --project deeplearning-platform-release`).
+GCP_DL_IMAGE_FAMILY = "common-cu129-ubuntu-2404-nvidia-580"
 GCP_DL_IMAGE = f"projects/deeplearning-platform-release/global/images/family/{GCP_DL_IMAGE_FAMILY}"
 
-# Azure: Microsoft's Ubuntu HPC image (NVIDIA driver, CUDA, InfiniBand/OFED, NCCL), which has no PyTorch: the
-# boot installs the pinned torch from PyPI into the venv. (publisher, offer, sku, version)
-AZURE_HPC_IMAGE = ("microsoft-dsvm", "ubuntu-hpc", "2204", "latest")
+# Azure: Microsoft's Ubuntu HPC image for Ubuntu 24.04 (NVIDIA driver 580.173.02, CUDA 13.0, InfiniBand with
+# DOCA/OFED, HPC-X, NCCL; no PyTorch), which Azure/azhpc-images lists as microsoft-dsvm:ubuntu-hpc:2404:latest
+# beside the 22.04 one; Azure Batch names 2404 the successor of the 22.04 HPC images. (publisher, offer, sku,
+# version)
+AZURE_HPC_IMAGE = ("microsoft-dsvm", "ubuntu-hpc", "2404", "latest")
 
 # Where the venv goes on a node.
 VENV = "/opt/trainfleet/venv"
@@ -139,10 +160,11 @@ NVIDIA_PINS = dict(
 )
 
 IMAGES: dict[str, NodeImage] = {
-    # DLAMI: PyTorch in the venv /opt/pytorch (release notes: python_location /opt/pytorch/bin/python).
+    # Base DLAMI: no PyTorch, the system python3 (3.12) builds the venv. A PyTorch DLAMI pinned in fleets[].image
+    # keeps PyTorch in the venv /opt/pytorch (release notes: python_location /opt/pytorch/bin/python): tried first.
     "aws": NodeImage(**NVIDIA_PINS, pythons=("/opt/pytorch/bin/python3", "python3")),
-    # Deep Learning VM: assumed to keep PyTorch in its conda base (/opt/conda), as the DLVM images have; a
-    # /opt/pytorch venv or the system python are tried next.
+    # Deep Learning VM: a conda base (/opt/conda) as older DLVM images had, a /opt/pytorch venv, or the system
+    # python, in that order; the base family has no PyTorch, so the first that exists builds a plain venv.
     "gcp": NodeImage(
         **NVIDIA_PINS, pythons=("/opt/conda/bin/python3", "/opt/pytorch/bin/python3", "python3")
     ),

@@ -345,6 +345,7 @@ def _gcp_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
             group_name=group,
             bucket=bucket.bucket_name,
             prefix=prefix,
+            limit_to_tagged_group=fleet.gcp_group_access == "group-tag",
         ),
     )
     # A regional group: the node agent takes its full path (a bare name means a zonal group).
@@ -374,6 +375,7 @@ def _gcp_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
             image=fleet.image,
             root_volume_gb=fleet.root_volume_gb,
             ssh_cidrs=list(fleet.ssh_cidrs),
+            resource_manager_tags=account.group_tags,
         ),
     )
     return {

@@ -21,6 +21,7 @@ from infra.mock_runtime import DEFAULT_IMAGES, MOCK_AWS_ACCOUNT, MockImage, Prog
 from infra.program import fleet_zones, offers_efa
 from infra.stack_file import list_stack_files, read_stack_file
 from tests.conftest import REPO, STACKS
+from tests.test_published_images import USER_GAUDI_AMI
 
 STACK_FILES = {p.name.removeprefix("Pulumi.").removesuffix(".yaml"): p for p in list_stack_files(STACKS)}
 REQUIRED_STACKS = {"dev", "prod", "gcp-dev", "azure-dev", "gaudi"}
@@ -58,13 +59,14 @@ AMI_TABLE = json.loads((REPO / "tests" / "fixtures" / "aws_amis" / "images.json"
 IMAGES = tuple(MockImage.from_api(record) for record in AMI_TABLE["images"])
 
 # Worked by hand from tests/fixtures/aws_amis/images.json: the newest x86_64 image, owned by amazon, whose name
-# matches the program's name filter. dev/prod: "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.13 (Ubuntu *"
-# finds the 2.13 Ubuntu 24.04 image (2026-10-03), not the 2.12 one, the 2.13 Amazon Linux build or the ARM64
-# line (their names differ); gaudi pins ami-0dea1a0000000b001 (the Habana image) by id, found though deprecated.
+# matches the program's name filter. dev/prod: "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) *"
+# finds the 20261002 build, not the 20260918 one, the PyTorch DLAMIs (the Amazon Linux 2023 one is newer), the
+# ARM64 line or the Ubuntu 22.04 one (their names differ); gaudi boots its user's own AMI, the newest of the
+# account named trainfleet-gaudi-1.18.0-* in us-west-2 (the stack names none: tests/test_published_images.py).
 EXPECTED_AMI = {
-    "dev": ("ami-0dea1a0000000c003", "/dev/sda1"),
-    "prod": ("ami-0dea1a0000000c003", "/dev/sda1"),
-    "gaudi": ("ami-0dea1a0000000b001", "/dev/sda1"),
+    "dev": ("ami-0dea1a0000000a004", "/dev/sda1"),
+    "prod": ("ami-0dea1a0000000a004", "/dev/sda1"),
+    "gaudi": (USER_GAUDI_AMI, "/dev/sda1"),
 }
 
 
@@ -72,8 +74,8 @@ EXPECTED_AMI = {
 def runs() -> dict[str, tuple]:
     out = {}
     for env, path in STACK_FILES.items():
-        sf = read_stack_file(path)
-        out[env] = (sf.config, run_program(env, sf.config, images=IMAGES))
+        config = read_stack_file(path).config
+        out[env] = (config, run_program(env, config, images=IMAGES))
     return out
 
 
@@ -375,7 +377,7 @@ def test_a_name_filter_matching_nothing_fails_like_the_real_lookup():
     assert amazon_linux
     with pytest.raises(Exception, match=re.escape("Your query returned no results")) as err:
         run_program("dev", read_stack_file(STACK_FILES["dev"]).config, images=amazon_linux)
-    assert "Deep Learning OSS Nvidia Driver AMI GPU PyTorch" in str(err.value)  # says what was asked
+    assert "Deep Learning Base OSS Nvidia Driver GPU AMI" in str(err.value)  # says what was asked
 
 
 def test_the_default_images_are_the_vendored_ones():
@@ -562,11 +564,11 @@ def test_gaudi_group_boots_the_habana_image(runs):
     fleet = run.one("trainfleet:aws:SpotFleet")
     assert fleet.parent == gaudi.urn
     (ami,) = [i for i in run.invocations if i.token == "aws:ec2/getAmi:getAmi"]
-    # Pinned by id in stacks/Pulumi.gaudi.yaml (no name filter: the Habana line's images are deprecated).
-    assert ami.args["filters"] == [{"name": "image-id", "values": [EXPECTED_AMI["gaudi"][0]]}]
-    assert ami.args["includeDeprecated"] is True
+    # Its user's own AMI, the newest of the account named for the Gaudi software (no published AMI carries it).
+    assert ami.args["owners"] == ["self"] and ami.args["includeDeprecated"] is False
+    assert {"name": "name", "values": ["trainfleet-gaudi-1.18.0-*"]} in ami.args["filters"]
     lt = run.one("aws:ec2/launchTemplate:LaunchTemplate")
-    assert lt.inputs["imageId"] == run.exports["fleets"]["gaudi"]["image"]
+    assert lt.inputs["imageId"] == run.exports["fleets"]["gaudi"]["image"] == EXPECTED_AMI["gaudi"][0]
     asg = run.one("aws:autoscaling/group:Group")
     assert {o["instanceType"] for o in asg.inputs["mixedInstancesPolicy"]["launchTemplate"]["overrides"]} == {
         "dl1.24xlarge"

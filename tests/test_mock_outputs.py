@@ -37,7 +37,10 @@ def output_properties(cls) -> set[str]:
 
 @pytest.fixture(scope="module")
 def runs():
-    return {sf.env: run_program(sf.env, sf.config) for sf in map(read_stack_file, list_stack_files(STACKS.parent))}
+    return {
+        sf.env: run_program(sf.env, sf.config)
+        for sf in map(read_stack_file, list_stack_files(STACKS.parent))
+    }
 
 
 def test_every_mocked_output_is_a_property_the_provider_returns(runs):

@@ -30,7 +30,6 @@ from infra import node_env
 from infra.aws import fleet as aws_fleet
 from infra.azure import fleet as azure_fleet
 from infra.config import StackConfig
-from infra.errors import ConfigError
 from infra.gcp import fleet as gcp_fleet
 from infra.mock_runtime import (
     DEFAULT_IMAGES,
@@ -47,7 +46,14 @@ from infra.stack_file import read_stack_file
 from infra.userdata import NODE_ETC, NODE_HOME, NODE_STATE, is_gaudi, render_fleets, render_user_data
 from tests.conftest import STACKS
 from tests.needs import need_module
+from tests.test_published_images import USER_GAUDI_AMI
 from tests.test_userdata_render import STACK_FLEETS  # every (stack, fleet) in stacks/
+
+# The account's own Gaudi image, built and named as infra/aws/gaudi.py says (tests/fixtures/aws_amis/images.json).
+USER_IMAGE = MockImage(
+    USER_GAUDI_AMI, "trainfleet-gaudi-1.18.0-20261120", "123456789012", None, "x86_64", "available",
+    "2026-11-20T00:00:00.000Z", "/dev/sda1", regions=("us-west-2",),
+)  # fmt: skip
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -164,13 +170,14 @@ def test_the_trainer_runs_from_the_venv(stack, fleet):
     )
 
 
-def test_the_images_follow_the_pinned_torch():
+def test_the_fleets_boot_the_pinned_images():
+    """Published images with the driver and no PyTorch of the pin's (tests/test_published_images.py): the nodes
+    install the pinned torch."""
     minor = node_env.TORCH_MINOR
     assert node_env.TORCH_VERSION.startswith(minor + ".")
-    assert aws_fleet.GPU_AMI_NAME == f"Deep Learning OSS Nvidia Driver AMI GPU PyTorch {minor} (Ubuntu *"
-    assert gcp_fleet.DL_IMAGE.endswith(
-        "/family/pytorch-" + minor.replace(".", "-") + "-cu130-ubuntu-2204-nvidia-580"
-    )
+    assert aws_fleet.GPU_AMI_NAME == node_env.AWS_GPU_AMI_NAME
+    assert node_env.AWS_GPU_AMI_NAME == "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) *"
+    assert gcp_fleet.DL_IMAGE.endswith("/family/common-cu129-ubuntu-2404-nvidia-580")
     image = azure_fleet.DEFAULT_IMAGE
     assert (image.publisher, image.offer, image.sku, image.version) == node_env.AZURE_HPC_IMAGE
     assert node_env.node_image("azure").pythons == ("python3",)  # no PyTorch there: the pin gets installed
@@ -532,7 +539,13 @@ def test_gaudi_builds_on_habanas_torch(tmp_path):
 # ----------------------------------------------------------------------------- AMIs and the image rule
 
 
-HABANA = next(i for i in DEFAULT_IMAGES if "Habana" in i.name)
+# A public Habana DLAMI, deprecated (tests/fixtures/aws_amis/images.json): no stack boots one any more (none carries
+# the Gaudi software the nodes need), but the lookup rules are the same for any deprecated public AMI.
+HABANA = next(
+    MockImage.from_api(record)
+    for record in json.loads((REPO / "tests" / "fixtures" / "aws_amis" / "images.json").read_text())["images"]
+    if "Habana" in record["Name"]
+)
 
 
 def _lookup(images, name: str, include_deprecated: bool | None = None) -> dict:
@@ -551,8 +564,8 @@ def test_a_deprecated_ami_is_found_only_with_include_deprecated():
     assert HABANA.deprecation_time == "2024-01-27T00:00:00.000Z"  # two years after its 2022-01-27 creation
     for flag in (None, False):
         with pytest.raises(AmiLookupError, match="Your query returned no results"):
-            _lookup(DEFAULT_IMAGES, node_env.HABANA_AMI_NAME, flag)
-    assert _lookup(DEFAULT_IMAGES, node_env.HABANA_AMI_NAME, True)["id"] == HABANA.image_id
+            _lookup((*DEFAULT_IMAGES, HABANA), node_env.HABANA_AMI_NAME, flag)
+    assert _lookup((*DEFAULT_IMAGES, HABANA), node_env.HABANA_AMI_NAME, True)["id"] == HABANA.image_id
     # Deprecation in the future: not deprecated yet, found either way.
     later = MockImage(
         **{**HABANA.__dict__, "image_id": "ami-0later", "deprecation_time": "2999-01-01T00:00:00.000Z"}
@@ -573,24 +586,25 @@ def test_the_program_asks_for_deprecated_amis_only_for_a_pinned_id():
     (ami,) = [i for i in dev.invocations if i.token == "aws:ec2/getAmi:getAmi"]
     assert ami.args["includeDeprecated"] is False
     assert {"name": "name", "values": [node_env.AWS_GPU_AMI_NAME]} in ami.args["filters"]
-    # The newest PyTorch DLAMI of the pinned minor on Ubuntu: not 2.12, not the Amazon Linux build.
-    assert dev.one("aws:ec2/launchTemplate:LaunchTemplate").inputs["imageId"] == "ami-0dea1a0000000c003"
-    gaudi = run_program("gaudi", read_stack_file(STACKS / "Pulumi.gaudi.yaml").config)
+    # The newest Base DLAMI on Ubuntu 24.04: not an older one, not the (newer) PyTorch Amazon Linux build.
+    assert dev.one("aws:ec2/launchTemplate:LaunchTemplate").inputs["imageId"] == "ami-0dea1a0000000a004"
+    gaudi = run_program("gaudi", read_stack_file(STACKS / "Pulumi.gaudi.yaml").config, images=(USER_IMAGE,))
     (ami,) = [i for i in gaudi.invocations if i.token == "aws:ec2/getAmi:getAmi"]
-    assert ami.args["includeDeprecated"] is True
-    assert ami.args["filters"] == [{"name": "image-id", "values": [HABANA.image_id]}]
-    assert gaudi.one("aws:ec2/launchTemplate:LaunchTemplate").inputs["imageId"] == HABANA.image_id
+    # No published AMI carries Gaudi software 1.18.0: the newest of the account's own named for it.
+    assert ami.args["owners"] == ["self"] and ami.args["includeDeprecated"] is False
+    assert {"name": "name", "values": [node_env.GAUDI_AMI_NAME]} in ami.args["filters"]
+    assert gaudi.one("aws:ec2/launchTemplate:LaunchTemplate").inputs["imageId"] == USER_GAUDI_AMI
     assert not [w for w in [*dev.warnings, *gaudi.warnings] if w.rule == IMAGE_RULE]
 
 
-def test_a_gaudi_fleet_without_a_pinned_ami_is_refused_naming_the_fix():
+def test_a_gaudi_fleet_can_pin_its_image_by_id_instead():
     sections = read_stack_file(STACKS / "Pulumi.gaudi.yaml").config.to_sections()
-    sections["fleets"] = [{**sections["fleets"][0], "image": None}]
-    with pytest.raises(
-        ConfigError, match=r"fleet 'gaudi': a Gaudi fleet boots an AMI pinned by id: set fleets\[\]\.image"
-    ) as err:
-        run_program("gaudi", StackConfig.from_sections(sections))
-    assert "--include-deprecated" in str(err.value) and "\n" not in str(err.value)
+    sections["fleets"][0]["image"] = USER_GAUDI_AMI
+    gaudi = run_program("gaudi", StackConfig.from_sections(sections), images=(USER_IMAGE,))
+    (ami,) = [i for i in gaudi.invocations if i.token == "aws:ec2/getAmi:getAmi"]
+    assert ami.args["includeDeprecated"] is True  # a pinned image is found even once deprecated
+    assert ami.args["filters"] == [{"name": "image-id", "values": [USER_GAUDI_AMI]}]
+    assert gaudi.one("aws:ec2/launchTemplate:LaunchTemplate").inputs["imageId"] == USER_GAUDI_AMI
 
 
 def _run_with(*calls: dict) -> ProgramRun:
@@ -654,6 +668,8 @@ def test_the_mock_runtime_reports_the_image_rules_warning():
         )
         return {"ami": ami.id}
 
-    run = run_program("s", read_stack_file(STACKS / "Pulumi.dev.yaml").config, declare=declare)
+    run = run_program(
+        "s", read_stack_file(STACKS / "Pulumi.dev.yaml").config, declare=declare, images=(*DEFAULT_IMAGES, HABANA)
+    )
     assert run.exports["ami"] == HABANA.image_id
     assert [w.rule for w in run.warnings] == [IMAGE_RULE]

@@ -543,6 +543,71 @@ def test_gcp_custom_role_that_changes_iam_fails(stacks, permission):
     assert len(found) == 1 and permission in found[0]
 
 
+@pytest.mark.parametrize(
+    ("permission", "why"),
+    [
+        ("compute.instanceGroupManagers.delete", "beyond what a node needs"),
+        ("compute.instanceGroupManagers.create", "beyond what a node needs"),
+        ("compute.instances.create", "beyond what a node needs"),
+        ("compute.instances.setMetadata", "beyond what a node needs"),
+        ("compute.autoscalers.update", "beyond what a node needs"),
+        ("compute.instanceGroupManagers.*", "wildcard"),
+    ],
+)
+def test_gcp_node_role_with_a_group_permission_beyond_its_own_fails(stacks, permission, why):
+    """Issue 28 #5: a GCP node role holds instanceGroupManagers.get/update and instances.get, nothing else of
+    Compute Engine; one more permission on groups or instances is refused, as UpdateAutoScalingGroup is on AWS."""
+    role = stacks["gcp-dev"].one("gcp:projects/iAMCustomRole:IAMCustomRole", "gdev-node-group-role")
+    assert resource_violations(iam.POLICY, role) == []
+    found = resource_violations(iam.POLICY, role, with_input(role, "permissions", [*role.inputs["permissions"], permission]))
+    assert len(found) == 1 and permission in found[0] and why in found[0]
+
+
+@pytest.mark.parametrize("role", ["roles/compute.admin", "roles/compute.instanceAdmin.v1"])
+def test_gcp_instance_admin_role_fails(stacks, role):
+    member = stacks["gcp-dev"].one("gcp:projects/iAMMember:IAMMember", "gdev-node-group")
+    found = resource_violations(iam.POLICY, member, with_input(member, "role", role))
+    assert len(found) == 1 and role in found[0]
+
+
+def test_the_program_grants_gcp_nodes_only_what_the_pack_allows():
+    from infra.gcp.iam import NODE_PERMISSIONS
+
+    assert set(NODE_PERMISSIONS) == iam.GCP_NODE_COMPUTE_PERMISSIONS
+
+
+@pytest.mark.parametrize(
+    ("action", "why"),
+    [
+        ("Microsoft.Compute/virtualMachineScaleSets/write", "grants microsoft.compute/virtualmachinescalesets/write"),
+        ("Microsoft.Compute/virtualMachineScaleSets/delete", "grants microsoft.compute/virtualmachinescalesets/delete"),
+        ("Microsoft.Compute/virtualMachineScaleSets/*", "grants microsoft.compute/virtualmachinescalesets/write"),
+        ("Microsoft.Compute/virtualMachineScaleSets/virtualMachines/*", "beyond what a node needs"),
+        ("Microsoft.Compute/virtualMachineScaleSets/deallocate/action", "beyond what a node needs"),
+        ("Microsoft.Compute/virtualMachineScaleSets/virtualMachines/runCommand/action", "beyond what a node needs"),
+        ("Microsoft.Compute/virtualMachines/write", "beyond what a node needs"),
+        ("Microsoft.Network/networkInterfaces/write", "beyond what a node needs"),
+    ],
+)
+def test_azure_node_role_with_an_action_beyond_its_own_fails(stacks, action, why):
+    """Issue 28 #5: the Azure node role reads its scale set and deletes its instances; `write` (which rewrites the
+    whole scale set: model, custom data, capacity up), any wildcard and any other action are refused."""
+    definition = stacks["azure-dev"].one(iam.AZURE_ROLE_DEFINITION)
+    assert resource_violations(iam.POLICY, definition) == []
+    inputs = copy.deepcopy(definition.inputs)
+    inputs["permissions"][0]["actions"].append(action)
+    found = resource_violations(iam.POLICY, definition, inputs)
+    assert len(found) == 1 and action in found[0] and why in found[0]
+
+
+def test_the_azure_node_role_holds_no_write_and_only_what_the_pack_allows(stacks):
+    definition = stacks["azure-dev"].one(iam.AZURE_ROLE_DEFINITION)
+    (permission,) = definition.inputs["permissions"]
+    actions = {a.lower() for a in permission["actions"]}
+    assert actions <= iam.AZURE_NODE_ACTIONS and "microsoft.compute/virtualmachinescalesets/write" not in actions
+    assert "microsoft.compute/virtualmachinescalesets/delete/action" in actions and not permission.get("dataActions")
+
+
 @pytest.mark.parametrize("action", ["*", "Microsoft.Compute/*", "Microsoft.Authorization/*"])
 def test_azure_role_definition_with_wildcard_actions_fails(stacks, action):
     definition = stacks["azure-dev"].one(iam.AZURE_ROLE_DEFINITION)

@@ -11,13 +11,14 @@ and the fix, and exit code 2. Rules' warnings print as `warning:` lines on stder
 from __future__ import annotations
 
 import sys
+import textwrap
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from cli.app import app
-from cli.output import Col, WideOpt, money, print_json, show, table
+from cli.output import Col, WideOpt, money, output_width, print_json, show, table
 
 stacks_app = typer.Typer(
     help="Check the stack files in stacks/ against the Pulumi program.", no_args_is_help=True
@@ -26,7 +27,8 @@ app.add_typer(stacks_app, name="stacks")
 
 
 def check_stacks(stack: str | None = None, start: Path | None = None, progress=None) -> list[dict[str, Any]]:
-    """Validate the stack file(s), run the program for each under mocks, summarise what it declares."""
+    """Validate the stack file(s), run the program for each under mocks, summarise what it declares, what a
+    fresh account needs by hand first and the quotas its fleets need at full size."""
     from infra.errors import ConfigError
     from infra.stack_file import list_stack_files, read_stack_file, stack_path, stacks_dir
 
@@ -41,6 +43,7 @@ def check_stacks(stack: str | None = None, start: Path | None = None, progress=N
 
     from infra.first_deploy import first_deploy_steps
     from infra.mock_runtime import run_program
+    from infra.quotas import quota_needs
 
     results = []
     for sf in files:
@@ -63,6 +66,8 @@ def check_stacks(stack: str | None = None, start: Path | None = None, progress=N
                 "hourly_price_usd": run.exports.get("hourly_price_usd"),
                 "warnings": [w.line for w in run.warnings],
                 "first_deploy_steps": [step.line for step in first_deploy_steps(run)],
+                "quota_needs": quota_needs(sf.config, gcp_project=sf.other_config.get("gcp:project")),
+                "gcp_project": sf.other_config.get("gcp:project"),
                 "exports": run.exports,
             }
         )
@@ -91,9 +96,18 @@ def check_command(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print JSON for machines instead of a table.")
     ] = False,
+    live: Annotated[
+        bool,
+        typer.Option(
+            "--live",
+            help="Read the current quota limits with your credentials (AWS Service Quotas, GCP regions API, "
+            "Azure usages API); exit 1 if any falls short.",
+        ),
+    ] = False,
     wide: WideOpt = False,
 ) -> None:
-    """Run the program for each stacks/Pulumi.*.yaml under Pulumi's mock runtime; count what it declares."""
+    """Run the program for each stacks/Pulumi.*.yaml under Pulumi's mock runtime; count what it declares, name
+    what a fresh account needs first and the quotas each fleet needs."""
     status = None
     if sys.stderr.isatty() and not json_out:
         from rich.console import Console
@@ -110,9 +124,57 @@ def check_command(
     for r in results:
         for line in r["warnings"]:
             print(f"warning: stack {r['stack']}: {line}", file=sys.stderr)
+    checks = _read_quota_limits(results) if live else {}
     if json_out:
-        print_json([{k: v for k, v in r.items() if k != "exports"} for r in results])
-        return
+        print_json([_json_row(r, checks.get(r["stack"])) for r in results])
+    else:
+        _print_table(results, wide)
+        _print_first_deploy_steps(results)
+        _print_quotas(results, checks)
+    if any(c.status == "short" for stack_checks in checks.values() for c in stack_checks):
+        raise typer.Exit(1)
+
+
+def _read_quota_limits(results: list[dict[str, Any]]) -> dict[str, list]:
+    """Each stack's quota needs against the limits its cloud accounts have now (cli/quota_limits.py)."""
+    from cli.quota_limits import read_limits
+
+    return {r["stack"]: read_limits(r["quota_needs"], gcp_project=r["gcp_project"]) for r in results}
+
+
+def _need_line(need) -> str:
+    head = f"{need.cloud} {need.region} {need.name}" + (f" ({need.code})" if need.code else "")
+    return f"{head}: {need.needed} {need.unit} ({need.purchase}); {need.fix}"
+
+
+def _json_row(r: dict[str, Any], checks: list | None) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    row = {k: v for k, v in r.items() if k not in ("exports", "quota_needs", "gcp_project")}
+    row["quotas"] = [{**asdict(n), "line": _need_line(n)} for n in r["quota_needs"]]
+    if checks is not None:
+        row["quota_checks"] = [
+            {"code": c.need.code, "region": c.need.region, "limit": c.limit, "usage": c.usage,
+             "status": c.status, "line": c.line}
+            for c in checks
+        ]  # fmt: skip
+    return row
+
+
+def _print_quotas(results: list[dict[str, Any]], checks: dict[str, list]) -> None:
+    """Per stack, the quotas its fleets need at full size; with --live, each against its current limit."""
+    for r in results:
+        if not r["quota_needs"]:
+            continue
+        where = "now" if r["stack"] in checks else "(--live reads the current limits)"
+        print()
+        _print_item(f"Quotas {r['stack']}'s fleets need at full size, before `start_run` {where}:", "")
+        lines = [c.line for c in checks[r["stack"]]] if r["stack"] in checks else map(_need_line, r["quota_needs"])
+        for line in lines:
+            _print_item(line)
+
+
+def _print_table(results: list[dict[str, Any]], wide: bool) -> None:
     show(
         table(
             f"{len(results)} stack{'s' if len(results) != 1 else ''}: resources declared under Pulumi's mock runtime",
@@ -141,13 +203,19 @@ def check_command(
         ),
         wide=wide,
     )
-    _print_first_deploy_steps(results)
+
+
+def _print_item(line: str, indent: str = "  ") -> None:
+    """One heading, step or quota, wrapped at spaces to the output width (a command's words stay whole)."""
+    print(textwrap.fill(line, output_width(), initial_indent=indent, subsequent_indent=indent + "  ",
+                        break_long_words=False, break_on_hyphens=False))  # fmt: skip
 
 
 def _print_first_deploy_steps(results: list[dict[str, Any]]) -> None:
     """What a fresh account needs done by hand before each stack's first `pulumi up` (infra/first_deploy.py)."""
     for r in results:
         if r["first_deploy_steps"]:
-            print(f"\nBefore the first `pulumi up` of {r['stack']} (once per account; skip any already done):")
+            print()
+            _print_item(f"Before the first `pulumi up` of {r['stack']} (once per account; skip any already done):", "")
             for line in r["first_deploy_steps"]:
-                print(f"  {line}")
+                _print_item(line)

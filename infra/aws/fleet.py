@@ -24,8 +24,8 @@ from infra.catalog.network_cards import network_cards
 from infra.node_env import AWS_GPU_AMI_NAME
 from infra.placement import shares_cluster_placement_group
 
-# AWS Deep Learning AMI with PyTorch, the NVIDIA driver, CUDA, EFA and NCCL (Ubuntu), by Amazon: the newest one
-# for the torch minor infra/node_env.py pins, whose PyTorch the nodes' venv is built on.
+# AWS's Base OSS Deep Learning AMI (Ubuntu 24.04), by Amazon: the NVIDIA driver, CUDA, EFA and NCCL, no PyTorch;
+# the nodes install the torch infra/node_env.py pins into their venv (the published names: node_env).
 GPU_AMI_NAME = AWS_GPU_AMI_NAME
 AMI_OWNERS = ["amazon"]
 SPOT_ALLOCATION_STRATEGY = "price-capacity-optimized"
@@ -54,6 +54,7 @@ class SpotFleetArgs:
     max_price: float | None = None  # USD/hour; None or -1: up to the on-demand price
     image_id: str | None = None  # an AMI id; None: the newest AMI matching image_name_filter
     image_name_filter: str = GPU_AMI_NAME
+    image_owners: list[str] = field(default_factory=lambda: list(AMI_OWNERS))  # whose AMIs the filter looks at
     root_volume_gb: int = 200
     ssh_cidrs: list[str] = field(default_factory=list)
     efa: bool = False
@@ -114,7 +115,7 @@ class SpotFleet(pulumi.ComponentResource):
         )
         ami = aws.ec2.get_ami_output(
             most_recent=True,
-            owners=None if args.image_id else AMI_OWNERS,
+            owners=None if args.image_id else args.image_owners,
             # DescribeImages leaves deprecated AMIs out unless asked: a name filter must never pick one (AWS
             # deprecates public AMIs within two years); an id the stack pins is found even once deprecated.
             include_deprecated=bool(args.image_id),

@@ -1,12 +1,14 @@
 """trainfleet:aws:GaudiGroup — a spot fleet of Intel Gaudi (dl1.24xlarge) nodes.
 
-Same group, role and network as a GPU fleet, but booted from a Habana deep-learning AMI (Intel Gaudi driver,
-SynapseAI and Habana's PyTorch) that the stack pins by id (`fleets[].image`). Not looked up by name: the
-Habana DLAMI line is old (no release in the DLAMI release notes read 2026-11-24) and AWS deprecates public
-AMIs within two years of creation, so a name filter finds nothing, or only deprecated images
-(infra/node_env.py). A pinned id is found even once deprecated (SpotFleet looks it up with
-include_deprecated), so nodes replaced mid-run boot the same image. The image must carry Intel Gaudi software
-GAUDI_SOFTWARE_VERSION: the boot script refuses any other PyTorch.
+Same group, role and network as a GPU fleet, but booted from an AMI with the Intel Gaudi driver, software and
+Habana's PyTorch, which the stack pins by id (`fleets[].image`). No such AMI is published: the Habana DLAMI line
+left the DLAMI release notes (the images seen carry SynapseAI 0.15 to 1.6, of 2021-2022, and AWS deprecates
+public AMIs within two years of creation), and the image must carry Intel Gaudi software GAUDI_SOFTWARE_VERSION,
+since the boot script refuses any other PyTorch. So a Gaudi fleet boots the user's own image, built on Ubuntu
+22.04 with Intel's installer (BUILD_GAUDI_AMI) and named GAUDI_AMI_NAME in their account, where the program
+finds the newest (stacks/Pulumi.gaudi.yaml ships without an id: it names none it cannot vouch for; `stacks
+check` names the build as a first-deploy step). `fleets[].image` pins one by id instead, found even once
+deprecated (SpotFleet looks it up with include_deprecated), so nodes replaced mid-run boot the same image.
 """
 
 from __future__ import annotations
@@ -16,20 +18,28 @@ import dataclasses
 import pulumi
 
 from infra.aws.fleet import SpotFleet, SpotFleetArgs
-from infra.errors import ConfigError
-from infra.node_env import GAUDI_SOFTWARE_VERSION, HABANA_AMI_NAME
+from infra.node_env import GAUDI_AMI_NAME, GAUDI_AMI_PREFIX, GAUDI_SOFTWARE_VERSION
 
 GAUDI_INSTANCE_PREFIXES = ("dl1.",)
-# How to find an id to pin (any region: --region); --include-deprecated, as the line's images are deprecated.
-FIND_HABANA_AMI = (
-    "aws ec2 describe-images --owners amazon --include-deprecated "
-    f"--filters 'Name=name,Values={HABANA_AMI_NAME}' --query 'Images[].[ImageId,Name,DeprecationTime]'"
+# How to get an image to pin: Intel's installer on Ubuntu 22.04 (Support Matrix v1.18.0: Ubuntu 22.04 or 24.04,
+# PyTorch 2.4.0), as "Driver and Software Installation" and "Bare Metal Installation" describe it
+# (https://docs.habana.ai/en/latest/Installation_Guide/Bare_Metal_Fresh_OS.html, .../Installation_Methods/
+# Bare_Metal_Installation.html, read 2026-11-24; the installer of a release is at vault.habana.ai/artifactory/
+# gaudi-installer/<release>/habanalabs-installer.sh), then an AMI of that instance in the fleet's region (an AMI
+# id holds in one region).
+BUILD_GAUDI_AMI = (
+    f"on a dl1.24xlarge running Ubuntu 22.04, run Intel's habanalabs-installer.sh {GAUDI_SOFTWARE_VERSION} "
+    "(install --type base, install -t dependencies, install --type pytorch), then "
+    f"`aws ec2 create-image --instance-id <that instance> --name {GAUDI_AMI_PREFIX}$(date +%Y%m%d)`"
 )
 
 
 @dataclasses.dataclass
 class GaudiGroupArgs(SpotFleetArgs):
-    image_name_filter: str = HABANA_AMI_NAME
+    # Without fleets[].image: the newest AMI of the deploying account named GAUDI_AMI_NAME, the name the build
+    # above gives it (`stacks check` names that step; `pulumi up` fails with EC2's "no results" until it is done).
+    image_name_filter: str = GAUDI_AMI_NAME
+    image_owners: list[str] = dataclasses.field(default_factory=lambda: ["self"])
 
 
 class GaudiGroup(pulumi.ComponentResource):
@@ -42,12 +52,6 @@ class GaudiGroup(pulumi.ComponentResource):
         types = [args.instance_type, *args.fallback_instance_types]
         if not all(t.startswith(GAUDI_INSTANCE_PREFIXES) for t in types):
             raise ValueError(f"a Gaudi group runs Gaudi instance types only, not {types}")
-        if not args.image_id:
-            raise ConfigError(
-                f"fleet {name!r}: a Gaudi fleet boots an AMI pinned by id: set fleets[].image to a Habana AMI "
-                f"with Intel Gaudi software {GAUDI_SOFTWARE_VERSION} (find one: {FIND_HABANA_AMI}); the "
-                "Habana DLAMI line is old, so a name filter finds none or only deprecated images"
-            )
         fleet = SpotFleet(
             name,
             SpotFleetArgs(**{f.name: getattr(args, f.name) for f in dataclasses.fields(SpotFleetArgs)}),

@@ -1,7 +1,7 @@
 """trainfleet:azure:SpotFleet — a virtual machine scale set of Spot VMs.
 
 Uniform orchestration (the node agent lists the scale set's network interfaces for peer discovery and
-patches its capacity to zero when the job ends), created empty and never resized by `pulumi up`
+deletes its instances when the job ends, which takes the capacity to zero), created empty and never resized by `pulumi up`
 (infra/azure_scale_set_size.py), Spot priority with eviction Delete, Spot restore, and the max price
 from config (-1: up to the on-demand price), a terminate notification long enough for a checkpoint, custom data from the rendered cloud-init, the fleet's
 user-assigned managed identity, accelerated networking, no public IP, the network security group on

@@ -3,8 +3,16 @@
 Storage Blob Data Contributor on its own container only, further limited by an ABAC condition to
 blobs under its own checkpoint prefix; Storage Blob Data Reader on its node-files container
 (infra/azure/node_files.py), under the same prefix, for trainfleet-fetch.py at boot. The right to see
-and resize its own scale set is granted by the fleet (the scale set must exist before a role can be
-assigned on it); the custom role for that is declared here.
+its own scale set's members and to empty it is granted by the fleet (the scale set must exist before a role can
+be assigned on it, infra/azure/fleet.py "-own-group"); the custom role for that is declared here.
+
+The node empties its scale set by deleting its instances (Virtual Machine Scale Sets - Delete Instances,
+POST .../virtualMachineScaleSets/{name}/delete with the instance ids it listed), not by writing the scale set:
+`Microsoft.Compute/virtualMachineScaleSets/write` would let it rewrite the whole model (image, custom data,
+identity, size, capacity up). `delete/action` "Deletes the instances of the Virtual Machine Scale Set"
+(https://learn.microsoft.com/azure/role-based-access-control/permissions/compute#microsoftcompute): it can lower
+the capacity of its own scale set, never raise it or change anything else. Nothing in the agent needs more
+(templates/agent/trainfleet_agent/membership.py; tests/test_node_least_privilege.py holds the two together).
 """
 
 from __future__ import annotations
@@ -18,12 +26,15 @@ import pulumi_azure_native as azure_native
 STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
 BLOB = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+# Exactly the agent's ARM calls, on its own scale set (the assignment's scope), each the action ARM authorizes it as
+# (https://learn.microsoft.com/azure/role-based-access-control/permissions/compute#microsoftcompute):
 GROUP_ACTIONS = [
-    "Microsoft.Compute/virtualMachineScaleSets/read",
-    "Microsoft.Compute/virtualMachineScaleSets/write",  # PATCH sku.capacity = 0
+    # peers: Network Interface In VM SS - List Virtual Machine Scale Set Network Interfaces
+    "Microsoft.Compute/virtualMachineScaleSets/networkInterfaces/read",
+    # scale-to-zero: Virtual Machine Scale Set VMs - List (the instance ids to delete)
     "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
-    "Microsoft.Compute/virtualMachineScaleSets/networkInterfaces/read",  # peer IPs
-    "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/networkInterfaces/read",
+    # scale-to-zero: Virtual Machine Scale Sets - Delete Instances ("Deletes the instances of the VMSS")
+    "Microsoft.Compute/virtualMachineScaleSets/delete/action",
 ]
 
 
@@ -110,7 +121,7 @@ class NodeIdentity(pulumi.ComponentResource):
             f"{name}-group-role",
             role_definition_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"trainfleet:{args.role_seed}")),
             role_name=f"trainfleet node {args.role_seed}",
-            description="peer discovery and scale-to-zero of its own scale set",
+            description="peer discovery and deleting the instances of its own scale set (scale to zero)",
             role_type="CustomRole",
             scope=args.resource_group_id,
             assignable_scopes=[args.resource_group_id],

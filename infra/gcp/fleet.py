@@ -21,8 +21,8 @@ import pulumi_gcp as gcp
 from infra.gcp.iam import NODE_SCOPES
 from infra.node_env import GCP_DL_IMAGE
 
-# Google's Deep Learning VM image family with PyTorch, for the torch minor infra/node_env.py pins (its CUDA,
-# driver and Ubuntu release, and the assumption behind the name, are recorded there).
+# Google's Deep Learning VM base image family (driver 580, CUDA, Ubuntu 24.04; no PyTorch: the nodes install the
+# torch infra/node_env.py pins, where the published family list it was checked against is cited).
 DL_IMAGE = GCP_DL_IMAGE
 HYPERDISK_ONLY = ("a3-megagpu", "a3-ultragpu", "a4-")
 SSH_PORT = "22"
@@ -47,6 +47,9 @@ class SpotFleetArgs:
     ssh_cidrs: list[str] = field(default_factory=list)
     node_assets: dict[str, str] = field(default_factory=dict)  # bucket key -> text, fetched at boot
     assets_bucket: pulumi.Input[str] | None = None
+    # tagKeys/N -> tagValues/M bound to the group at creation: what the node's group role is conditioned on
+    # (infra/gcp/iam.py limit_to_tagged_group); None: no tags.
+    resource_manager_tags: pulumi.Input[dict[str, str]] | None = None
 
 
 class SpotFleet(pulumi.ComponentResource):
@@ -177,6 +180,9 @@ class SpotFleet(pulumi.ComponentResource):
                 max_unavailable_fixed=max(len(args.zones), 1),
             ),
             wait_for_instances=False,
+            params=gcp.compute.RegionInstanceGroupManagerParamsArgs(resource_manager_tags=args.resource_manager_tags)
+            if args.resource_manager_tags is not None
+            else None,
             # The size is `start_run`'s and the node agent's (it resizes to 0 when the job ends): with ignore_changes
             # an update never resizes (the provider calls resize only when targetSize changed).
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["targetSize"]),

@@ -120,3 +120,28 @@ def standard_provisioning_is_sold(run):
                 f"{machine} is sold only reservation-bound, flex-start or Spot, never on demand (STANDARD)",
                 "set the fleet's purchase: spot, or choose a type sold on demand (e.g. a3-highgpu-8g)",
             )
+
+
+TAGS_ACCESS = "https://cloud.google.com/iam/docs/tags-access-control"
+GROUP_WRITE = "compute.instanceGroupManagers.update"
+
+
+@rule("gcp-node-group-access", TAGS_ACCESS)
+def node_group_access_is_the_projects(run):
+    """A node's role to resize its group, granted on the project without a condition, reaches every managed
+    instance group of the project: IAM conditions cannot name a group (CONDITION_ATTRIBUTES), only a tag bound to
+    it (fleets[].gcp_group_access: group-tag). Said as a warning: the stack works, with more reach than it needs."""
+    roles = {r.outputs.get("name"): r for r in run.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")}
+    for member in run.of_type("gcp:projects/iAMMember:IAMMember"):
+        role = roles.get(member.inputs.get("role"))
+        if role is None or GROUP_WRITE not in (role.inputs.get("permissions") or []) or member.inputs.get("condition"):
+            continue
+        yield Finding(
+            "gcp-node-group-access",
+            where(member),
+            f"{member.inputs.get('member')} may list and resize every managed instance group of the project "
+            f"({GROUP_WRITE} without a condition), not only its own",
+            "run each training fleet in a project of its own, or set the fleet's gcp_group_access: group-tag when "
+            "its group is created (a tag bound to the group, and the grant conditioned on it)",
+            severity="warning",
+        )

@@ -9,10 +9,18 @@ AWS (aws:iam/rolePolicy, aws:iam/policy, aws:iam/role inlinePolicies): in every 
     non-empty key prefix before any wildcard: not "*", not "BUCKET/*", no NotResource.
   Role attachments (rolePolicyAttachment, role managedPolicyArns) of AWS's broad managed policies fail.
 GCP: project / folder / organization IAM members, bindings and policies grant no basic role (roles/owner,
-  roles/editor, roles/viewer); custom roles hold no *.setIamPolicy and no iam.* permission.
+  roles/editor, roles/viewer) and no predefined Compute role that administers instance groups
+  (roles/compute.admin, roles/compute.instanceAdmin, roles/compute.instanceAdmin.v1); custom roles hold no
+  *.setIamPolicy and no iam.* permission, no wildcard, and no compute.* permission but the node's own:
+  compute.instanceGroupManagers.get (listManagedInstances), compute.instanceGroupManagers.update (resize) and
+  compute.instances.get (a peer's address), each the permission the Compute REST reference names for the call.
 Azure: role definitions have no "*" (or provider-wide "Microsoft.X/*") action or data action and nothing that
-  matches Microsoft.Authorization role assignment/definition writes; no role assignment of Owner,
-  Contributor or User Access Administrator.
+  matches Microsoft.Authorization role assignment/definition writes; every action is one a node may hold on its
+  own scale set: reading it and its instances and network interfaces, and deleting its instances
+  (`virtualMachineScaleSets/delete/action`, which can only lower its capacity); never
+  `virtualMachineScaleSets/write` (it rewrites the whole scale set: model, custom data, identity, capacity up) or
+  `virtualMachineScaleSets/delete` (the scale set itself). No role assignment of Owner, Contributor or User
+  Access Administrator.
 """
 
 from __future__ import annotations
@@ -86,6 +94,18 @@ GCP_CUSTOM_ROLES = (
 )
 # https://cloud.google.com/iam/docs/roles-overview#basic
 GCP_BASIC_ROLES = ("roles/owner", "roles/editor", "roles/viewer")
+# Predefined roles with instanceGroupManagers.create/delete/update and instances.create/setMetadata among others
+# (https://cloud.google.com/compute/docs/access/iam): far wider than a node's own group.
+GCP_BROAD_COMPUTE_ROLES = ("roles/compute.admin", "roles/compute.instanceAdmin", "roles/compute.instanceAdmin.v1")
+# The Compute permissions a node's custom roles may hold: what the agent's calls need, nothing else
+# (regionInstanceGroupManagers methods are authorized with the instanceGroupManagers permissions).
+GCP_NODE_COMPUTE_PERMISSIONS = frozenset(
+    {
+        "compute.instanceGroupManagers.get",  # instanceGroupManagers.listManagedInstances
+        "compute.instanceGroupManagers.update",  # instanceGroupManagers.resize
+        "compute.instances.get",  # instances.get: a peer's networkIP
+    }
+)
 
 AZURE_ROLE_DEFINITION = "azure-native:authorization:RoleDefinition"
 AZURE_ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
@@ -99,6 +119,21 @@ FORBIDDEN_AZURE_ACTIONS = (
     "microsoft.authorization/roleassignments/write",
     "microsoft.authorization/roledefinitions/write",
     "microsoft.authorization/elevateaccess/action",
+    "microsoft.compute/virtualmachinescalesets/write",
+    "microsoft.compute/virtualmachinescalesets/delete",
+)
+# The actions a node's role may hold (lower case), each on its own scale set (the assignment's scope), from
+# https://learn.microsoft.com/azure/role-based-access-control/permissions/compute#microsoftcompute: reads of the
+# scale set, its instances and their network interfaces (peer discovery), and "Deletes the instances of the
+# Virtual Machine Scale Set" (scale to zero: it lowers the capacity, it cannot raise it or change the model).
+AZURE_NODE_ACTIONS = frozenset(
+    {
+        "microsoft.compute/virtualmachinescalesets/read",
+        "microsoft.compute/virtualmachinescalesets/virtualmachines/read",
+        "microsoft.compute/virtualmachinescalesets/networkinterfaces/read",
+        "microsoft.compute/virtualmachinescalesets/virtualmachines/networkinterfaces/read",
+        "microsoft.compute/virtualmachinescalesets/delete/action",
+    }
 )
 
 
@@ -192,6 +227,24 @@ def _aws_findings(resource_type: str, props: Any) -> list[str]:
 def _basic_role(role: Any) -> list[str]:
     if role in GCP_BASIC_ROLES:
         return [f"grants basic role {role}; grant a predefined or custom role with only what the node needs"]
+    if role in GCP_BROAD_COMPUTE_ROLES:
+        return [
+            f"grants {role}, which administers every instance group and instance; grant a custom role with "
+            f"only {', '.join(sorted(GCP_NODE_COMPUTE_PERMISSIONS))}"
+        ]
+    return []
+
+
+def _gcp_permission_findings(perm: str) -> list[str]:
+    if perm.endswith(".setIamPolicy") or perm.startswith("iam."):
+        return [f"custom role includes {perm}, which lets the node change who can do what"]
+    if "*" in perm:
+        return [f"custom role includes {perm!r}: a wildcard, not a permission a node needs"]
+    if perm.startswith("compute.") and perm not in GCP_NODE_COMPUTE_PERMISSIONS:
+        return [
+            f"custom role includes {perm}, beyond what a node needs of Compute Engine "
+            f"({', '.join(sorted(GCP_NODE_COMPUTE_PERMISSIONS))})"
+        ]
     return []
 
 
@@ -209,11 +262,9 @@ def _gcp_findings(resource_type: str, props: Any) -> list[str]:
             for m in _basic_role(dig(b, "role"))
         ]
     if resource_type in GCP_CUSTOM_ROLES:
-        out = []
-        for perm in listed(dig(props, "permissions")):
-            if isinstance(perm, str) and (perm.endswith(".setIamPolicy") or perm.startswith("iam.")):
-                out.append(f"custom role includes {perm}, which lets the node change who can do what")
-        return out
+        return [
+            m for perm in listed(dig(props, "permissions")) if isinstance(perm, str) for m in _gcp_permission_findings(perm)
+        ]
     return []
 
 
@@ -238,6 +289,11 @@ def _azure_findings(resource_type: str, props: Any) -> list[str]:
                     hit = [f for f in FORBIDDEN_AZURE_ACTIONS if _grants(lowered, f)]
                     if hit:
                         out.append(f"permissions[{i}].{key} has {action!r}, which grants {hit[0]}")
+                    elif key == "actions" and ("*" in lowered or lowered not in AZURE_NODE_ACTIONS):
+                        out.append(
+                            f"permissions[{i}].{key} has {action!r}, beyond what a node needs on its own scale set "
+                            f"({', '.join(sorted(AZURE_NODE_ACTIONS))})"
+                        )
         return out
     if resource_type == AZURE_ROLE_ASSIGNMENT:
         role = dig(props, "roleDefinitionId")
@@ -264,8 +320,11 @@ POLICY = resource_policy(
     "autoscaling:UpdateAutoScalingGroup/CreateAutoScalingGroup, ec2:RunInstances, iam:*, and S3 object actions "
     "scoped to a key prefix (https://docs.aws.amazon.com/IAM/latest/UserGuide/best-practices.html#grant-least-privilege, "
     "https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html); GCP with no basic "
-    "roles and custom roles without *.setIamPolicy or iam.* (https://cloud.google.com/iam/docs/using-iam-securely); "
-    "Azure role definitions with no '*' actions "
-    "(https://learn.microsoft.com/azure/role-based-access-control/best-practices).",
+    "roles or instance-admin roles and custom roles without *.setIamPolicy, iam.* or any compute.* permission but "
+    "instanceGroupManagers.get/update and instances.get (https://cloud.google.com/iam/docs/using-iam-securely, "
+    "https://cloud.google.com/compute/docs/reference/rest/v1/regionInstanceGroupManagers/resize); Azure role "
+    "definitions with no '*' actions and no action but reading its own scale set and deleting its instances, never "
+    "virtualMachineScaleSets/write (https://learn.microsoft.com/azure/role-based-access-control/best-practices, "
+    "https://learn.microsoft.com/azure/role-based-access-control/permissions/compute).",
     iam_findings,
 )

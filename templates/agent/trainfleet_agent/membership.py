@@ -9,7 +9,7 @@ The control-plane calls go through each cloud's own SDK, with its own credential
   listManagedInstances and resize, instances.get) with the metadata server's service-account token
   (google-auth compute_engine). `TRAINFLEET_GCP_COMPUTE_ENDPOINT` replaces https://compute.googleapis.com.
 - Azure: azure-mgmt-network (the scale set's network interfaces) and azure-mgmt-compute (the scale set's
-  sku.capacity) with a managed-identity token from IMDS (azure-identity ManagedIdentityCredential).
+  instances, listed and deleted) with a managed-identity token from IMDS (azure-identity ManagedIdentityCredential).
   `TRAINFLEET_AZURE_ARM_ENDPOINT` replaces https://management.azure.com. The two management packages are
   about 46 MB installed (0.6 + 0.9 MB wheels) for two calls; they are used rather than azure-core's
   PipelineClient with hand-written paths because their request shapes, api-versions, paging (nextLink) and
@@ -412,13 +412,32 @@ def cmd_scale_to_zero(a) -> int:
         op = _gcp_mig_call(a.group, a.metadata_url, "resize", size=0)
         detail = {"operation": op.name, "status": getattr(op.status, "name", str(op.status))}
     else:
-        sub, rg, name = _azure_group(a.group, a.metadata_url)
-        compute = _azure_clients(a.metadata_url, sub)["compute"]
-        with _calling(f"azure PATCH virtualMachineScaleSets/{name} sku.capacity=0 (resource group {rg})"):
-            poller = compute.virtual_machine_scale_sets.begin_update(
-                rg, name, {"sku": {"capacity": 0}}, polling=False
-            )
-            vmss = poller.result()  # the PATCH's own answer (NoPolling): the scale set as updated
-        detail = {"provisioning_state": getattr(vmss, "provisioning_state", None)}
+        detail = {"deleted": azure_delete_instances(a.group, a.metadata_url)}
     log("scaled_to_zero", cloud=a.cloud, group=a.group, **detail)
     return 0
+
+
+def azure_delete_instances(group: str, metadata_url: str | None) -> list[str]:
+    """Empty the scale set by deleting its instances, which lowers its capacity with them: Virtual Machine Scale
+    Set VMs - List for the instance ids, then Virtual Machine Scale Sets - Delete Instances
+    (POST .../virtualMachineScaleSets/{name}/delete, body {"instanceIds": [...]}, required and explicit: the REST
+    reference documents no "all instances" form). The node's role holds `virtualMachines/read` and
+    `delete/action` on its own scale set and no `write` (infra/azure/identity.py): it can remove instances, never
+    add one or change the scale set's model. Returns the ids asked to be deleted (sorted numerically)."""
+    sub, rg, name = _azure_group(group, metadata_url)
+    compute = _azure_clients(metadata_url, sub)["compute"]
+    with _calling(f"azure virtualMachines of virtualMachineScaleSets/{name} (resource group {rg})"):
+        ids = sorted(
+            {vm.instance_id for vm in compute.virtual_machine_scale_set_vms.list(rg, name) if vm.instance_id},
+            key=lambda i: (len(i), i),
+        )  # the pager follows nextLink
+    if not ids:
+        return []
+    from azure.mgmt.compute.models import VirtualMachineScaleSetVMInstanceRequiredIDs
+
+    with _calling(f"azure POST virtualMachineScaleSets/{name}/delete instanceIds={ids} (resource group {rg})"):
+        # Accepted (202) and returned at once (NoPolling): this node is one of the instances it deletes.
+        compute.virtual_machine_scale_sets.begin_delete_instances(
+            rg, name, VirtualMachineScaleSetVMInstanceRequiredIDs(instance_ids=ids), polling=False
+        ).result()
+    return ids
