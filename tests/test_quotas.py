@@ -466,15 +466,18 @@ def test_stacks_check_live_says_which_quota_falls_short_and_exits_1(aws):
         "AWS_CONFIG_FILE": "/dev/null",
         "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
     }
-    result = run_trainfleet("stacks", "check", "--stack", "dev", "--live", env=env)
+    result = run_trainfleet("stacks", "check", "--stack", "dev", "--live", "--json", env=env)
     assert result.code == 1, result.stderr
-    (line,) = [x for x in result.stdout.splitlines() if "L-3819A6DF" in x]
+    ((row,),) = [result.json()]
+    (check,) = [c for c in row["quota_checks"] if c["code"] == "L-3819A6DF"]
     needed = quota_needs(stack("dev"))[0].needed
-    assert line.strip() == (
+    assert check["status"] == "short" and check["limit"] == 0
+    assert check["line"] == (
         f"aws us-east-1 All G and VT Spot Instance Requests (L-3819A6DF): needs {needed} vCPUs, limit 0 (AWS "
         "default: no value applied to this account): short by "
         f"{needed}; raise it: aws service-quotas request-service-quota-increase --service-code ec2 --quota-code "
         f"L-3819A6DF --desired-value {needed} --region us-east-1"
     )
     aws.apply("us-east-1", "L-3819A6DF", 96)
-    assert run_trainfleet("stacks", "check", "--stack", "dev", "--live", env=env).code == 0
+    table = run_trainfleet("stacks", "check", "--stack", "dev", "--live", env=env)  # and the human form
+    assert table.code == 0 and "before `start_run` now:" in table.stdout and "limit 96: ok" in table.stdout
