@@ -420,6 +420,15 @@ class StackConfig(_Section):
                 f"PP {ds.pipeline_parallel}: the checkpoint is converted (DeepSpeed universal checkpointing, "
                 "ds_to_universal) only for pure ZeRO data parallelism here; remove checkpoint.elastic or use TP 1, PP 1"
             )
+        if ds.offload_optimizer == "nvme":
+            # DeepSpeed 0.19 (runtime/engine.py `_load_checkpoint`): with the optimizer on NVMe every rank copies
+            # <tag>/offloaded_tensors/rank<r> back from the checkpoint, and ds_to_universal writes no such folder.
+            raise ConfigError(
+                f"{where} cannot resume a ZeRO-Infinity optimizer on NVMe (deepspeed.offload_optimizer: nvme): each "
+                "rank loads its own offloaded_tensors folder, which the universal checkpoint a resize converts to has "
+                "none, so every resume after a resize would fail; use offload_optimizer cpu or none, or remove "
+                "checkpoint.elastic"
+            )
         for i, fleet in enumerate(self.fleets):
             nodes, accum, least = fleet.nodes, ds.grad_accum, elastic.min_nodes
             if nodes < 2:
@@ -559,12 +568,31 @@ def check_against_catalog(config: StackConfig) -> None:
                     f"{where}.region: {instance_type} is not offered in {fleet.region!r}; "
                     f"it is offered in {', '.join(regions)}"
                 )
+        _check_fallback_devices(catalog, fleet, where)
         zones = sorted({o.zone for o in catalog.offers(cloud=fleet.cloud, region=fleet.region) if o.zone})
         for zone in fleet.zones:
             if zones and zone not in zones:
                 raise ConfigError(
                     f"{where}.zones: {zone!r} is not a zone of {fleet.region}; use some of {', '.join(zones)}"
                 )
+
+
+def _check_fallback_devices(catalog, fleet: Fleet, where: str) -> None:
+    """A fallback type must have the primary's accelerators per node: the group launches the same node count
+    either way, so another count is another world size, which a DeepSpeed checkpoint will not resume at (its
+    ZeRO shards are per data-parallel rank) and the ds_config's batch arithmetic no longer holds."""
+
+    def devices(instance_type: str) -> int:
+        return catalog.offers(cloud=fleet.cloud, instance_type=instance_type)[0].accelerators_per_node
+
+    want = devices(fleet.instance_type)
+    for j, fallback in enumerate(fleet.fallback_instance_types):
+        if (got := devices(fallback)) != want:
+            raise ConfigError(
+                f"{where}.fallback_instance_types[{j}]: {fallback} has {got} accelerators per node and "
+                f"{fleet.instance_type} {want}: the same node count would be another world size, which DeepSpeed "
+                f"will not resume at; use a fallback with {want} per node, or a fleet of its own"
+            )
 
 
 def _key_path(loc: tuple[int | str, ...]) -> str:

@@ -21,21 +21,29 @@ TAG = "global_step7"
 RANKS_PER_NODE = 2
 
 
-def node_files(node: int, step: int) -> dict[str, bytes]:
-    """What node `node`'s two ranks write for `step` (rank r = node * 2 + local rank)."""
+def node_files(node: int, step: int, layout: str = "fp32") -> dict[str, bytes]:
+    """What node `node`'s two ranks write for `step` (rank r = node * 2 + local rank). `layout`: "fp32"; "bf16",
+    where DeepSpeed prefixes the optimizer shards `bf16_` (engine.py `_get_zero_ckpt_prefix`: f'{"bf16_" if
+    bf16_mode else ""}zero_pp_rank_{dp_rank}', bf16_mode = bfloat16_enabled()); "nvme", ZeRO-Infinity's optimizer
+    offload, which also copies each rank's swap folder to `<tag>/offloaded_tensors/rank<r>/` (engine.py
+    `_save_checkpoint`, `zero_nvme_offload_optimizer`; each rank loads only its own on resume)."""
     files = {}
+    shard = "bf16_zero_pp_rank" if layout == "bf16" else "zero_pp_rank"
     for local in range(RANKS_PER_NODE):
         rank = node * RANKS_PER_NODE + local
-        files[f"{TAG}/zero_pp_rank_{rank}_mp_rank_00_optim_states.pt"] = f"optim r{rank} s{step} ".encode() * 40
+        files[f"{TAG}/{shard}_{rank}_mp_rank_00_optim_states.pt"] = f"optim r{rank} s{step} ".encode() * 40
+        if layout == "nvme":
+            for tensor in ("0.tensor.swp", "1.tensor.swp"):
+                files[f"{TAG}/offloaded_tensors/rank{rank}/{tensor}"] = f"swap r{rank} {tensor}".encode() * 30
     if node == 0:
         files[f"{TAG}/mp_rank_00_model_states.pt"] = f"model s{step} ".encode() * 60
     return files
 
 
-def save_part(ckpt: Path, step: int, node: int, nodes: int) -> None:
+def save_part(ckpt: Path, step: int, node: int, nodes: int, layout: str = "fp32") -> None:
     """As templates/train.py saves: the node's files, then COMPLETE naming its node rank and the node count."""
     d = ckpt / f"step-{step:08d}"
-    for rel, data in node_files(node, step).items():
+    for rel, data in node_files(node, step, layout).items():
         (d / rel).parent.mkdir(parents=True, exist_ok=True)
         (d / rel).write_bytes(data)
     (d / "COMPLETE").write_text(json.dumps({"step": step, "node_rank": node, "nodes": nodes}))
@@ -46,9 +54,9 @@ def bucket():
     return BucketStandIn()
 
 
-def upload(bucket, tmp_path, step: int, node: int, nodes: int, keep_last: int = 0):
+def upload(bucket, tmp_path, step: int, node: int, nodes: int, keep_last: int = 0, layout: str = "fp32"):
     ckpt = tmp_path / f"node{node}"
-    save_part(ckpt, step, node, nodes)
+    save_part(ckpt, step, node, nodes, layout)
     return agent.upload_step(bucket, PREFIX, str(ckpt), step, keep_last=keep_last)
 
 
@@ -86,9 +94,9 @@ def test_a_part_claiming_another_node_blocks_the_commit(bucket, tmp_path):
     assert upload(bucket, tmp_path, 7, 0, 2) is None
 
 
-def committed(bucket, tmp_path, step: int = 7, nodes: int = 2) -> None:
+def committed(bucket, tmp_path, step: int = 7, nodes: int = 2, layout: str = "fp32") -> None:
     for node in range(nodes):
-        upload(bucket, tmp_path / f"save{step}", step, node, nodes)
+        upload(bucket, tmp_path / f"save{step}", step, node, nodes, layout=layout)
     assert agent.commit(bucket, PREFIX, step, nodes) is not None
 
 
@@ -96,13 +104,18 @@ def local_tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file() and p.name != "COMPLETE"}
 
 
+@pytest.mark.parametrize("layout", ["fp32", "bf16", "nvme"])
 @pytest.mark.parametrize("node", [0, 1])
-def test_a_fresh_node_restores_its_own_part_and_the_model_states_only(bucket, tmp_path, node):
-    committed(bucket, tmp_path)
+def test_a_fresh_node_restores_its_own_part_and_the_model_states_only(bucket, tmp_path, node, layout):
+    """Issue 29 #5: bf16 shards (the default precision) and NVMe-offload swap folders are per rank too: a node
+    that fetched every node's would download N times the optimizer state (~840 GB instead of ~105 GB at 70B on
+    8 nodes)."""
+    committed(bucket, tmp_path, layout=layout)
     dest = tmp_path / "fresh"
     dest.mkdir()
     assert agent.restore(bucket, PREFIX, str(dest), node_rank=node, nodes=2) == 7
-    want = node_files(node, 7) | {f"{TAG}/mp_rank_00_model_states.pt": node_files(0, 7)[f"{TAG}/mp_rank_00_model_states.pt"]}
+    model = f"{TAG}/mp_rank_00_model_states.pt"
+    want = node_files(node, 7, layout) | {model: node_files(0, 7, layout)[model]}
     assert local_tree(dest / "step-00000007") == want
     marker = json.loads((dest / "step-00000007" / "COMPLETE").read_text())
     assert marker == {"step": 7, "node_rank": node, "nodes": 2, "restored": True, "whole": False}
@@ -174,6 +187,31 @@ def test_a_parts_manifest_with_a_part_missing_is_malformed_and_restore_falls_bac
     dest = tmp_path / "d"
     dest.mkdir()
     assert agent.restore(bucket, PREFIX, str(dest), node_rank=1, nodes=2) == 5
+
+
+@pytest.mark.parametrize("where", ["one part", "two parts"])
+def test_a_manifest_with_a_file_where_another_needs_a_folder_is_malformed_and_restore_falls_back(
+    bucket, tmp_path, where
+):
+    """Issue 29 #14: `a` and `a/b` cannot both be files of one step folder; restore raised on it (and the boot
+    retried forever) instead of falling back to the step before. Sizes and checksums of the real objects, so only
+    the shape is wrong."""
+    committed(bucket, tmp_path, step=5)
+    committed(bucket, tmp_path, step=7)
+    key = f"{PREFIX}/step-00000007/MANIFEST.json"
+    manifest = json.loads(bucket.objects[key])
+    owner = manifest["parts"][1 if where == "two parts" else 0]
+    model = next(e for e in manifest["parts"][0]["files"] if e["path"].endswith("model_states.pt"))
+    under = {**model, "path": model["path"] + "/inside.pt"}
+    owner["files"].append(under)
+    node = manifest["parts"].index(owner)
+    bucket.objects[f"{PREFIX}/step-00000007/node-{node}/{under['path']}"] = bucket.objects[
+        f"{PREFIX}/step-00000007/node-0/{model['path']}"
+    ]
+    bucket.objects[key] = json.dumps(manifest).encode()
+    dest = tmp_path / "d"
+    dest.mkdir()
+    assert agent.restore(bucket, PREFIX, str(dest), node_rank=0, nodes=2) == 5
 
 
 def test_a_restored_step_is_not_uploaded_again(bucket, tmp_path):

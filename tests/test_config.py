@@ -110,8 +110,12 @@ def test_write_keeps_sizes_readable(tmp_path: Path):
         ("fleets.0.instance_type", "p4de.24xlarg", ["not a aws instance type", "did you mean p4de.24xlarge"]),
         ("fleets.0.region", "eu-west-9", ["trainfleet:fleets[0].region", "not offered in 'eu-west-9'"]),
         ("fleets.0.zones", ["use1-az99"], ["trainfleet:fleets[0].zones", "'use1-az99'", "use1-az4"]),
+        # Issue 29 #10: p4de has 8 GPUs, g5.xlarge 1: the same node count would be an eighth of the world size
+        ("fleets.0.fallback_instance_types", ["p5.48xlarge", "g5.xlarge"],
+         ["trainfleet:fleets[0].fallback_instance_types[1]: g5.xlarge has 1 accelerators per node and p4de.24xlarge 8",
+          "another world size", "use a fallback with 8 per node"]),
     ],
-)
+)  # fmt: skip
 def test_bad_value_is_one_clear_line(path, value, needles):
     with pytest.raises(ConfigError) as err:
         StackConfig.from_sections(with_change(path, value))
@@ -142,6 +146,10 @@ ELASTIC = {"min_nodes": 2, "wait_for_replacement_s": 600}
         ({"elastic": {"min_nodes": 1}}, {}, 1, ["has 1 node, nothing to shrink to"]),
         ({"elastic": ELASTIC}, {"tensor_parallel": 2}, 4,
          ["tensor_parallel and pipeline_parallel 1", "TP 2 x PP 1", "ds_to_universal", "pure ZeRO data parallelism"]),
+        # Issue 29 #9: DeepSpeed loads offloaded_tensors/rank<r>, which ds_to_universal never writes
+        ({"elastic": ELASTIC}, {"zero_stage": 3, "offload_optimizer": "nvme", "grad_accum": 3}, 4,
+         ["trainfleet:checkpoint.elastic cannot resume a ZeRO-Infinity optimizer on NVMe", "offloaded_tensors",
+          "use offload_optimizer cpu or none"]),
     ],
 )  # fmt: skip
 def test_elastic_recovery_is_checked_against_the_fleets(checkpoint, deepspeed, nodes, needles):

@@ -297,6 +297,17 @@ def files_problem(files) -> str | None:
         if path in seen:
             return f"{path!r} listed twice"
         seen.add(path)
+    return file_holding_another(seen)
+
+
+def file_holding_another(paths: set[str]) -> str | None:
+    """A path that is also the folder of another (`a` and `a/b`): no step folder can hold both, and restoring one
+    would fail on the other instead of falling back to an older step."""
+    for path in paths:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in paths:
+                return f"{'/'.join(parts[:i])!r} is a file and the folder of {path!r}"
     return None
 
 
@@ -319,7 +330,8 @@ def manifest_problem(manifest) -> str | None:
         problem = files_problem(part.get("files"))
         if problem is not None:
             return f"node {node}: {problem}"
-    return None
+    # A node's step folder holds its own part and files of the others (needed_files): one tree for all of them.
+    return file_holding_another({e["path"] for part in parts for e in part["files"]})
 
 
 def manifest_objects(manifest: dict) -> list[tuple[int | None, dict]]:
@@ -359,9 +371,11 @@ def verify_manifest(store: ObjectStore, prefix: str, step: int, listing: dict | 
 # DeepSpeed (0.19, runtime/engine.py `_load_checkpoint` and `_get_all_zero_checkpoint_state_dicts`): every rank
 # loads the model states file(s) without a ZeRO rank in their name (`mp_rank_00_model_states.pt`, saved by data-
 # parallel rank 0 under ZeRO-0/1/2), and only its own `zero_pp_rank_<dp rank>_...` files (optimizer states; under
-# ZeRO-3 its parameter shard too), unless `elastic_checkpoint` is on. So a node needs its own part plus the
-# other parts' files that are not some other rank's ZeRO shard.
-ZERO_SHARD_RE = re.compile(r"(^|/)zero_pp_rank_\d+_[^/]*$")
+# ZeRO-3 its parameter shard too), unless `elastic_checkpoint` is on. With bf16 on (the default precision) the
+# optimizer shards are `bf16_zero_pp_rank_<dp rank>_...` (`_get_zero_ckpt_prefix`), and with NVMe optimizer
+# offload each rank also saves and loads its own swap folder `offloaded_tensors/rank<rank>/`. So a node needs its
+# own part plus the other parts' files that are not some other rank's shard or swap folder.
+ZERO_SHARD_RE = re.compile(r"(^|/)((bf16_)?zero_pp_rank_\d+_[^/]*$|offloaded_tensors/rank\d+/)")
 
 
 def needed_files(manifest: dict, node_rank: int) -> list[tuple[int | None, dict]]:
