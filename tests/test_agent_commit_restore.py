@@ -115,8 +115,10 @@ def test_commit_order_is_files_then_manifest_then_latest(bucket, tmp_path):
     manifest = json.loads(bucket.objects[key(7, "MANIFEST.json")])
     shard = (tmp_path / "ckpt" / "step-00000007" / "global_step" / "optim_states.pt").read_bytes()
     assert manifest["nodes"] == 1 and [p["node"] for p in manifest["parts"]] == [0]
+    shard_file = tmp_path / "ckpt" / "step-00000007" / "global_step" / "optim_states.pt"
     assert {"path": "global_step/optim_states.pt", "size": len(shard),
-            "checksum": "sha256:" + hashlib.sha256(shard).hexdigest()} in manifest["parts"][0]["files"]  # fmt: skip
+            "checksum": "sha256:" + hashlib.sha256(shard).hexdigest(),
+            "mtime_ns": shard_file.stat().st_mtime_ns} in manifest["parts"][0]["files"]  # fmt: skip
 
 
 def test_latest_only_moves_forward(bucket, tmp_path):

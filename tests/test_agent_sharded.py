@@ -258,3 +258,27 @@ def test_a_step_folder_without_complete_is_restored_again_even_when_its_files_lo
     assert agent.restore(bucket, PREFIX, str(dest), node_rank=0, nodes=2) == 7
     assert '"restore_present"' not in capfd.readouterr().err
     assert json.loads((dest / "step-00000007" / "COMPLETE").read_text())["restored"] is True
+
+
+def test_a_step_saved_again_by_a_later_run_is_uploaded_and_restored_as_that_run_wrote_it(bucket, tmp_path):
+    """Issue 29 #1: run A's node 1 uploaded its part of step 7 and node 0 died before committing; run B resumed
+    from an older step and saved step 7 again, same names and sizes, other bytes. Taking run A's part as "already
+    durable" committed a step mixing both runs' shards, and a node whose disk still held run A's save reused it on
+    restore. Now run B's part is uploaded and committed, and restore brings run B's bytes."""
+    upload(bucket, tmp_path / "runA", 7, 1, 2)
+    run_b = tmp_path / "runB"
+    for node in (0, 1):
+        save_part(run_b / f"node{node}", 7, node, 2)
+    for f in run_b.rglob("*.pt"):
+        f.write_bytes(f.read_bytes().swapcase())  # same sizes, other bytes
+    wrote = {node: local_tree(run_b / f"node{node}" / "step-00000007") for node in (0, 1)}
+    assert agent.upload_step(bucket, PREFIX, str(run_b / "node1"), 7) is None
+    assert agent.upload_step(bucket, PREFIX, str(run_b / "node0"), 7) is not None  # commits
+    for node in (0, 1):
+        for rel, data in wrote[node].items():
+            assert bucket.objects[f"{PREFIX}/step-00000007/node-{node}/{rel}"] == data, (node, rel)
+
+    old_disk = tmp_path / "runA" / "node1"  # still holds run A's save of step 7, marked COMPLETE
+    assert agent.restore(bucket, PREFIX, str(old_disk), node_rank=1, nodes=2) == 7
+    model = f"{TAG}/mp_rank_00_model_states.pt"
+    assert local_tree(old_disk / "step-00000007") == wrote[1] | {model: wrote[0][model]}

@@ -11,7 +11,7 @@ import time
 
 from .common import STEP_RE, log, step_name
 from .http_client import run_parallel
-from .stores import ObjectStore
+from .stores import Checksum, ObjectStore
 
 
 def complete_steps(ckpt_dir: str) -> list[int]:
@@ -104,9 +104,10 @@ def upload_part(store: ObjectStore, prefix: str, ckpt_dir: str, step: int) -> di
     log("upload_start", step=step, node=node, nodes=who["nodes"], files=len(files))
 
     def one(rel, full):
-        size = os.path.getsize(full)
+        st = os.stat(full)
         checksum = store.put_file(_key(prefix, step_name(step), node_dir(node), rel), full)
-        return {"path": rel, "size": size, "checksum": checksum}
+        # mtime_ns: which save these bytes are (same_bytes): a later run saving this step again writes new files
+        return {"path": rel, "size": st.st_size, "checksum": checksum, "mtime_ns": st.st_mtime_ns}
 
     # files in parallel (each large one also uploads its parts in parallel)
     entries = run_parallel([(lambda r=rel, f=full: one(r, f)) for rel, full in files], store.concurrency)
@@ -119,14 +120,43 @@ def upload_part(store: ObjectStore, prefix: str, ckpt_dir: str, step: int) -> di
 
 
 def part_in_bucket(store: ObjectStore, prefix: str, ckpt_dir: str, step: int, node: int) -> bool:
-    """This node's part of `step` is durable already: its PART.json verifies and lists exactly the local files
-    with their sizes (a retried `sync`, the boot script's sync after the agent's)."""
+    """This node's part of `step` is durable already: its PART.json verifies and lists exactly the local files,
+    these very files (size and mtime: a retried `sync`, the boot script's sync after the agent's). A part another
+    run uploaded for the same step, whose commit never came, has the names and sizes but not the mtimes: it is
+    uploaded again, never mixed into a commit of this run's other parts (issue 29 #1)."""
     listing = store.list(_key(prefix, step_name(step), node_dir(node), ""))
     part = read_part(store, prefix, step, node, listing)
     if part is None:
         return False
-    local = {rel: os.path.getsize(full) for rel, full in local_files(os.path.join(ckpt_dir, step_name(step)))}
-    return local == {e["path"]: e["size"] for e in part["files"]}
+    local = {rel: _size_mtime(full) for rel, full in local_files(os.path.join(ckpt_dir, step_name(step)))}
+    return local == {e["path"]: (e["size"], e.get("mtime_ns")) for e in part["files"]}
+
+
+def _size_mtime(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
+
+
+def same_bytes(path: str, entry: dict) -> bool:
+    """The local file holds a manifest entry's bytes: the file that was uploaded, or restored from it (size and
+    mtime_ns the entry's), else its checksum computed here. Size alone would take another run's save of the same
+    step, with the same names and sizes, for the committed one (issue 29 #1)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    if st.st_size != entry["size"]:
+        return False
+    if entry.get("mtime_ns") == st.st_mtime_ns:
+        return True
+    token = entry_checksum(entry)
+    if token is None:
+        return False
+    running = Checksum(token.partition(":")[0])
+    with open(path, "rb") as f:
+        while chunk := f.read(8 << 20):
+            running.update(chunk)
+    return running.token() == token
 
 
 def read_part(store: ObjectStore, prefix: str, step: int, node: int, listing: dict[str, int]) -> dict | None:
@@ -400,10 +430,11 @@ def _local_size(final: str, rel: str) -> int | None:
     return os.path.getsize(path)
 
 
-def _local_copy(final: str, rel: str, size: int, out: str) -> bool:
+def _local_copy(final: str, entry: dict, out: str) -> bool:
     """Reuse a file this node already has for the same step (its own part, or an earlier restore): linked
-    into the temp folder when its size is the manifest's. Only from a folder marked COMPLETE (the caller's)."""
-    if _local_size(final, rel) != size:
+    into the temp folder when it holds the entry's bytes. Only from a folder marked COMPLETE (the caller's)."""
+    rel = entry["path"]
+    if _local_size(final, rel) is None or not same_bytes(os.path.join(final, *rel.split("/")), entry):
         return False
     try:
         os.link(os.path.join(final, *rel.split("/")), out)
@@ -454,7 +485,10 @@ def _restore_step(store, prefix, dest, step, manifest, node_rank, nodes, whole=F
     if whole and complete and marker.get("universal"):  # converted here already: loadable at any size
         log("restore_present", step=step, universal=True)
         return True
-    if complete and all(_local_size(final, e["path"]) == e["size"] for _, e in needed):
+    if complete and all(
+        _local_size(final, e["path"]) is not None and same_bytes(os.path.join(final, *e["path"].split("/")), e)
+        for _, e in needed
+    ):
         log("restore_present", step=step)
         return True
     tmp = os.path.join(dest, f".restore-{step_name(step)}-{os.getpid()}")
@@ -469,11 +503,15 @@ def _restore_step(store, prefix, dest, step, manifest, node_rank, nodes, whole=F
             log("restore_skip", step=step, reason="path leaves the destination", path=e["path"][:80])
             shutil.rmtree(tmp, ignore_errors=True)
             return False
-        if not (complete and _local_copy(final, e["path"], e["size"], out)):
+        if not (complete and _local_copy(final, e, out)):
             fetch.append((object_key(prefix, step, node, e["path"]), out, e))
 
     def one(key, out, e):
-        return e["path"] if not store.download(key, out, entry_checksum(e)) else None
+        if not store.download(key, out, entry_checksum(e)):
+            return e["path"]
+        if isinstance(e.get("mtime_ns"), int):  # these bytes are the entry's: same_bytes knows them again
+            os.utime(out, ns=(os.stat(out).st_atime_ns, e["mtime_ns"]))
+        return None
 
     t0 = time.time()
     bad = [p for p in run_parallel([(lambda k=k, o=o, e=e: one(k, o, e)) for k, o, e in fetch], store.concurrency) if p]
