@@ -282,3 +282,18 @@ def test_a_step_saved_again_by_a_later_run_is_uploaded_and_restored_as_that_run_
     assert agent.restore(bucket, PREFIX, str(old_disk), node_rank=1, nodes=2) == 7
     model = f"{TAG}/mp_rank_00_model_states.pt"
     assert local_tree(old_disk / "step-00000007") == wrote[1] | {model: wrote[0][model]}
+
+
+def test_restore_removes_what_killed_saves_conversions_and_restores_left(bucket, tmp_path):
+    """Issue 29 #7: a save killed mid-write leaves `.tmp/step-N` (templates/train.py), a conversion killed mid-way
+    `.convert-<step>-<pid>` (trainfleet-resize.py, a new pid each time), a restore `.restore-step-N-<pid>`: each as
+    large as a part, never reused, filling the disk run after run. Restore (before the trainer and the conversion
+    start) removes them; complete steps stay."""
+    committed(bucket, tmp_path)
+    dest = tmp_path / "node"
+    for stale in (".tmp/step-00000009/global_step9/x.pt", ".convert-step-00000005-4242/step-00000005/y.pt",
+                  ".restore-step-00000007-77/global_step7/z.pt"):  # fmt: skip
+        (dest / stale).parent.mkdir(parents=True, exist_ok=True)
+        (dest / stale).write_bytes(b"x" * 1000)
+    assert agent.restore(bucket, PREFIX, str(dest), node_rank=0, nodes=2) == 7
+    assert sorted(p.name for p in dest.iterdir()) == ["step-00000007"]

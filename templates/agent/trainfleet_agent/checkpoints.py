@@ -454,8 +454,12 @@ def restore(
     (elastic recovery) every part is fetched, for the node to convert the whole checkpoint to DeepSpeed's
     universal format and load it at its new data-parallel size (templates/node/trainfleet-resize.py)."""
     for name in os.listdir(dest):
-        if name.startswith(".restore-step-"):  # left by a restore that was killed
+        # What a killed process left (restore runs before the trainer and the conversion start, never beside
+        # them): a restore's temp folder, the trainer's save in progress (train.py `.tmp/step-N`), a conversion's
+        # work folder (trainfleet-resize.py `.convert-<step>-<pid>`). Each can hold a whole part (issue 29 #7).
+        if name.startswith((".restore-step-", ".convert-")) or name == ".tmp":
             shutil.rmtree(os.path.join(dest, name), ignore_errors=True)
+            log("stale_removed", path=name)
     listing = store.list(_key(prefix, ""))
     candidates = sorted(bucket_steps(listing, prefix), reverse=True)
     latest = read_latest(store, prefix)
