@@ -323,7 +323,7 @@ class _Azure:
 
 # ------------------------------------------------------------------------------------------ the check
 def _line(need: QuotaNeed, total: int, found: _Found) -> tuple[str, str]:
-    head = f"{need.cloud} {need.region} {need.name}" + (f" ({need.code})" if need.code else "")
+    head = need.label
     wants = f"needs {need.needed} {need.unit}" + (f" ({total} for the whole stack)" if total != need.needed else "")
     if not need.code:
         return "unknown", f"{head}: {wants}; {need.fix}"

@@ -44,10 +44,9 @@ def emergency_checkpoint_s(cloud: str, params: int, nodes: int, node_network_gbi
     return STEP_ALLOWANCE_S + per_node_gb / LOCAL_SAVE_GBPS + upload + COMMIT_S
 
 
-def azure_terminate_minutes(params: int, nodes: int, node_network_gbits: float | None) -> tuple[int, float]:
-    """(minutes, needed seconds): the terminate notification's notBeforeTimeout, the whole minutes the emergency
-    checkpoint needs, within what Azure allows. A checkpoint that needs more than 15 minutes gets 15 (the
-    caller warns)."""
+def azure_terminate_minutes(params: int, nodes: int, node_network_gbits: float | None) -> int:
+    """The terminate notification's notBeforeTimeout: the whole minutes the emergency checkpoint needs, within
+    what Azure allows. A checkpoint that needs more than 15 minutes gets 15, all Azure gives."""
     needed = emergency_checkpoint_s("azure", params, nodes, node_network_gbits)
     low, high = AZURE_TERMINATE_MINUTES
-    return min(max(math.ceil(needed / 60), low), high), needed
+    return min(max(math.ceil(needed / 60), low), high)

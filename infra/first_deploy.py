@@ -15,17 +15,10 @@ not `pulumi up` (infra/quotas.py lists them).
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from infra.gcp.services import SERVICE, SERVICE_OF_INVOKE, service_of
-
-# terraform-provider-aws's aws_ami data source when nothing matches (infra/mock_runtime.py AMI_NO_RESULTS).
-AMI_NO_RESULTS = "Your query returned no results. Please change your search criteria and try again."
-
-if TYPE_CHECKING:
-    from infra.mock_runtime import DeclaredResource, ProgramRun
+from infra.mock_runtime import AMI_NO_RESULTS, DeclaredResource, ProgramRun, ec2_wildcard
 
 # Service Usage, "Services enabled by default" (console- or gcloud-created projects).
 GCP_DEFAULT_SERVICES = frozenset({
@@ -230,7 +223,7 @@ def deploy_errors(run: ProgramRun, account: Account) -> list[str]:
             errors = [] if key in account.aws_billed_tag_keys else [_aws_tag_not_found(key)]
         out += [f"{r.type} {r.name}: {e}" for e in errors]
     for region, name in _own_image_lookups(run):
-        if not any(fnmatch.fnmatchcase(own, name) for own in account.aws_own_images):  # EC2's * and ?
+        if not any(ec2_wildcard(name).fullmatch(own) for own in account.aws_own_images):
             out.append(f"invoke aws:ec2/getAmi:getAmi ({region}, owners self, name {name}): {AMI_NO_RESULTS}")
     for call in run.invocations:
         for api in SERVICE_OF_INVOKE.get(call.token, ()):

@@ -477,7 +477,7 @@ class AmiLookupError(Exception):
     """aws.ec2.get_ami failed as the real provider would."""
 
 
-def _ec2_wildcard(pattern: str) -> re.Pattern[str]:
+def ec2_wildcard(pattern: str) -> re.Pattern[str]:
     """DescribeImages filter values: `*` any run of characters, `?` one character, all else literal."""
     parts = (".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
     return re.compile("".join(parts), re.DOTALL)
@@ -516,7 +516,7 @@ def _image_matches(image: MockImage, region: str, owners: list[str], filters: li
     for f in filters:  # every filter must match; within one, any value may
         field_of = _IMAGE_FILTERS[f["name"]]
         value = field_of(image)
-        if value is None or not any(_ec2_wildcard(v).fullmatch(value) for v in f["values"]):
+        if value is None or not any(ec2_wildcard(v).fullmatch(value) for v in f["values"]):
             return False
     return True
 

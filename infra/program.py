@@ -12,7 +12,7 @@ Cloud SDKs are imported only for the clouds a stack uses (pulumi-azure-native is
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 
@@ -22,6 +22,9 @@ from infra.checkpoint_io import azure_terminate_minutes
 from infra.config import TAG_STACK, Fleet, StackConfig
 from infra.errors import ConfigError
 from infra.placement import shares_cluster_placement_group
+
+if TYPE_CHECKING:
+    from infra.gcp.services import ProjectServices
 
 GCP_BILLING_EXPORT_NOTE = (
     "Cloud Billing export to BigQuery cannot be switched on by API: in the console open Billing > "
@@ -390,7 +393,9 @@ def _gcp_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any]:
     }
 
 
-def _gcp_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any], apis=None) -> None:
+def _gcp_stack_wide(
+    stack: str, config: StackConfig, exports: dict[str, Any], apis: ProjectServices | None = None
+) -> None:
     labels = naming.gcp_labels(config.resource_tags(stack))
     if config.budget is not None:
         from infra.gcp.budget import Budget, BudgetArgs
@@ -532,8 +537,7 @@ def terminate_notice_minutes(config: StackConfig, fleet: Fleet) -> int:
     """The Azure terminate notification's window: what the job's emergency checkpoint takes on this fleet
     (infra/checkpoint_io.py), 5 to 15 minutes. The NC/ND A100 sizes have no network figure in the catalog
     (issue 32): the storage account's ingress and the per-node rate bound the upload instead."""
-    minutes, _ = azure_terminate_minutes(config.job.params, fleet.nodes, None)
-    return minutes
+    return azure_terminate_minutes(config.job.params, fleet.nodes, None)
 
 
 def _azure_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) -> None:
@@ -569,7 +573,7 @@ def _azure_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) 
         }
 
 
-def _enable_gcp_apis(config: StackConfig):
+def _enable_gcp_apis(config: StackConfig) -> ProjectServices:
     """Enable the Google APIs the stack calls (a new project has most of them off) before any GCP resource."""
     from infra.gcp.services import ProjectServices, ProjectServicesArgs, apis_for
 

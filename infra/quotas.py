@@ -55,6 +55,11 @@ class QuotaNeed:
     instance_types: tuple[str, ...] = ()  # the types this line covers (a fallback of the same quota folds in)
 
     @property
+    def label(self) -> str:
+        """How a line names it: cloud, region, the console's name and the code."""
+        return f"{self.cloud} {self.region} {self.name}" + (f" ({self.code})" if self.code else "")
+
+    @property
     def key(self) -> tuple[str, str, str]:
         """Needs with the same key share one limit: the stack needs their sum."""
         return (self.cloud, self.region, self.code.lower().replace(" ", ""))

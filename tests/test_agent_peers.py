@@ -394,20 +394,26 @@ def test_azure_scale_to_zero_without_delete_action_is_one_clear_line(tmp_path):
     assert api.capacity["trainfleet-vmss"] == 4
 
 
-def test_gcp_node_without_the_group_permission_cannot_resize(tmp_path):
-    """The GCP stand-in authorizes by the node's permissions too: without compute.instanceGroupManagers.update the
-    resize is refused with Compute's own 403, in one line."""
-    md = GceMetadata().start()
-    api = NodeGceComputeApi(permissions=[p for p in NODE_PERMISSIONS if not p.endswith(".update")]).start()
+def refused_on_gcp(command: str, md, api) -> str:
+    """Run the agent's `command` on a one-node group against the GCP stand-ins, which must refuse it: the one
+    plain line the agent says (exit 1)."""
+    md, api = md.start(), api.start()
     try:
         api.add_group("trainers", [("trainers-0", "10.128.0.2")])
-        res = run_agent("scale-to-zero", "--cloud", "gcp", "--group", "trainers", "--metadata-url", md.url,
+        res = run_agent(command, "--cloud", "gcp", "--group", "trainers", "--metadata-url", md.url,
                         env={"TRAINFLEET_GCP_COMPUTE_ENDPOINT": api.url})  # fmt: skip
     finally:
         md.stop()
         api.stop()
     assert res.returncode == 1
-    line = one_plain_line(res.stderr)
+    return one_plain_line(res.stderr)
+
+
+def test_gcp_node_without_the_group_permission_cannot_resize(tmp_path):
+    """The GCP stand-in authorizes by the node's permissions too: without compute.instanceGroupManagers.update the
+    resize is refused with Compute's own 403, in one line."""
+    api = NodeGceComputeApi(permissions=[p for p in NODE_PERMISSIONS if not p.endswith(".update")])
+    line = refused_on_gcp("scale-to-zero", GceMetadata(), api)
     assert "Forbidden: 403" in line and "Required 'compute.instanceGroupManagers.update' permission" in line, line
     assert api.sizes["trainers"] == 1
 
@@ -445,15 +451,5 @@ def test_azure_api_failure_is_one_clear_line(azure):
 
 def test_compute_scope_missing_is_one_clear_line(tmp_path):
     """A node whose service account lacks a compute scope is refused (403) and says so in one line."""
-    md = GceMetadata(scopes=[GOOGLE_SCOPE + "devstorage.read_write"]).start()
-    api = GceComputeApi().start()
-    try:
-        api.add_group("trainers", [("trainers-0", "10.128.0.2")])
-        res = run_agent("peers", "--cloud", "gcp", "--group", "trainers", "--metadata-url", md.url,
-                        env={"TRAINFLEET_GCP_COMPUTE_ENDPOINT": api.url})  # fmt: skip
-    finally:
-        md.stop()
-        api.stop()
-    assert res.returncode == 1
-    line = one_plain_line(res.stderr)
+    line = refused_on_gcp("peers", GceMetadata(scopes=[GOOGLE_SCOPE + "devstorage.read_write"]), GceComputeApi())
     assert "Forbidden: 403" in line and "insufficient authentication scopes" in line, line

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.checkpoint_io import azure_terminate_minutes
+from infra.checkpoint_io import azure_terminate_minutes, emergency_checkpoint_s
 from infra.mock_runtime import run_program
 from infra.stack_file import read_stack_file
 from tests.conftest import STACKS
@@ -27,7 +27,7 @@ from tests.conftest import STACKS
     ],
 )
 def test_the_terminate_window_is_what_the_checkpoint_takes(params, nodes, minutes, needed_s):
-    got, needed = azure_terminate_minutes(params, nodes, None)
+    got, needed = azure_terminate_minutes(params, nodes, None), emergency_checkpoint_s("azure", params, nodes, None)
     assert got == minutes and needed == pytest.approx(needed_s, abs=0.01)
 
 

@@ -20,7 +20,7 @@ from infra.azure import fleet as azure_fleet
 from infra.config import StackConfig
 from infra.errors import ConfigError
 from infra.gcp import fleet as gcp_fleet
-from infra.mock_runtime import DEFAULT_IMAGES, _ec2_wildcard, run_program
+from infra.mock_runtime import DEFAULT_IMAGES, ec2_wildcard, run_program
 from infra.program import is_gaudi
 from infra.rules.images import PLACEHOLDER_RULE, PLACEHOLDER_TEXT, _placeholder_ami
 from infra.stack_file import list_stack_files, read_stack_file
@@ -48,7 +48,7 @@ def with_user_image_text(text: str, image: str = USER_GAUDI_AMI) -> str:
 
 def _matches(pattern: str, names: list[str]) -> list[str]:
     """DescribeImages `name` filter semantics (`*`, `?`), as the mock runtime applies them."""
-    regex = _ec2_wildcard(pattern)
+    regex = ec2_wildcard(pattern)
     return [n for n in names if regex.fullmatch(n)]
 
 

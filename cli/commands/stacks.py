@@ -143,8 +143,7 @@ def _read_quota_limits(results: list[dict[str, Any]]) -> dict[str, list]:
 
 
 def _need_line(need) -> str:
-    head = f"{need.cloud} {need.region} {need.name}" + (f" ({need.code})" if need.code else "")
-    return f"{head}: {need.needed} {need.unit} ({need.purchase}); {need.fix}"
+    return f"{need.label}: {need.needed} {need.unit} ({need.purchase}); {need.fix}"
 
 
 def _json_row(r: dict[str, Any], checks: list | None) -> dict[str, Any]:

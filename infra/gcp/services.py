@@ -44,9 +44,9 @@ def apis_for(*, budget: bool, billing_export: bool) -> list[str]:
         "compute.googleapis.com", "iam.googleapis.com", "cloudresourcemanager.googleapis.com",
         "storage.googleapis.com",
     }  # fmt: skip
-    if budget:
-        apis |= {"billingbudgets.googleapis.com", "monitoring.googleapis.com", *SERVICE_OF_INVOKE[
-            "gcp:organizations/getProject:getProject"]}  # fmt: skip
+    if budget:  # the budget, its email channels, and the project lookup for its billing account
+        apis |= {"billingbudgets.googleapis.com", "monitoring.googleapis.com"}
+        apis |= set(SERVICE_OF_INVOKE["gcp:organizations/getProject:getProject"])
     if billing_export:
         apis.add("bigquery.googleapis.com")
     return sorted(apis)

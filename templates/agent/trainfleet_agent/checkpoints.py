@@ -430,12 +430,15 @@ def _local_size(final: str, rel: str) -> int | None:
     return os.path.getsize(path)
 
 
-def _local_copy(final: str, entry: dict, out: str) -> bool:
-    """Reuse a file this node already has for the same step (its own part, or an earlier restore): linked
-    into the temp folder when it holds the entry's bytes. Only from a folder marked COMPLETE (the caller's)."""
+def _holds(final: str, entry: dict) -> bool:
+    """A regular file (not a link) of a local step folder holds the entry's bytes (same_bytes)."""
     rel = entry["path"]
-    if _local_size(final, rel) is None or not same_bytes(os.path.join(final, *rel.split("/")), entry):
-        return False
+    return _local_size(final, rel) is not None and same_bytes(os.path.join(final, *rel.split("/")), entry)
+
+
+def _local_copy(final: str, rel: str, out: str) -> bool:
+    """Reuse a file this node already has for the same step (its own part, or an earlier restore), one the
+    caller found holds the entry's bytes in a folder marked COMPLETE: linked into the temp folder."""
     try:
         os.link(os.path.join(final, *rel.split("/")), out)
         return True
@@ -489,16 +492,15 @@ def _restore_step(store, prefix, dest, step, manifest, node_rank, nodes, whole=F
     if whole and complete and marker.get("universal"):  # converted here already: loadable at any size
         log("restore_present", step=step, universal=True)
         return True
-    if complete and all(
-        _local_size(final, e["path"]) is not None and same_bytes(os.path.join(final, *e["path"].split("/")), e)
-        for _, e in needed
-    ):
+    # Each local file checked once (a check may hash a whole file), for both the question below and the reuse.
+    held = [complete and _holds(final, e) for _, e in needed]
+    if complete and all(held):
         log("restore_present", step=step)
         return True
     tmp = os.path.join(dest, f".restore-{step_name(step)}-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     fetch = []
-    for node, e in needed:
+    for (node, e), reuse in zip(needed, held, strict=True):
         out = os.path.join(tmp, *e["path"].split("/"))
         os.makedirs(os.path.dirname(out), exist_ok=True)
         # Checked again where it lands, once its folders exist: never outside the step's own temp folder
@@ -507,7 +509,7 @@ def _restore_step(store, prefix, dest, step, manifest, node_rank, nodes, whole=F
             log("restore_skip", step=step, reason="path leaves the destination", path=e["path"][:80])
             shutil.rmtree(tmp, ignore_errors=True)
             return False
-        if not (complete and _local_copy(final, e, out)):
+        if not (reuse and _local_copy(final, e["path"], out)):
             fetch.append((object_key(prefix, step, node, e["path"]), out, e))
 
     def one(key, out, e):
