@@ -345,6 +345,40 @@ def test_a_termination_by_the_group_itself_is_a_notice_and_the_hook_is_completed
     assert done["LifecycleActionResult"] == "CONTINUE"
 
 
+def test_after_done_the_agent_releases_the_termination_scale_to_zero_brings(moto, env, bucket, imds, tmp_path):
+    """Issue 29 #11: after DONE node 0 scales the group to zero, and the group's lifecycle hook holds every node in
+    Terminating:Wait until its agent completes the action. The agent used to exit on DONE (systemd restarting it
+    every 5 s to exit again), so no node ever completed it: each waited out the hook's 600 s, billed. The agent
+    now stays after the final sync, releases the termination at once (nothing left to save) and exits 0."""
+    from tests.fake_autoscaling_hooks import FakeAutoScalingHooks
+
+    hooks = FakeAutoScalingHooks().start()
+    group, instance = "tf-prod-main", imds.values["instance-id"]
+    env = {**env, "AWS_ENDPOINT_URL_AUTO_SCALING": hooks.url, "TRAINFLEET_GROUP": group}
+    imds.values["autoscaling/target-lifecycle-state"] = "InService"
+    ag = agent(*watch_args(bucket, tmp_path, imds, "--keep-last", "2"), env=env)
+    tr = None
+    try:
+        ag.wait_event("watch_start", timeout=60)
+        tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--steps", "20", "--step-s", "0.02", "--blob-mb", "0.2")
+        assert tr.wait(30) == 0
+        done = ag.wait_event("training_done", timeout=30)
+        assert ag.alive(), "the agent left before the group terminated the node"
+        hooks.terminating(group, "trainfleet-checkpoint", instance)  # node 0's scale-to-zero
+        imds.values["autoscaling/target-lifecycle-state"] = "Terminated"
+        ag.wait_event("lifecycle_action_completed", timeout=30)
+        assert ag.wait(30) == 0, "\n".join(ag.stderr_lines)
+    finally:
+        ag.kill()
+        hooks.stop()
+        if tr is not None:
+            tr.kill()
+    assert not [e for e in ag.named("trainer_signalled") if e["ts"] > done["ts"]], "the trainer is gone: no signal"
+    assert latest(client(moto), bucket) == "step-00000020"
+    (completed,) = hooks.completed
+    assert (completed["InstanceId"], completed["LifecycleActionResult"]) == (instance, "CONTINUE")
+
+
 def periodic_run(env, bucket, imds, tmp_path, *trainer_args):
     """An 80-step fake training run (4 s) under an agent asking for a checkpoint every 0.36 s; the agent and the
     steps it made durable. The trainer starts once the agent is watching: on a loaded machine the agent's start
@@ -356,7 +390,8 @@ def periodic_run(env, bucket, imds, tmp_path, *trainer_args):
         tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--steps", "80", "--step-s", "0.05", "--blob-mb", "0.2",
                      *trainer_args)  # fmt: skip
         assert tr.wait(30) == 0
-        assert ag.wait(30) == 0, "\n".join(ag.stderr_lines)
+        ag.wait_event("training_done", timeout=30)
+        assert ag.alive(), "after DONE the agent keeps watching, for the termination it must release"
     finally:
         ag.kill()
         if tr is not None:
@@ -608,7 +643,7 @@ def test_an_unreachable_metadata_service_does_not_stop_checkpoint_sync(moto, env
             ag.wait_count("metadata_error", 3, timeout=30)
             assert ag.alive()
             (run / "DONE").write_text("4")
-            assert ag.wait(20) == 0
+            ag.wait_event("training_done", timeout=20)
         finally:
             ag.kill()
         assert latest(client(moto), bucket) == "step-00000004"

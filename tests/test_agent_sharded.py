@@ -136,12 +136,24 @@ def test_a_node_with_its_own_part_on_disk_fetches_only_the_shared_files(bucket, 
     ]
 
 
-def test_a_step_saved_by_another_node_count_is_not_restored(bucket, tmp_path):
-    committed(bucket, tmp_path, step=5, nodes=3)
+@pytest.mark.parametrize("older_at_this_count", [True, False])
+def test_a_step_saved_by_another_node_count_stops_the_job_instead_of_resuming_older_work(
+    bucket, tmp_path, older_at_this_count
+):
+    """Issue 29 #2: without elastic recovery, a job whose node count changed skipped every step saved at the other
+    count and resumed from an older step (here 5), or from step 0 when there was none: training silently thrown
+    away. Restore now refuses, naming the step, both counts and the fix, and leaves the node's disk alone."""
+    if older_at_this_count:
+        committed(bucket, tmp_path, step=5, nodes=3)
     committed(bucket, tmp_path, step=7, nodes=2)
     dest = tmp_path / "d"
     dest.mkdir()
-    assert agent.restore(bucket, PREFIX, str(dest), node_rank=0, nodes=3) == 5  # falls back to the 3-node step
+    with pytest.raises(agent.NodeCountChanged) as e:
+        agent.restore(bucket, PREFIX, str(dest), node_rank=0, nodes=3)
+    assert (e.value.step, e.value.saved_by, e.value.nodes) == (7, 2, 3)
+    assert "step 7, was saved by 2 node(s) and this job has 3" in str(e.value)
+    assert "checkpoint.elastic" in str(e.value) and "with 2 node(s) again" in str(e.value)
+    assert list(dest.iterdir()) == []
 
 
 @pytest.mark.parametrize("node_rank, nodes", [(0, 1), (2, 3)])
@@ -297,3 +309,58 @@ def test_restore_removes_what_killed_saves_conversions_and_restores_left(bucket,
         (dest / stale).write_bytes(b"x" * 1000)
     assert agent.restore(bucket, PREFIX, str(dest), node_rank=0, nodes=2) == 7
     assert sorted(p.name for p in dest.iterdir()) == ["step-00000007"]
+
+
+def test_a_node_waits_for_node_0s_commit_before_it_restores(bucket, tmp_path):
+    """Issue 29 #8: before a relaunch every node syncs, then restores. Node 1's small part was durable long before
+    node 0's (the whole 16-bit model under ZeRO-1/2), so node 1 restored the previous step and deleted its own
+    newer one while node 0 resumed from the newer step. Node 1's sync now waits for node 0's commit."""
+    import threading
+
+    upload(bucket, tmp_path, step=5, node=0, nodes=2)
+    upload(bucket, tmp_path, step=5, node=1, nodes=2)  # step 5 committed: LATEST is 5
+    save_part(tmp_path / "node1", 7, 1, 2)
+    got = {}
+    waiting = threading.Thread(
+        target=lambda: got.setdefault("manifest", agent.upload_step(bucket, PREFIX, str(tmp_path / "node1"), 7,
+                                                                    commit_wait_s=30))  # fmt: skip
+    )
+    waiting.start()
+    waiting.join(1.0)
+    assert waiting.is_alive(), "node 1 returned before node 0 committed step 7"
+    upload(bucket, tmp_path, step=7, node=0, nodes=2)  # node 0's part, then its commit
+    waiting.join(30)
+    assert got["manifest"]["step"] == 7 and agent.read_latest(bucket, PREFIX) == 7
+
+
+def test_without_node_0s_commit_a_node_gives_up_after_the_wait(bucket, tmp_path):
+    save_part(tmp_path / "node1", 7, 1, 2)
+    assert agent.upload_step(bucket, PREFIX, str(tmp_path / "node1"), 7, commit_wait_s=0.5) is None
+
+
+def test_the_agent_and_sync_never_upload_the_same_part_at_once(bucket, tmp_path, monkeypatch):
+    """Issue 29 #8: the agent's watch loop and the boot script's `sync` both upload the newest step; both sent the
+    whole part at once (twice the bytes, each at half the speed). The second waits for the first, then finds the
+    part durable and sends nothing."""
+    import threading
+
+    from tests.agent_support import load_agent_module
+
+    checkpoints = load_agent_module("checkpoints")
+    ckpt = tmp_path / "node0"
+    save_part(ckpt, 7, 0, 1)
+    real, puts, first_in = checkpoints.upload_part, [], threading.Event()
+
+    def slow_upload(*args):
+        puts.append(args[3])
+        first_in.set()
+        threading.Event().wait(0.5)  # the other uploader arrives while this one is sending
+        return real(*args)
+
+    monkeypatch.setattr(checkpoints, "upload_part", slow_upload)
+    other = threading.Thread(target=agent.ensure_part, args=(bucket, PREFIX, str(ckpt), 7))
+    other.start()
+    first_in.wait(10)
+    assert agent.ensure_part(bucket, PREFIX, str(ckpt), 7) is False, "the second uploader sent the part again"
+    other.join(10)
+    assert puts == [7]

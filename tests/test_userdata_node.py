@@ -326,6 +326,33 @@ def test_boot_restore_on_a_single_node_keeps_its_newer_local_checkpoint(moto, tm
     assert (ckpt / "step-00000030" / "COMPLETE").is_file()
 
 
+def test_boot_stops_with_one_event_when_the_node_count_changed_without_elastic(moto, tmp_path):
+    """Issue 29 #2: a stack redeployed with another node count (no checkpoint.elastic) skipped every step saved at
+    the old count, deleted the node's local steps as "not committed" and trained from step 0. The boot script now
+    stops cleanly (exit 0: the unit does not restart it), says why and the fix, records a `stopped` run event, and
+    leaves the node's checkpoints alone."""
+    bucket = "boot-" + uuid.uuid4().hex[:10]
+    s3(moto).create_bucket(Bucket=bucket)
+    source = tmp_path / "source"
+    make_step(source, 20, {"model.pt": b"twenty"})  # saved by a 1-node job
+    state, env = boot_node(tmp_path / "node", nodes=2, bucket=bucket, moto_url=moto.url)
+    upload_with_agent(env, source, bucket)
+    ckpt = state / "checkpoints"
+    make_step(ckpt, 30, {"model.pt": b"thirty"}, node_rank=1, nodes=2)
+    home = tmp_path / "node" / "opt"
+    result = subprocess.run(
+        ["bash", "-c", f'set -euo pipefail; . "{home}/trainfleet-boot.sh"; NODE_RANK=1; restore; echo LAUNCHED'],
+        capture_output=True, text=True, timeout=60, env={**os.environ, **env},
+    )  # fmt: skip
+    assert result.returncode == 0 and "LAUNCHED" not in result.stdout, result.stderr[-2000:]
+    assert "saved by 1 node(s) and this job has 2" in result.stderr
+    assert "checkpoint.elastic" in result.stderr
+    assert (ckpt / "step-00000030" / "model.pt").read_bytes() == b"thirty", "the node's own checkpoint is kept"
+    keys = [o["Key"] for o in s3(moto).list_objects_v2(Bucket=bucket, Prefix=f"{env['PREFIX']}/events/")["Contents"]]
+    (event,) = [json.loads(s3(moto).get_object(Bucket=bucket, Key=k)["Body"].read()) for k in keys]
+    assert (event["event"], event["reason"], event["saved_by"], event["nodes"]) == ("stopped", "node_count_changed", 1, 2)
+
+
 def test_a_node_booting_after_training_finished_syncs_and_scales_the_group_to_zero(moto, tmp_path):
     """The boot script's DONE path on its own: final checkpoint made durable, then no idle spend."""
     need_module("deepspeed", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")  # the boot script installs deepspeed when it is missing: not here

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -119,6 +121,30 @@ def upload_part(store: ObjectStore, prefix: str, ckpt_dir: str, step: int) -> di
     return part
 
 
+@contextlib.contextmanager
+def upload_lock(ckpt_dir: str, step: int):
+    """One upload of a step's part at a time on this node: the agent's watch loop and the boot script's `sync`
+    both upload the newest step, and without this both sent the same part at once (issue 29 #8). The second
+    waits here, then finds the part durable (part_in_bucket) and sends nothing. The lock is the step folder's own
+    (flock on a directory): no lock file to clean up, and the kernel releases it if the holder dies."""
+    fd = os.open(os.path.join(ckpt_dir, step_name(step)), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def ensure_part(store: ObjectStore, prefix: str, ckpt_dir: str, step: int) -> bool:
+    """This node's part of `step` durable in the bucket: uploaded unless PART.json already lists these very files.
+    True when this call uploaded it."""
+    with upload_lock(ckpt_dir, step):
+        if part_in_bucket(store, prefix, ckpt_dir, step, step_part(ckpt_dir, step)["node_rank"]):
+            return False
+        upload_part(store, prefix, ckpt_dir, step)
+        return True
+
+
 def part_in_bucket(store: ObjectStore, prefix: str, ckpt_dir: str, step: int, node: int) -> bool:
     """This node's part of `step` is durable already: its PART.json verifies and lists exactly the local files,
     these very files (size and mtime: a retried `sync`, the boot script's sync after the agent's). A part another
@@ -213,27 +239,37 @@ def upload_step(
     store: ObjectStore, prefix: str, ckpt_dir: str, step: int, keep_last: int = 0, commit_wait_s: float = 0.0
 ) -> dict | None:
     """Upload this node's part of `step`; on the node that saved as rank 0, also commit it, waiting up to
-    `commit_wait_s` for the other nodes' parts. Returns the manifest once committed, else None; the part
-    alone on another node. A part already durable in the bucket (same files, same sizes) is not uploaded again.
-    Local steps older than the newest `keep_last` are then removed from disk."""
+    `commit_wait_s` for the other nodes' parts; every other node waits as long for that commit. Returns the step's
+    manifest once committed, else None. A part already durable in the bucket (same files) is not uploaded again. Local steps older than the newest `keep_last`
+    are then removed from disk."""
     who = step_part(ckpt_dir, step)
     if who["restored"]:
         log("sync_skip", step=step, reason="restored from the bucket, already committed there")
         return None
-    if not part_in_bucket(store, prefix, ckpt_dir, step, who["node_rank"]):
-        upload_part(store, prefix, ckpt_dir, step)
-    result = None
-    if who["node_rank"] == 0:
-        until = time.time() + commit_wait_s
-        while True:
+    ensure_part(store, prefix, ckpt_dir, step)
+    until = time.time() + commit_wait_s
+    while True:
+        if who["node_rank"] == 0:
             result = commit(store, prefix, step, who["nodes"], keep_last)
-            if result is not None or time.time() >= until:
-                break
-            time.sleep(0.2)
-        if result is None:
-            log("commit_waiting", step=step, nodes=who["nodes"], reason="a node's part is not durable yet")
+        else:
+            # Wait for node 0's commit too: a node that restores before it takes the previous step and deletes
+            # its own newer one, while node 0 resumes from this step (issue 29 #8).
+            result = committed_manifest(store, prefix, step)
+        if result is not None or time.time() >= until:
+            break
+        time.sleep(0.2)
+    if result is None:
+        log("commit_waiting", step=step, nodes=who["nodes"], reason="a node's part is not durable yet")
     prune_local(ckpt_dir, keep_last)
     return result
+
+
+def committed_manifest(store: ObjectStore, prefix: str, step: int) -> dict | None:
+    """`step`'s manifest once node 0 has committed it (MANIFEST.json there and verifying, LATEST at or past it)."""
+    latest = read_latest(store, prefix)
+    if latest is None or latest < step:
+        return None
+    return verify_manifest(store, prefix, step)
 
 
 def prune_local(ckpt_dir: str, keep_last: int) -> list[int]:
@@ -446,6 +482,18 @@ def _local_copy(final: str, rel: str, out: str) -> bool:
         return False
 
 
+class NodeCountChanged(Exception):
+    """The newest committed checkpoint was saved by another node count, and this job cannot convert it."""
+
+    def __init__(self, step: int, saved_by: int, nodes: int):
+        self.step, self.saved_by, self.nodes = step, saved_by, nodes
+        super().__init__(
+            f"the newest checkpoint, step {step}, was saved by {saved_by} node(s) and this job has {nodes}: resuming "
+            f"would throw that training away. Deploy the stack with {saved_by} node(s) again, or set "
+            f"checkpoint.elastic (min_nodes at most {nodes}) so the job converts the checkpoint to {nodes} node(s)"
+        )
+
+
 def restore(
     store: ObjectStore, prefix: str, dest: str, node_rank: int = 0, nodes: int | None = None, resize: bool = False
 ) -> int | None:
@@ -453,8 +501,8 @@ def restore(
     (COMPLETE written last): its own part and the files every rank loads, fetched in parallel and verified,
     reusing what it already has. None if nothing can be restored.
 
-    A step saved by another node count cannot be loaded part by part: without `resize` it is skipped; with it
-    (elastic recovery) every part is fetched, for the node to convert the whole checkpoint to DeepSpeed's
+    A step saved by another node count cannot be loaded part by part: without `resize` that is NodeCountChanged
+    (never a silent fall back to an older step); with it (elastic recovery) every part is fetched, for the node to convert the whole checkpoint to DeepSpeed's
     universal format and load it at its new data-parallel size (templates/node/trainfleet-resize.py)."""
     for name in os.listdir(dest):
         # What a killed process left (restore runs before the trainer and the conversion start, never beside
@@ -476,8 +524,9 @@ def restore(
         saved_by = manifest.get("nodes", 1)
         other_count = "parts" in manifest and (node_rank >= saved_by or (nodes is not None and nodes != saved_by))
         if other_count and not resize:
-            log("restore_skip", step=step, reason=f"saved by {saved_by} node(s); this job has {nodes}")
-            continue
+            # Skipping it would resume an older step, or step 0 (every step was saved at that count): weeks of
+            # training silently lost (issue 29 #2). The job stops instead and says why.
+            raise NodeCountChanged(step, saved_by, nodes or node_rank + 1)
         if _restore_step(store, prefix, dest, step, manifest, node_rank, saved_by, whole=other_count):
             return step
     return None

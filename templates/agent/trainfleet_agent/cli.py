@@ -7,18 +7,26 @@ import os
 import signal
 import sys
 
-from .checkpoints import complete_steps, restore, step_part, upload_step
+from .checkpoints import NodeCountChanged, complete_steps, restore, step_part, upload_step
 from .common import log
 from .events import check_name, parse_field, parse_fields_json, record
 from .membership import cmd_peers, cmd_scale_to_zero
 from .stores import make_store
 from .watch import Watcher
 
+NODE_COUNT_CHANGED = 6  # restore: the newest checkpoint was saved by another node count (printed on stdout)
+
 
 def cmd_restore(a) -> int:
     os.makedirs(a.dest, exist_ok=True)
     store = make_store(a.cloud, a.bucket, a.metadata_url)
-    step = restore(store, a.prefix, a.dest, a.node_rank, a.nodes or None, resize=a.resize)
+    try:
+        step = restore(store, a.prefix, a.dest, a.node_rank, a.nodes or None, resize=a.resize)
+    except NodeCountChanged as e:
+        log("node_count_changed", step=e.step, saved_by=e.saved_by, nodes=e.nodes)
+        print(f"trainfleet_agent restore: {e}", file=sys.stderr)
+        print(e.saved_by)  # for the boot script's event
+        return NODE_COUNT_CHANGED
     if step is None:
         log("restore_nothing", bucket=a.bucket, prefix=a.prefix)
         return 0

@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from .checkpoints import commit, complete_steps, prune_local, read_latest, step_part, upload_part
+from .checkpoints import commit, complete_steps, ensure_part, prune_local, read_latest, step_part
 from .common import ASG_HOOK_NAME, NOTICE_WINDOW_S, log
 from .membership import aws_client
 from .metadata import AwsMetadata, metadata_base
@@ -85,6 +85,15 @@ class Watcher:
         self.notice: Notice | None = None  # the hard notice with the earliest deadline
         self.board = NoticeBoard(self.window)  # every hard notice in force, by its real deadline
         self.exit_baseline: int | None = None  # the newest complete step when the trainer was asked to exit
+        self.done = False  # DONE seen and the final checkpoint synced: only a termination is left to release
+        self._syncing: threading.Thread | None = None  # the periodic upload, off the main loop
+        # What this node's checkpoint really takes (issue 29 #4): the trainer's save after a request, and the upload
+        # and commit of its part. The exit window grows to cover them; the configured window is the floor.
+        self.base_window = self.window
+        self.requested_at: tuple[float, int | None] | None = None  # (when, newest step then)
+        self.save_s: float | None = None
+        self.upload_s: float | None = None
+        self.commit_s: float | None = None  # node 0 only
         self._lock = threading.Lock()
         self.stop = threading.Event()
         self.sigterm_at: float | None = None
@@ -121,17 +130,46 @@ class Watcher:
         fields = {"deadline_in_s": round(left, 1), "exit_in_s": round(max(0.0, left - self.window), 1)}
         log("notice", kind=n.kind, hard=n.hard, detail=n.detail, **(fields if n.hard else {}))
         try:
-            if not n.hard:
-                self.trainer.request(exit_after=False)
+            if self.done:
+                pass  # training is over: nothing to ask; the main loop releases a termination
+            elif not n.hard:
+                self.request_checkpoint()
             elif left <= self.window or self.board.exiting:
                 self._ask_exit()
             elif change == "new":
-                self.trainer.request(exit_after=False)  # a checkpoint now, in case; training goes on
+                self.request_checkpoint()  # a checkpoint now, in case; training goes on
         except Exception as e:  # noqa: BLE001
             log("signal_failed", error=str(e)[:200])
         if n.hard:
             with self._lock:
                 self.notice = self.board.earliest()
+
+    def request_checkpoint(self) -> None:
+        """Ask for a checkpoint (training goes on), timing how long the trainer takes to save it."""
+        if self.requested_at is None:
+            self.requested_at = (time.time(), self.newest())
+        self.trainer.request(exit_after=False)
+
+    def _measured(self, newest: int | None) -> None:
+        """A checkpoint asked for is complete: its save time, and the exit window it and the upload need."""
+        if self.requested_at is None or newest is None:
+            return
+        at, before = self.requested_at
+        if before is None or newest > before:
+            self.save_s, self.requested_at = time.time() - at, None
+            self._resize_window()
+
+    def _resize_window(self) -> None:
+        """The exit window: what this node's save, upload and (node 0) commit took last time, with a quarter more
+        for a slower run, and never less than the configured window. A 70B part takes minutes where the default window is
+        30 s (GCP, Azure) or 120 s (AWS): a long notice (GCP maintenance's hour, the group's 600 s hook, Azure's
+        Terminate) then asks for the exit in time for the checkpoint to be durable before the deadline."""
+        needed = 1.25 * sum(x or 0.0 for x in (self.save_s, self.upload_s, self.commit_s))
+        window = max(self.base_window, needed)
+        if abs(window - self.window) >= 1.0:
+            log("notice_window", window_s=round(window, 1), save_s=self.save_s and round(self.save_s, 1),
+                upload_s=self.upload_s and round(self.upload_s, 1))  # fmt: skip
+            self.window = self.board.window_s = window
 
     def _ask_exit(self) -> None:
         """Ask the trainer to checkpoint and exit, once; the newest step at that moment is the baseline its
@@ -151,12 +189,16 @@ class Watcher:
         try:
             who = step_part(a.ckpt_dir, step)
             if step not in self.uploaded and not who["restored"]:
-                upload_part(self.store, a.prefix, a.ckpt_dir, step)
+                t0 = time.time()
+                if ensure_part(self.store, a.prefix, a.ckpt_dir, step):  # False: `sync` had uploaded it already
+                    self.upload_s = time.time() - t0
+                    self._resize_window()
                 self.uploaded.add(step)
                 prune_local(a.ckpt_dir, a.keep_last)
             if who["node_rank"] == 0 and not who["restored"]:
                 # a notice or the final sync waits a little for the other nodes' parts; a periodic one does not
                 until = time.time() + (0.0 if reason == "periodic" else 1.0)
+                t0 = time.time()
                 while commit(self.store, a.prefix, step, who["nodes"], a.keep_last) is None:
                     if time.time() >= until:
                         if self.pending != step:
@@ -164,8 +206,10 @@ class Watcher:
                         self.pending = step
                         return False
                     time.sleep(0.2)
-            self.pending = None
-            self.synced = step if self.synced is None else max(self.synced, step)
+                self.commit_s = time.time() - t0  # the last (successful) round: reading every part, writing two
+            with self._lock:
+                self.pending = None
+                self.synced = step if self.synced is None else max(self.synced, step)
             return True
         except Exception as e:  # noqa: BLE001
             log("sync_failed", step=step, reason=reason, error=f"{type(e).__name__}: {e}"[:300])
@@ -202,20 +246,19 @@ class Watcher:
                     deadline = self.sigterm_at + min(self.window, 30.0)
                     self.on_notice(Notice("sigterm", True, "agent received SIGTERM", deadline))
                 notice = self.board.due()  # the earliest deadline, once only the notice window is left
+                if notice is None and self.done:  # nothing left to save: release a termination at once
+                    notice = self.board.earliest()
                 if notice is not None:
                     return self.handle_notice(notice)
                 try:
-                    finished = self.tick()
+                    self.tick()
                 except Exception as e:  # noqa: BLE001 - the watch loop never dies on a fault
                     log("watch_error", error=f"{type(e).__name__}: {e}"[:300])
-                    finished = None
-                if finished is not None:
-                    return finished
                 if time.time() >= self.next_periodic:
                     self.next_periodic = time.time() + self.interval
-                    if self.trainer.alive() and self.keeps_the_cadence():
+                    if not self.done and self.trainer.alive() and self.keeps_the_cadence():
                         log("periodic_checkpoint_request")
-                        self.trainer.request(exit_after=False)
+                        self.request_checkpoint()
                 time.sleep(a.scan_s)
         finally:
             self.stop.set()
@@ -243,26 +286,39 @@ class Watcher:
         t.start()
         return t
 
-    def tick(self) -> int | None:
-        """Sync a new complete checkpoint; on DONE do the final sync and return the exit code."""
+    def tick(self) -> None:
+        """Upload a new complete checkpoint in the background (the main loop keeps watching for notices while a
+        part of hundreds of GB goes up: issue 29 #4); on DONE, the final sync. After DONE the agent keeps watching:
+        scaling the group to zero terminates every node, and each must release its termination (the group's
+        lifecycle hook, an Azure Terminate event) or wait out its timeout, billed (issue 29 #11)."""
+        if self.done:
+            return
         newest = self.newest()
-        if newest is not None and (self.synced is None or newest > self.synced):
-            self.sync(newest, "periodic")
+        self._measured(newest)
+        if newest is not None and (self.synced is None or newest > self.synced) and not self.syncing():
+            self._syncing = threading.Thread(target=self.sync, args=(newest, "periodic"), daemon=True, name="sync")
+            self._syncing.start()
         done = self.trainer.done_step()
-        if done is None:
-            return None
+        if done is None or self.syncing():  # the final sync after the periodic one (often the same step)
+            return
         newest = self.newest()
         if newest is not None and (self.synced is None or newest > self.synced):
             if not self.sync(newest, "final"):
-                return None  # retried on the next tick
-        log("training_done", final_step=done, synced=self.synced)
-        return 0
+                return  # retried on the next tick
+        log("training_done", final_step=done, synced=self.synced, still_watching="terminations")
+        self.done = True
+
+    def syncing(self) -> bool:
+        return self._syncing is not None and self._syncing.is_alive()
 
     def handle_notice(self, n: Notice) -> int:
         """Only the notice window is left before the earliest deadline: the trainer checkpoints and exits, that
         checkpoint is made durable, then the termination is released (the group's lifecycle action; each Azure
         event once every VM it names is safe) and the agent exits. The deadline is read again throughout: a
         sooner notice may still come."""
+        if self.done:  # training over, its last checkpoint durable: release the termination and go
+            self.release_terminations(self.board.notices() or [n], ok=True)
+            return 0
         try:
             self._ask_exit()
         except Exception as e:  # noqa: BLE001
@@ -275,9 +331,9 @@ class Watcher:
         def deadline() -> float:
             return self.board.deadline() or n.deadline
 
-        def wait_until() -> float:
+        def wait_until() -> float:  # time to spare for the upload: what it took last time, within the bounds
             span = max(0.0, deadline() - start)
-            return deadline() - min(max(5.0, 0.25 * span), 0.5 * span)
+            return deadline() - min(max(5.0, 0.25 * span, self.upload_s or 0.0), 0.5 * span)
 
         log("notice_wait", kind=n.kind, baseline=baseline, deadline_in_s=round(deadline() - start, 1))
         target = None
@@ -309,6 +365,12 @@ class Watcher:
             first = min([x.at for x in notices] or [n.at])
             log("notice_durable", step=target, kind=n.kind, notice_to_durable_s=round(time.time() - first, 3),
                 exit_to_durable_s=round(time.time() - start, 3))  # fmt: skip
+        self.release_terminations(notices, ok)
+        return 0 if ok else 1
+
+    def release_terminations(self, notices: list[Notice], ok: bool) -> None:
+        """Let the cloud go on with the termination now rather than at its timeout: the group's lifecycle action
+        (AWS); each Azure event once every VM it names is safe."""
         if any(x.kind == "aws-asg-terminate" for x in notices):
             complete_lifecycle_action(self.args.metadata_url)
         azure = [x for x in notices if x.event_ids]
@@ -318,7 +380,6 @@ class Watcher:
             else:
                 log("azure_event_not_acknowledged", event_ids=[e for x in azure for e in x.event_ids],
                     reason="this VM's checkpoint is not durable")  # fmt: skip
-        return 0 if ok else 1
 
 
 def complete_lifecycle_action(metadata_url: str | None) -> None:
