@@ -321,3 +321,33 @@ class S3CompleteAnswers200Error(ForwardingProxy):
             return None
         _status, hdrs, doc = s3_error(200, self.error_code, "We encountered an internal error. Please try again.")
         return 200, hdrs, doc
+
+
+class GcsPreconditionGate(ForwardingProxy):
+    """GCS's request preconditions in front of gcp-storage-emulator, which ignores them: an upload with
+    `ifGenerationMatch=N` is written only while the object's live generation is N (0: no live object), else GCS
+    answers 412 conditionNotMet (cloud.google.com/storage/docs/request-preconditions; JSON API objects.insert
+    `ifGenerationMatch`). The object's name is in the query (uploadType=media, resumable) or in the JSON part of a
+    multipart upload's body."""
+
+    preserve_host = True
+
+    def refusal(self, method, path, headers, body):
+        split = urllib.parse.urlsplit(path)
+        query = urllib.parse.parse_qs(split.query)
+        if method != "POST" or "ifGenerationMatch" not in query or not split.path.startswith("/upload/"):
+            return None
+        bucket = split.path.split("/b/", 1)[1].split("/", 1)[0]
+        name = (query.get("name") or [None])[0]
+        if name is None:  # multipart: the metadata part is JSON with the name
+            start = body.find(b"{")
+            name = json.loads(body[start : body.index(b"}", start) + 1])["name"]
+        status, _, data = self._forward("GET", f"/storage/v1/b/{bucket}/o/{urllib.parse.quote(name, safe='')}",
+                                        {"Host": self.upstream.netloc}, b"")  # fmt: skip
+        live = json.loads(data)["generation"] if status == 200 else "0"
+        if str(live) == query["ifGenerationMatch"][0]:
+            return None
+        error = {"error": {"code": 412, "message": "At least one of the pre-conditions you specified did not hold.",
+                           "errors": [{"reason": "conditionNotMet", "domain": "global",
+                                       "message": "At least one of the pre-conditions you specified did not hold."}]}}  # fmt: skip
+        return 412, {"Content-Type": "application/json"}, json.dumps(error).encode()

@@ -33,6 +33,7 @@ from tests.agent_support import (
 from tests.metadata_servers import AwsImds
 from tests.storage_auth_proxies import (
     ForwardingProxy,
+    GcsPreconditionGate,
     S3ChecksumGate,
     is_upload_part,
     s3_error,
@@ -213,6 +214,43 @@ def test_missing_objects(backend, tmp_path):
     assert store.get_bytes(key) == b"LATEST"
     store.delete(key)
     assert store.get_bytes(key) is None and store.list(backend.prefix) == {}
+
+
+def test_latest_is_written_only_over_the_version_its_writer_read(backend):
+    """Issue 29 #15: two committers each read LATEST and then wrote it; the slower one moved it backward. Each
+    cloud's conditional write (S3 If-Match / If-None-Match, GCS ifGenerationMatch, Azure If-Match /
+    If-None-Match) refuses a write over a version its writer did not read. gcp-storage-emulator ignores
+    preconditions, so GCP goes through GcsPreconditionGate, which answers as GCS does (412 conditionNotMet)."""
+    store = backend.store(backend.proxy(GcsPreconditionGate)) if backend.cloud == "gcp" else backend.store()
+    key = backend.prefix + "LATEST"
+    assert store.get_versioned(key) == (None, None)
+    assert store.put_if(key, b"step-00000005", None) is True
+    assert store.put_if(key, b"step-00000004", None) is False, "written over an object its writer never read"
+    data, read_at_5 = store.get_versioned(key)
+    assert data == b"step-00000005" and read_at_5
+    assert store.put_if(key, b"step-00000007", read_at_5) is True
+    assert store.put_if(key, b"step-00000006", read_at_5) is False, "a stale read moved LATEST backward"
+    assert store.get_bytes(key) == b"step-00000007"
+
+
+def test_two_committers_racing_never_move_latest_backward(backend):
+    """The race itself: committer A read LATEST at 5 to write 9; committer B moves it to 7 in between. A's
+    conditional write fails, it reads again, and 9 > 7 still goes in; had B written 11, A would leave it."""
+    store = backend.store(backend.proxy(GcsPreconditionGate)) if backend.cloud == "gcp" else backend.store()
+    prefix = backend.prefix.rstrip("/")
+    store.put_bytes(prefix + "/LATEST", b"step-00000005")
+    real, raced = store.get_versioned, []
+
+    def b_commits_in_between(key):
+        answer = real(key)
+        if not raced:
+            raced.append(True)
+            assert agent.advance_latest(store, prefix, 11) == 11  # B, between A's read and A's write
+        return answer
+
+    store.get_versioned = b_commits_in_between
+    assert agent.advance_latest(store, prefix, 9) == 11
+    assert store.get_bytes(prefix + "/LATEST") == b"step-00000011"
 
 
 def test_listing_pages_through_every_key(backend):

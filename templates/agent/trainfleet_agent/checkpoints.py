@@ -36,13 +36,32 @@ def _key(prefix: str, *rest: str) -> str:
 
 
 def read_latest(store: ObjectStore, prefix: str) -> int | None:
-    data = store.get_bytes(_key(prefix, "LATEST"))
+    return _latest_step(store.get_bytes(_key(prefix, "LATEST")))
+
+
+def _latest_step(data: bytes | None) -> int | None:
     if not data:
         return None
     # Not UTF-8 (e.g. UTF-16 from Windows PowerShell's `>`): unreadable, like a missing LATEST, so
     # restore falls back to the newest verified step and the next commit rewrites it.
     m = STEP_RE.match(data.decode(errors="replace").strip())
     return int(m.group(1)) if m else None
+
+
+def advance_latest(store: ObjectStore, prefix: str, step: int) -> int:
+    """Move LATEST to `step` if that is forward; returns LATEST's step after. A conditional write: two committers
+    (the agent and the boot script's `sync`, an old node 0 and a new one after a membership change) each read LATEST
+    before writing it, and the slower one moved it backward (issue 29 #15). The loser of a race reads again."""
+    key = _key(prefix, "LATEST")
+    for _ in range(20):
+        data, version = store.get_versioned(key)
+        current = _latest_step(data)
+        if current is not None and current >= step:
+            return current
+        if store.put_if(key, step_name(step).encode(), version):
+            return step
+        log("latest_race", step=step, read=current)
+    raise RuntimeError(f"LATEST kept changing under 20 conditional writes of step {step}")
 
 
 # ------------------------------------------------------------------------------------------- commit
@@ -219,12 +238,7 @@ def commit(store: ObjectStore, prefix: str, step: int, nodes: int, keep_last: in
         parts.append({"node": node, "files": part["files"]})
     manifest = {"step": step, "nodes": nodes, "parts": parts, "created": time.time(), "host": socket.gethostname()}
     store.put_bytes(_key(prefix, step_name(step), "MANIFEST.json"), json.dumps(manifest, indent=1).encode())
-    current = read_latest(store, prefix)
-    if current is None or step >= current:
-        store.put_bytes(_key(prefix, "LATEST"), step_name(step).encode())
-        latest = step
-    else:
-        latest = current
+    latest = advance_latest(store, prefix, step)
     total = sum(e["size"] for p in parts for e in p["files"])
     log("durable", step=step, latest=latest, nodes=nodes, bytes=total)
     if keep_last and keep_last > 0:

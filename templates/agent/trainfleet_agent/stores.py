@@ -32,6 +32,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import threading
 import urllib.parse
 
 from .common import DEFAULT_METADATA, log, route_sdk_logs
@@ -124,6 +125,9 @@ class _HashingReader:
 # ------------------------------------------------------------------------------------------ the interface
 
 
+_STAND_IN_LOCK = threading.Lock()
+
+
 class ObjectStore:
     """The one interface the checkpoint code uses; keys are full object names in the bucket.
 
@@ -166,6 +170,23 @@ class ObjectStore:
     def delete(self, key: str) -> None:
         """Delete an object; deleting a missing one is not an error."""
         raise NotImplementedError
+
+    def get_versioned(self, key: str) -> tuple[bytes | None, str | None]:
+        """The object's bytes and the version a conditional write names (ETag, GCS generation); (None, None) when
+        there is no such object. The default, for in-process stand-ins: the bytes are the version."""
+        data = self.get_bytes(key)
+        return data, None if data is None else data.hex()
+
+    def put_if(self, key: str, data: bytes, version: str | None) -> bool:
+        """Write the object only if it is still at `version` (None: only if there is none); False when another
+        writer got there first. The clouds check it in the service (S3 If-Match / If-None-Match, GCS
+        ifGenerationMatch, Azure If-Match / If-None-Match); the default, for in-process stand-ins, compares and
+        writes under one lock."""
+        with _STAND_IN_LOCK:
+            if self.get_versioned(key)[1] != version:
+                return False
+            self.put_bytes(key, data)
+            return True
 
 
 # ------------------------------------------------------------------------------------------ S3
@@ -279,6 +300,28 @@ class S3Store(ObjectStore):
     def delete(self, key):
         self.client.delete_object(Bucket=self.bucket, Key=key)
 
+    def get_versioned(self, key):
+        try:
+            answer = self.client.get_object(Bucket=self.bucket, Key=key)
+        except self._errors.ClientError as e:
+            if self._missing(e):
+                return None, None
+            raise
+        return answer["Body"].read(), answer["ETag"]
+
+    def put_if(self, key, data, version):
+        # S3 conditional writes (PutObject If-Match / If-None-Match: "*"): 412 PreconditionFailed, or 409
+        # ConditionalRequestConflict when another conditional write on the key is in flight.
+        condition = {"IfMatch": version} if version is not None else {"IfNoneMatch": "*"}
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=bytes(data), ChecksumAlgorithm=self.ALGORITHM,
+                                   **condition)  # fmt: skip
+        except self._errors.ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
+                return False
+            raise
+        return True
+
 
 # ------------------------------------------------------------------------------------------ GCS
 
@@ -319,6 +362,31 @@ class GcsStore(ObjectStore):
 
     def put_bytes(self, key, data):
         self._blob(key).upload_from_string(bytes(data), content_type="application/octet-stream", checksum="crc32c")
+
+    def get_versioned(self, key):
+        from google.api_core.exceptions import PreconditionFailed
+
+        for _ in range(5):
+            blob = self.bucket.get_blob(key)  # its metadata: the live generation
+            if blob is None:
+                return None, None
+            generation = blob.generation  # before the download, which sets it again from its answer's headers
+            try:  # the bytes of that very generation: a write in between fails this, and the read goes again
+                data = blob.download_as_bytes(checksum="crc32c", if_generation_match=generation)
+            except (PreconditionFailed, self._not_found):
+                continue
+            return data, str(generation)
+        raise RuntimeError(f"gs://{self.bucket.name}/{key} kept changing while read")
+
+    def put_if(self, key, data, version):
+        from google.api_core.exceptions import PreconditionFailed
+
+        try:  # ifGenerationMatch: the generation read, or 0 for "no live object" (GCS request preconditions)
+            self._blob(key).upload_from_string(bytes(data), content_type="application/octet-stream",
+                                               checksum="crc32c", if_generation_match=int(version or 0))  # fmt: skip
+        except PreconditionFailed:
+            return False
+        return True
 
     def put_file(self, key, path):
         blob = self._blob(key)
@@ -435,6 +503,28 @@ class AzureBlobStore(ObjectStore):
 
     def list(self, prefix):
         return {b.name: int(b.size) for b in self.container.list_blobs(name_starts_with=prefix)}
+
+    def get_versioned(self, key):
+        try:
+            downloader = self.container.download_blob(key)
+        except self._not_found:
+            return None, None
+        return downloader.readall(), downloader.properties.etag
+
+    def put_if(self, key, data, version):
+        from azure.core import MatchConditions
+        from azure.core.exceptions import ResourceExistsError, ResourceModifiedError
+
+        blob = self.container.get_blob_client(key)
+        try:
+            if version is None:  # overwrite=False: If-None-Match: *
+                blob.upload_blob(bytes(data), overwrite=False, validate_content="md5")
+            else:
+                blob.upload_blob(bytes(data), overwrite=True, validate_content="md5", etag=version,
+                                 match_condition=MatchConditions.IfNotModified)  # fmt: skip
+        except (ResourceExistsError, ResourceModifiedError):
+            return False
+        return True
 
     def delete(self, key):
         try:
