@@ -253,6 +253,28 @@ def test_two_committers_racing_never_move_latest_backward(backend):
     assert store.get_bytes(prefix + "/LATEST") == b"step-00000011"
 
 
+@pytest.mark.parametrize("tampered", [False, True])
+def test_the_committer_takes_each_files_checksum_from_the_store_not_from_the_part(backend, tmp_path, tampered):
+    """Issue 29 #13: PART.json's checksums are the node's own claim. Another node writing over a file of that part
+    (same name, same size) after it was declared left a manifest whose tokens described bytes no longer there,
+    or, with the tokens rewritten too, other bytes taken as that node's. The committer reads each object's checksum
+    as the service keeps it (S3 HeadObject CRC64NVME, GCS crc32c, Azure Content-MD5 of a blob put whole) and does
+    not commit a part whose objects disagree with it."""
+    store = backend.store()
+    prefix = backend.prefix.rstrip("/")
+    ckpt = tmp_path / "ckpt"
+    shard = ckpt / "step-00000003" / "zero_pp_rank_0_mp_rank_00_optim_states.pt"
+    shard.parent.mkdir(parents=True)
+    shard.write_bytes(os.urandom(4096))
+    (shard.parent / "COMPLETE").write_text('{"step": 3, "node_rank": 0, "nodes": 1}')
+    agent.upload_part(store, prefix, str(ckpt), 3)
+    if tampered:
+        store.put_bytes(f"{prefix}/step-00000003/node-0/{shard.name}", os.urandom(4096))
+    manifest = agent.commit(store, prefix, 3, 1)
+    assert (manifest is None) is tampered
+    assert agent.read_latest(store, prefix) == (None if tampered else 3)
+
+
 def test_listing_pages_through_every_key(backend):
     """More keys than one page of S3's ListObjectsV2 (1000) would be slow here; the SDKs page by themselves,
     so a small page size is what is checked: every key with its size, only under the prefix."""

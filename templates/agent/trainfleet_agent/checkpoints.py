@@ -236,6 +236,8 @@ def commit(store: ObjectStore, prefix: str, step: int, nodes: int, keep_last: in
         if part is None:
             return None
         parts.append({"node": node, "files": part["files"]})
+    if not stored_checksums_agree(store, prefix, step, parts):
+        return None
     manifest = {"step": step, "nodes": nodes, "parts": parts, "created": time.time(), "host": socket.gethostname()}
     store.put_bytes(_key(prefix, step_name(step), "MANIFEST.json"), json.dumps(manifest, indent=1).encode())
     latest = advance_latest(store, prefix, step)
@@ -247,6 +249,23 @@ def commit(store: ObjectStore, prefix: str, step: int, nodes: int, keep_last: in
         except Exception as e:  # noqa: BLE001
             log("prune_failed", error=str(e)[:300])
     return manifest
+
+
+def stored_checksums_agree(store: ObjectStore, prefix: str, step: int, parts: list[dict]) -> bool:
+    """Every file's checksum as the store itself keeps it (not as the node's PART.json says) is the one the
+    manifest will carry: a part whose objects were replaced after its node declared them (another node writing
+    over them, a node's bug) is not committed. Where the store keeps no checksum (an Azure blob built from
+    blocks) the node's own token stands; restore checks every download against it either way."""
+    objects = [(p["node"], e) for p in parts for e in p["files"]]
+
+    def check(node, entry):
+        stored = store.stored_checksum(object_key(prefix, step, node, entry["path"]))
+        return None if stored is None or stored == entry_checksum(entry) else (node, entry["path"], stored)
+
+    wrong = [w for w in run_parallel([(lambda n=n, e=e: check(n, e)) for n, e in objects], store.concurrency) if w]
+    for node, path, stored in wrong[:5]:
+        log("part_checksum_mismatch", step=step, node=node, path=path, stored=stored)
+    return not wrong
 
 
 def upload_step(

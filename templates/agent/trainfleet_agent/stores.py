@@ -171,6 +171,11 @@ class ObjectStore:
         """Delete an object; deleting a missing one is not an error."""
         raise NotImplementedError
 
+    def stored_checksum(self, key: str) -> str | None:
+        """The checksum token the service itself keeps for the object, or None where it keeps none (an Azure blob
+        built from blocks; an in-process stand-in). The committer compares it with what a node's PART.json claims."""
+        return None
+
     def get_versioned(self, key: str) -> tuple[bytes | None, str | None]:
         """The object's bytes and the version a conditional write names (ETag, GCS generation); (None, None) when
         there is no such object. The default, for in-process stand-ins: the bytes are the version."""
@@ -300,6 +305,16 @@ class S3Store(ObjectStore):
     def delete(self, key):
         self.client.delete_object(Bucket=self.bucket, Key=key)
 
+    def stored_checksum(self, key):
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=key, ChecksumMode="ENABLED")
+        except self._errors.ClientError as e:
+            if self._missing(e):
+                return None
+            raise
+        value = head.get("ChecksumCRC64NVME")
+        return "crc64nvme:" + value if value and head.get("ChecksumType", "FULL_OBJECT") == "FULL_OBJECT" else None
+
     def get_versioned(self, key):
         try:
             answer = self.client.get_object(Bucket=self.bucket, Key=key)
@@ -362,6 +377,10 @@ class GcsStore(ObjectStore):
 
     def put_bytes(self, key, data):
         self._blob(key).upload_from_string(bytes(data), content_type="application/octet-stream", checksum="crc32c")
+
+    def stored_checksum(self, key):
+        blob = self.bucket.get_blob(key)
+        return "crc32c:" + blob.crc32c if blob is not None and blob.crc32c else None
 
     def get_versioned(self, key):
         from google.api_core.exceptions import PreconditionFailed
@@ -503,6 +522,13 @@ class AzureBlobStore(ObjectStore):
 
     def list(self, prefix):
         return {b.name: int(b.size) for b in self.container.list_blobs(name_starts_with=prefix)}
+
+    def stored_checksum(self, key):
+        try:
+            md5 = self.container.get_blob_client(key).get_blob_properties().content_settings.content_md5
+        except self._not_found:
+            return None
+        return "md5:" + base64.b64encode(md5).decode() if md5 else None  # none for a blob built from blocks
 
     def get_versioned(self, key):
         try:
