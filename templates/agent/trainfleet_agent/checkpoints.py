@@ -477,12 +477,48 @@ def verify_manifest(store: ObjectStore, prefix: str, step: int, listing: dict | 
 ZERO_SHARD_RE = re.compile(r"(^|/)((bf16_)?zero_pp_rank_\d+_[^/]*$|offloaded_tensors/rank\d+/)")
 
 
+# A pipeline's weights (pipe/module.py `ckpt_layer_path`, `load_state_dir`): each rank loads only its own stage's
+# layers, every tensor-parallel slice of each (`ckpt_layer_path_list` globs `layer_<idx>-*model_states.pt`, and the
+# SD loader picks the file at index mp_rank x files / mp_world_size, so a layer's slices come all or none). The
+# stage's layers are those its data-parallel rank 0 wrote: the part that also holds a `zero_pp_rank_0_mp_rank_<mp>`
+# shard of one of this node's model-parallel ranks (`mp`: the rank within its replica's model group).
+LAYER_RE = re.compile(r"(^|/)layer_(\d+)-[^/]*model_states\.pt$")
+SHARD_MP_RE = re.compile(r"(^|/)(bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
+
+
+def _stage_layers(objects: list[tuple[int | None, dict]], node_rank: int) -> set[str] | None:
+    """The layer indices this node's ranks load, or None when the checkpoint does not say (no pipeline layer files,
+    or no ZeRO shards naming model-parallel ranks): then every layer file is fetched, as before."""
+    mps_of: dict[int | None, set[str]] = {}  # node -> the model-parallel ranks of its shards
+    writers: dict[int | None, set[str]] = {}  # node -> the model-parallel ranks it wrote data-parallel rank 0 of
+    layers_of: dict[int | None, set[str]] = {}
+    for n, e in objects:
+        if m := SHARD_MP_RE.search(e["path"]):
+            mps_of.setdefault(n, set()).add(m.group(4))
+            if m.group(3) == "0":
+                writers.setdefault(n, set()).add(m.group(4))
+        elif m := LAYER_RE.search(e["path"]):
+            layers_of.setdefault(n, set()).add(m.group(2))
+    own = mps_of.get(node_rank)
+    if not layers_of or not own:
+        return None
+    return {idx for n, layers in layers_of.items() if writers.get(n, set()) & own for idx in layers}
+
+
 def needed_files(manifest: dict, node_rank: int) -> list[tuple[int | None, dict]]:
     """What node `node_rank` must have locally to resume: (node, entry), each local path once."""
     objects = manifest_objects(manifest)
     own = [(n, e) for n, e in objects if n is None or n == node_rank]
     have = {e["path"] for _, e in own}
-    shared = [(n, e) for n, e in objects if n not in (None, node_rank) and not ZERO_SHARD_RE.search(e["path"])]
+    layers = _stage_layers(objects, node_rank)
+
+    def loaded_here(path: str) -> bool:
+        if ZERO_SHARD_RE.search(path):
+            return False
+        layer = LAYER_RE.search(path)
+        return layer is None or layers is None or layer.group(2) in layers
+
+    shared = [(n, e) for n, e in objects if n not in (None, node_rank) and loaded_here(e["path"])]
     out = list(own)
     for n, e in shared:
         if e["path"] not in have:
