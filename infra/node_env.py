@@ -24,7 +24,12 @@ DeepSpeed's own dependencies (pydantic, numpy, ...) resolve at boot; only torch 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from infra.config import Fleet, StackConfig
 
 # ------------------------------------------------------------------------------------------- the pins
 # PyTorch: the release the repo's e2e test and CI run (pyproject `e2e`: torch==2.13.0). PyPI has it (`pip index
@@ -184,3 +189,31 @@ IMAGES: dict[str, NodeImage] = {
 def node_image(cloud: str, gaudi: bool = False) -> NodeImage:
     """The environment a fleet's nodes build: Gaudi's (AWS dl1), else the cloud's NVIDIA one."""
     return IMAGES["gaudi" if gaudi else cloud]
+
+
+# ------------------------------------------------------------------------ the checkpoint's disk and time
+# What trainfleet.env tells the boot script about this fleet's checkpoint (issue 29 #3, #6): how long to wait for
+# the trainer to save and exit before killing it (`stop_trainer`), and the disk the checkpoint folder must offer
+# before a launch (`check_disk`). Both from the checkpoint each node writes (infra/disk_need.py).
+def checkpoint_env(config: StackConfig, fleet: Fleet) -> dict[str, int]:
+    """{"stop_grace_seconds", "disk_needed_bytes", "commit_wait_seconds"} for the fleet's trainfleet.env."""
+    from infra.disk_need import disk_need, stop_grace_s
+
+    need = disk_need(config, fleet)
+    return {"stop_grace_seconds": stop_grace_s(need.saved_bytes), "disk_needed_bytes": need.checkpoint_bytes,
+            "commit_wait_seconds": commit_wait_s(fleet.cloud, fleet.nodes, need.saved_bytes)}  # fmt: skip
+
+
+MIN_COMMIT_WAIT_S = 60  # the fixed wait before issue 29
+
+
+def commit_wait_s(cloud: str, nodes: int, saved_bytes: int) -> int:
+    """How long a node's `sync` before a relaunch waits for the step's commit (node 0 for the other parts, every other
+    node for node 0's commit): the largest part's upload at the cloud's per-node rate plus the commit, with a quarter
+    more, in whole tens of seconds. Node 0's part, the whole 16-bit model under ZeRO-1/2, goes up last; a node that
+    stopped waiting restored the previous step (issue 29 #8). The rate is checkpoint_io.py's without the instance's
+    network cap (not known here), so it is the upper one: the wait errs short only where the NIC is the limit."""
+    from infra.checkpoint_io import COMMIT_S, upload_gbps_per_node
+
+    needed = 1.25 * (saved_bytes / (upload_gbps_per_node(cloud, nodes, None) * 1e9) + COMMIT_S)
+    return max(MIN_COMMIT_WAIT_S, math.ceil(needed / 10) * 10)

@@ -45,7 +45,7 @@ from infra.deepspeed_settings import zero_communication
 from infra.elastic import usable_node_counts
 from infra.errors import TrainfleetError, shown
 from infra.naming import check_stack_name
-from infra.node_env import AGENT_REQUIREMENTS, AGENT_VENV, VENV, node_image
+from infra.node_env import AGENT_REQUIREMENTS, AGENT_VENV, VENV, checkpoint_env, node_image
 from infra.parallelism import data_parallel, layout_error
 
 # Provider limits on the value each input accepts.
@@ -310,6 +310,8 @@ def _node_context(stack: str, config: StackConfig, fleet: Fleet, bucket: str, gr
         "nodes": fleet.nodes,
         "interval_minutes": f"{config.checkpoint.interval_minutes:g}",
         "keep_last": config.checkpoint.keep_last,
+        # the trainer's stop grace and the disk a launch needs, from the checkpoint each node writes (issue 29 #3, #6)
+        **checkpoint_env(config, fleet),
         # elastic recovery (infra/elastic.py): 0 and 0 when the stack does not set checkpoint.elastic
         "elastic_min_nodes": elastic.min_nodes if elastic else 0,
         "elastic_wait_seconds": round(elastic.wait_for_replacement_s) if elastic else 0,

@@ -332,6 +332,12 @@ def _env_values(text: str) -> dict[str, str]:
     return {"min_nodes": least, "wait": wait}
 
 
+def _int(env: str, key: str) -> int:
+    match = re.search(rf"^{key}=(\d+)$", env, re.M)
+    assert match, key
+    return int(match.group(1))
+
+
 def test_the_env_file_carries_elastic_recovery_or_zeros():
     """checkpoint.elastic reaches the node as two env lines (through shq, read the same by bash and systemd):
     min_nodes and the wait in whole seconds; 0 and 0 when the stack does not set it."""
@@ -349,6 +355,11 @@ def test_the_env_file_carries_elastic_recovery_or_zeros():
     assert re.search(r"^TRAINFLEET_ELASTIC_WAIT_SECONDS=600$", env, re.M)  # rounded to a whole second
     assert _env_values(env) == {"min_nodes": "2", "wait": "600"}
     def others(text):
-        return [line for line in text.splitlines() if not line.startswith("TRAINFLEET_ELASTIC_")]
+        # the disk need grows with elastic recovery (the whole checkpoint a resize restores, and its conversion:
+        # infra/disk_need.py), the stop grace and the commit wait with the larger part of a shrunk job
+        own = ("TRAINFLEET_ELASTIC_", "TRAINFLEET_DISK_NEEDED_BYTES=", "TRAINFLEET_STOP_GRACE_SECONDS=",
+               "TRAINFLEET_COMMIT_WAIT_SECONDS=")  # fmt: skip
+        return [line for line in text.splitlines() if not line.startswith(own)]
 
     assert others(env) == others(plain)  # nothing else changes
+    assert _int(env, "TRAINFLEET_DISK_NEEDED_BYTES") > _int(plain, "TRAINFLEET_DISK_NEEDED_BYTES")

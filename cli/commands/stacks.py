@@ -5,7 +5,9 @@ No Pulumi CLI, no credentials, nothing created: the same program `pulumi up` run
 its first `pulumi up` (infra/first_deploy.py). A stack file that does not validate, a config the
 program rejects, or a declared resource that breaks a provider rule (infra/rules: a cluster placement group
 over two zones, an invalid storage account name, ...) is one line on stderr naming the resource, the rule
-and the fix, and exit code 2. Rules' warnings print as `warning:` lines on stderr and pass.
+and the fix, and exit code 2. Rules' warnings print as `warning:` lines on stderr and pass. Per fleet it also sizes
+the disk a node needs for its checkpoints (infra/disk_need.py) and the trainer's stop grace; a root volume short of
+that disk is the same kind of one-line error, naming the root_volume_gb that holds it.
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ def check_stacks(stack: str | None = None, start: Path | None = None, progress=N
             run = run_program(sf.env, sf.config)
         except ConfigError as exc:
             raise ConfigError(f"{sf.path}: {exc.message}") from None
+        disk = disk_rows(sf.env, sf.config)
+        if short := next((d for d in disk if d["short"]), None):
+            raise ConfigError(f"{sf.path}: stack {sf.env}: {short['problem']}")
         cloud = run.cloud_resources
         results.append(
             {
@@ -69,9 +74,49 @@ def check_stacks(stack: str | None = None, start: Path | None = None, progress=N
                 "quota_needs": quota_needs(sf.config, gcp_project=sf.other_config.get("gcp:project")),
                 "gcp_project": sf.other_config.get("gcp:project"),
                 "exports": run.exports,
+                "disk": disk,
             }
         )
     return results
+
+
+def disk_rows(stack: str, config) -> list[dict[str, Any]]:
+    """Per fleet, the disk each node needs for its checkpoints (infra/disk_need.py) against its root volume, and the
+    trainer's stop grace; `problem` names the fix when the volume is short."""
+    from infra.disk_need import FILESYSTEM_USABLE, GB, SOFTWARE_BYTES, disk_need, stop_grace_s
+
+    rows = []
+    for i, fleet in enumerate(config.fleets):
+        need = disk_need(config, fleet)
+        gib, have, grace = need.volume_gib, fleet.root_volume_gb, stop_grace_s(need.saved_bytes)
+        # ext4's share: its reserved blocks, inode tables and journal (FILESYSTEM_USABLE)
+        terms = f"{need.terms()} + {SOFTWARE_BYTES / GB:.0f} GB image and venvs, + ext4's {1 - FILESYSTEM_USABLE:.0%}"
+        line = f"{stack}/{fleet.name}: root_volume_gb {gib:,} needed, {have:,} set: {terms}; stop grace {grace} s"
+        problem = (
+            f"fleets[{i}] ({fleet.name}): a node needs a {gib:,} GiB disk for its checkpoints ({terms}), more than its "
+            f"{have:,} GiB root volume: a save would fail with the disk full and the job fall back a whole interval, "
+            f"and the node's boot refuses to launch; raise fleets[{i}].root_volume_gb to {gib:,}"
+            + (" or lower checkpoint.keep_last" if need.keep_last > 1 else "")
+        )
+        rows.append(
+            {
+                "fleet": fleet.name,
+                "needed_gib": gib,
+                "root_volume_gb": have,
+                "short": gib > have,
+                "keep_last": need.keep_last,
+                "step_bytes": need.step_bytes,
+                "restore_bytes": need.restore_bytes,
+                "conversion_bytes": need.conversion_bytes,
+                "offload_bytes": need.offload_bytes,
+                "software_bytes": SOFTWARE_BYTES,
+                "checkpoint_bytes": need.checkpoint_bytes,
+                "stop_grace_s": grace,
+                "line": line,
+                "problem": problem if gib > have else None,
+            }
+        )
+    return rows
 
 
 def _relative(path: str) -> str:
@@ -129,6 +174,7 @@ def check_command(
         print_json([_json_row(r, checks.get(r["stack"])) for r in results])
     else:
         _print_table(results, wide)
+        _print_disk(results)
         _print_first_deploy_steps(results)
         _print_quotas(results, checks)
     if any(c.status == "short" for stack_checks in checks.values() for c in stack_checks):
@@ -208,6 +254,19 @@ def _print_item(line: str, indent: str = "  ") -> None:
     """One heading, step or quota, wrapped at spaces to the output width (a command's words stay whole)."""
     print(textwrap.fill(line, output_width(), initial_indent=indent, subsequent_indent=indent + "  ",
                         break_long_words=False, break_on_hyphens=False))  # fmt: skip
+
+
+def _print_disk(results: list[dict[str, Any]]) -> None:
+    """Each fleet's disk for checkpoints against its root volume (infra/disk_need.py), and the trainer's stop grace."""
+    print()
+    _print_item(
+        "Disk per node for checkpoints (on the root volume, or on a local disk where the image mounts one: the boot "
+        "checks whichever holds them, TRAINFLEET_DISK_NEEDED_BYTES):",
+        "",
+    )
+    for r in results:
+        for d in r["disk"]:
+            _print_item(d["line"])
 
 
 def _print_first_deploy_steps(results: list[dict[str, Any]]) -> None:
