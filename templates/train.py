@@ -179,7 +179,16 @@ def weights_digest(engine) -> str:
     return h.hexdigest()
 
 
-def save(engine, ckpt_dir: Path, run_dir: Path, step: int, loss: float, local_rank: int) -> None:
+def launch_id(device) -> str:
+    """One id for this launch, the same on every rank (rank 0 draws it): each node's COMPLETE names the save as
+    `<launch>:<step>`, so node 0's agent never commits another launch's part of the same step beside this one's
+    (templates/agent/PROTOCOL.md section 1)."""
+    drawn = torch.tensor([int.from_bytes(os.urandom(7), "big") if dist.get_rank() == 0 else 0], device=device)
+    dist.broadcast(drawn, src=0)
+    return f"{int(drawn.item()):014x}"
+
+
+def save(engine, ckpt_dir: Path, run_dir: Path, step: int, loss: float, local_rank: int, launch: str) -> None:
     """Write step-<N> atomically on every node: temp folder, rename, then COMPLETE last.
 
     Every rank writes its own DeepSpeed files to its own node's disk (nothing is gathered anywhere: at 13B a
@@ -205,7 +214,8 @@ def save(engine, ckpt_dir: Path, run_dir: Path, step: int, loss: float, local_ra
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp_root / tag, final)
         marker = final / "COMPLETE.tmp"
-        done = {"step": step, "loss": loss, "time": time.time(), "node_rank": node_rank, "nodes": nodes}
+        done = {"step": step, "loss": loss, "time": time.time(), "node_rank": node_rank, "nodes": nodes,
+                "save": f"{launch}:{step}"}  # fmt: skip
         marker.write_text(json.dumps(done) + "\n")
         with open(marker, "rb") as fh:
             os.fsync(fh.fileno())
@@ -311,6 +321,7 @@ def main() -> int:
         return out
 
     step = resume(engine, ckpt_dir, device)
+    launch = launch_id(device)
     loss_value = float("nan")
     started = time.time()
     while step < args.steps:
@@ -337,14 +348,14 @@ def main() -> int:
         want_checkpoint, want_stop = requests.agreed(device)
         periodic = args.checkpoint_every and step % args.checkpoint_every == 0
         if want_checkpoint or want_stop or periodic:
-            save(engine, ckpt_dir, run_dir, step, loss_value, local_rank)
+            save(engine, ckpt_dir, run_dir, step, loss_value, local_rank, launch)
             requests.checkpoint = False
         if want_stop and step < args.steps:
             print(f"trainfleet-train: stopping at step {step} after its checkpoint", flush=True)
             dist.barrier()
             return 0
 
-    save(engine, ckpt_dir, run_dir, step, loss_value, local_rank)
+    save(engine, ckpt_dir, run_dir, step, loss_value, local_rank, launch)
     digest = weights_digest(engine)
     if local_rank == 0:
         result = {

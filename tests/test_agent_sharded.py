@@ -40,13 +40,16 @@ def node_files(node: int, step: int, layout: str = "fp32") -> dict[str, bytes]:
     return files
 
 
-def save_part(ckpt: Path, step: int, node: int, nodes: int, layout: str = "fp32") -> None:
-    """As templates/train.py saves: the node's files, then COMPLETE naming its node rank and the node count."""
+def save_part(ckpt: Path, step: int, node: int, nodes: int, layout: str = "fp32", save: str | None = None,
+              salt: bytes = b"") -> None:  # fmt: skip
+    """As templates/train.py saves: the node's files, then COMPLETE naming its node rank, the node count and (train.py
+    writes it) the save, `<launch id>:<step>`. `salt`: other bytes of the same sizes, as another run's save has."""
     d = ckpt / f"step-{step:08d}"
     for rel, data in node_files(node, step, layout).items():
         (d / rel).parent.mkdir(parents=True, exist_ok=True)
-        (d / rel).write_bytes(data)
-    (d / "COMPLETE").write_text(json.dumps({"step": step, "node_rank": node, "nodes": nodes}))
+        (d / rel).write_bytes(bytes(b ^ salt[0] for b in data) if salt else data)
+    done = {"step": step, "node_rank": node, "nodes": nodes, **({"save": save} if save else {})}
+    (d / "COMPLETE").write_text(json.dumps(done))
 
 
 @pytest.fixture
@@ -421,3 +424,26 @@ def test_a_checkpoint_that_does_not_say_its_stages_is_fetched_as_before():
         part["files"] = [e for e in part["files"] if "zero_pp_rank" not in e["path"]]
     got = {e["path"] for _, e in agent.needed_files(manifest, 1)}
     assert {"layer_00-model_00-model_states.pt", "layer_01-model_00-model_states.pt"} <= got
+
+
+def test_node_0_never_commits_another_launchs_part_of_the_same_step(bucket, tmp_path):
+    """Issue 29 #1, as the scale simulation found it left: launch A's node 1 made its part of step 7 durable and node
+    0 was lost before committing; launch B saves step 7 again, node 1's new part is slow to go up. Node 0 committed
+    step 7 with node 1's launch-A PART.json (same names and sizes) beside its own launch-B part. Each COMPLETE now
+    names its save (train.py: `<launch id>:<step>`), PART.json carries it, and node 0 commits only its own save's
+    parts; a node re-uploading a step first deletes the other save's PART.json."""
+    a0, a1, b0, b1 = (tmp_path / n for n in ("a0", "a1", "b0", "b1"))
+    save_part(a1, 7, 1, 2, save="aaaa:7")
+    agent.upload_step(bucket, PREFIX, str(a1), 7)  # launch A's node 1: durable, never committed
+    save_part(b0, 7, 0, 2, save="bbbb:7", salt=b"\x5a")
+    save_part(b1, 7, 1, 2, save="bbbb:7", salt=b"\x5a")
+    assert agent.upload_step(bucket, PREFIX, str(b0), 7) is None, "committed with launch A's part of node 1"
+    assert agent.read_latest(bucket, PREFIX) is None
+    agent.upload_step(bucket, PREFIX, str(b1), 7)
+    manifest = agent.upload_step(bucket, PREFIX, str(b0), 7)
+    assert manifest is not None and agent.read_latest(bucket, PREFIX) == 7
+    dest = tmp_path / "restored"
+    dest.mkdir()
+    assert agent.restore(bucket, PREFIX, str(dest), node_rank=1, nodes=2) == 7
+    assert local_tree(dest / "step-00000007") == local_tree(b1 / "step-00000007") | {
+        k: v for k, v in local_tree(b0 / "step-00000007").items() if "zero_pp_rank" not in k}  # fmt: skip

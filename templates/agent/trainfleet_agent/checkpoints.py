@@ -91,8 +91,9 @@ def local_marker(final: str) -> dict | None:
 
 
 def step_part(ckpt_dir: str, step: int) -> dict:
-    """What the trainer wrote into step-N/COMPLETE: which node rank of how many nodes saved this part, and
-    whether it was restored (not saved) here. A COMPLETE that is empty or not JSON: one node, rank 0."""
+    """What the trainer wrote into step-N/COMPLETE: which node rank of how many nodes saved this part, which save
+    it is (`save`, or None from a trainer that does not say), and whether it was restored (not saved) here. A
+    COMPLETE that is empty or not JSON: one node, rank 0."""
     doc = local_marker(os.path.join(ckpt_dir, step_name(step))) or {}
 
     def count(key, default):
@@ -100,7 +101,9 @@ def step_part(ckpt_dir: str, step: int) -> dict:
         return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else default
 
     nodes = max(1, count("nodes", 1))
-    return {"node_rank": min(count("node_rank", 0), nodes - 1), "nodes": nodes, "restored": doc.get("restored") is True}
+    save = doc.get("save")  # the same on every node for one save (train.py: the launch's id and the step)
+    return {"node_rank": min(count("node_rank", 0), nodes - 1), "nodes": nodes, "restored": doc.get("restored") is True,
+            "save": save if isinstance(save, str) and save else None}  # fmt: skip
 
 
 def local_files(root: str) -> list[tuple[str, str]]:
@@ -130,10 +133,12 @@ def upload_part(store: ObjectStore, prefix: str, ckpt_dir: str, step: int) -> di
         # mtime_ns: which save these bytes are (same_bytes): a later run saving this step again writes new files
         return {"path": rel, "size": st.st_size, "checksum": checksum, "mtime_ns": st.st_mtime_ns}
 
-    # files in parallel (each large one also uploads its parts in parallel)
+    # files in parallel (each large one also uploads its parts in parallel), the largest first: node 0's part holds
+    # the whole 16-bit model in one file under ZeRO-1/2, the last to finish when it starts last (the scale sim)
+    files.sort(key=lambda rf: -os.path.getsize(rf[1]))
     entries = run_parallel([(lambda r=rel, f=full: one(r, f)) for rel, full in files], store.concurrency)
     part = {"step": step, "node": node, "nodes": who["nodes"], "files": entries, "created": time.time(),
-            "host": socket.gethostname()}  # fmt: skip
+            "host": socket.gethostname(), **({"save": who["save"]} if who["save"] else {})}  # fmt: skip
     store.put_bytes(_key(prefix, step_name(step), node_dir(node), PART_FILE), json.dumps(part, indent=1).encode())
     total = sum(e["size"] for e in entries)
     log("part_durable", step=step, node=node, bytes=total, seconds=round(time.time() - t0, 3))
@@ -158,8 +163,12 @@ def ensure_part(store: ObjectStore, prefix: str, ckpt_dir: str, step: int) -> bo
     """This node's part of `step` durable in the bucket: uploaded unless PART.json already lists these very files.
     True when this call uploaded it."""
     with upload_lock(ckpt_dir, step):
-        if part_in_bucket(store, prefix, ckpt_dir, step, step_part(ckpt_dir, step)["node_rank"]):
+        node = step_part(ckpt_dir, step)["node_rank"]
+        if part_in_bucket(store, prefix, ckpt_dir, step, node):
             return False
+        # Another save's PART.json of this step (a run whose commit never came) goes first: while these files go
+        # up, node 0 must not find it and commit it beside this save's other parts (issue 29 #1).
+        store.delete(_key(prefix, step_name(step), node_dir(node), PART_FILE))
         upload_part(store, prefix, ckpt_dir, step)
         return True
 
@@ -204,9 +213,10 @@ def same_bytes(path: str, entry: dict) -> bool:
     return running.token() == token
 
 
-def read_part(store: ObjectStore, prefix: str, step: int, node: int, listing: dict[str, int]) -> dict | None:
-    """Node `node`'s PART.json for `step` if it is there, well formed, and every file it lists is in the
-    bucket with its size; else None."""
+def read_part(store: ObjectStore, prefix: str, step: int, node: int, listing: dict[str, int],
+              save: str | None = None) -> dict | None:  # fmt: skip
+    """Node `node`'s PART.json for `step` if it is there, well formed, of save `save` (when given), and every file
+    it lists is in the bucket with its size; else None."""
     data = store.get_bytes(_key(prefix, step_name(step), node_dir(node), PART_FILE))
     if not data:
         return None
@@ -220,19 +230,23 @@ def read_part(store: ObjectStore, prefix: str, step: int, node: int, listing: di
     if problem is not None:
         log("part_malformed", step=step, node=node, problem=problem)
         return None
+    if save is not None and part.get("save") != save:
+        return None  # another save of this step (an earlier run's, whose commit never came): not this one's part
     for e in part["files"]:
         if listing.get(_key(prefix, step_name(step), node_dir(node), e["path"])) != e["size"]:
             return None
     return part
 
 
-def commit(store: ObjectStore, prefix: str, step: int, nodes: int, keep_last: int = 0) -> dict | None:
-    """Node rank 0: if every node's part of `step` is durable, write MANIFEST.json, then LATEST (only
-    forward), then prune. Returns the manifest, or None while a part is missing (nothing written)."""
+def commit(store: ObjectStore, prefix: str, step: int, nodes: int, keep_last: int = 0,
+           save: str | None = None) -> dict | None:  # fmt: skip
+    """Node rank 0: if every node's part of `step` from save `save` (node 0's own; None: a trainer that names no
+    save) is durable, write MANIFEST.json, then LATEST (only forward), then prune. Returns the manifest, or None
+    while a part is missing (nothing written)."""
     listing = store.list(_key(prefix, step_name(step), ""))
     parts = []
     for node in range(nodes):
-        part = read_part(store, prefix, step, node, listing)
+        part = read_part(store, prefix, step, node, listing, save)
         if part is None:
             return None
         parts.append({"node": node, "files": part["files"]})
@@ -283,7 +297,7 @@ def upload_step(
     until = time.time() + commit_wait_s
     while True:
         if who["node_rank"] == 0:
-            result = commit(store, prefix, step, who["nodes"], keep_last)
+            result = commit(store, prefix, step, who["nodes"], keep_last, who["save"])
         else:
             # Wait for node 0's commit too: a node that restores before it takes the previous step and deletes
             # its own newer one, while node 0 resumes from this step (issue 29 #8).

@@ -136,8 +136,11 @@ class Watcher:
                 self.request_checkpoint()
             elif left <= self.window or self.board.exiting:
                 self._ask_exit()
-            elif change == "new":
-                self.request_checkpoint()  # a checkpoint now, in case; training goes on
+            elif change == "new" and left - self.window >= self.window:
+                # A checkpoint now, in case, and training goes on; only when it can be durable before the exit
+                # is asked (it takes about the window). Else the two saves and uploads would share the node's
+                # bandwidth and neither land in time (the scale sim: Azure Reboot's 900 s at 70B).
+                self.request_checkpoint()
         except Exception as e:  # noqa: BLE001
             log("signal_failed", error=str(e)[:200])
         if n.hard:
@@ -199,7 +202,7 @@ class Watcher:
                 # a notice or the final sync waits a little for the other nodes' parts; a periodic one does not
                 until = time.time() + (0.0 if reason == "periodic" else 1.0)
                 t0 = time.time()
-                while commit(self.store, a.prefix, step, who["nodes"], a.keep_last) is None:
+                while commit(self.store, a.prefix, step, who["nodes"], a.keep_last, who["save"]) is None:
                     if time.time() >= until:
                         if self.pending != step:
                             log("commit_waiting", step=step, nodes=who["nodes"], reason=reason)
