@@ -45,11 +45,15 @@ def e2e_config(
     elastic: dict | None = None,
     step_seconds: float = 0.1,
     args: tuple[str, ...] = (),
+    precision: str = "fp32",
+    steps: int = STEPS,
     **deepspeed,
 ) -> StackConfig:
+    """The stack every end-to-end node runs: `precision` is the job's (the ds_config's bf16/fp16 blocks follow it,
+    infra/userdata.py `ds_config`), `steps` the example trainer's --steps."""
     return StackConfig.from_sections(
         {
-            "job": {"name": "e2e", "params": "1M", "tokens": "1M", "precision": "fp32"},
+            "job": {"name": "e2e", "params": "1M", "tokens": "1M", "precision": precision},
             "fleets": [
                 {
                     "name": "cpu",
@@ -62,7 +66,7 @@ def e2e_config(
             "deepspeed": {"zero_stage": 2, "micro_batch": 4, "grad_accum": 2, **deepspeed},
             "checkpoint": {"interval_minutes": 0.1, "keep_last": 2, **({"elastic": elastic} if elastic else {})},
             "launch": {
-                "args": ["--steps", str(STEPS), "--step-seconds", str(step_seconds), *args],
+                "args": ["--steps", str(steps), "--step-seconds", str(step_seconds), *args],
                 "master_port": master_port,
             },
         }
@@ -147,10 +151,12 @@ class Node:
         assert r.returncode == 0, r.stderr
         assert all((self.home / name).is_file() for name in FETCHED), r.stderr
 
-    def launch(self, log: Path) -> subprocess.Popen:
+    def launch(self, log: Path, node_rank: int = 0) -> subprocess.Popen:
+        """trainfleet-launch.sh as the boot script runs it: this node's ranks of the hostfile's job, node rank 0 at
+        127.0.0.1 the rendezvous."""
         fh = open(log, "w")  # noqa: SIM115 - closed with the process
         return subprocess.Popen(
-            [str(self.home / "trainfleet-launch.sh"), str(self.hostfile), "0", "127.0.0.1"],
+            [str(self.home / "trainfleet-launch.sh"), str(self.hostfile), str(node_rank), "127.0.0.1"],
             stdout=fh,
             stderr=subprocess.STDOUT,
             env={**os.environ, **self.env},
@@ -257,9 +263,9 @@ def watch_latest(moto, bucket: str, prefix: str):
     return stop
 
 
-def uninterrupted_run(moto, tmp: Path, ranks: int) -> dict:
-    """The uninterrupted run: `ranks` ranks on one node, same stack, never stopped."""
-    rendered, _ = render_for(moto, new_bucket(moto), nodes=1, group="tf-e2e-ref")
+def uninterrupted_run(moto, tmp: Path, ranks: int, **settings) -> dict:
+    """The uninterrupted run: `ranks` ranks on one node, same stack (`settings`: e2e_config's), never stopped."""
+    rendered, _ = render_for(moto, new_bucket(moto), nodes=1, group="tf-e2e-ref", **settings)
     node = Node(tmp / "node", rendered, moto.url, slots=ranks)
     node.fetch()
     proc = node.launch(tmp / "reference.log")
@@ -268,7 +274,7 @@ def uninterrupted_run(moto, tmp: Path, ranks: int) -> dict:
     finally:
         kill_group(proc)
     result = node.final()
-    assert result["step"] == STEPS
+    assert result["step"] == settings.get("steps", STEPS)
     return result
 
 
@@ -282,6 +288,20 @@ def reference(moto, tmp_path_factory) -> dict:
 def reference3(moto, tmp_path_factory) -> dict:
     """The world size of the three-node tests (one rank per node): the same data, the same ZeRO partitioning."""
     return once_per_session(tmp_path_factory, "e2e-reference-3", lambda tmp: uninterrupted_run(moto, tmp, ranks=3))
+
+
+BF16_STEPS = 30  # the bf16 case trains fewer steps than the fp32 ones: its run time is mostly DeepSpeed's start
+
+
+@pytest.fixture(scope="session")
+def reference_bf16(moto, tmp_path_factory) -> dict:
+    """The uninterrupted two-rank run of the bf16 test (the product's default precision): BF16_STEPS steps, no
+    pause between steps (the pause only gives a test time to interrupt a run)."""
+    return once_per_session(
+        tmp_path_factory,
+        "e2e-reference-bf16-2",
+        lambda tmp: uninterrupted_run(moto, tmp, ranks=2, precision="bf16", steps=BF16_STEPS, step_seconds=0),
+    )
 
 
 class Group:
