@@ -197,6 +197,22 @@ def test_a_slower_conversion_is_never_shown_cheaper(monkeypatch):
     assert recovery(600.0).expected_loss_s >= fast + 1.5 * extra - 0.01
 
 
+def test_elastic_recovery_with_deepspeed_parts_worked_by_hand():
+    """Issue 29: 70B bf16 ZeRO-1 on 4 nodes x 8 GPUs (AWS, 1 GB/s per node, 2 GB/s local). Node 0 writes the 140 GB
+    16-bit model beside 12 x 70e9 / 4 = 210 GB of shards: 350 GB, and every node restores 350 GB. A conversion still
+    fetches every part (980 GB): c_2 = 980 s + 980e9 / 150e6 + a load of 980 / 2 GB at 2 GB/s (245 s). Growing back,
+    the 2-node job saves node 0's 140 + 420 = 560 GB (280 s), uploads it (560 s), commits (10 s), then converts for 4
+    (980 s + 6,533.3 s + 122.5 s). A replacement that joins downloads 350 GB (350 s) and loads it (175 s)."""
+    parts = rel.layout_parts(70_000_000_000, 1, "bf16", 1, 1, 4, 8, 80)
+    at4 = rel.checkpoint_times("aws", parts, 4, None, 1.0)
+    e = rel.elastic_recovery(rel.ElasticSetting(2, 600.0, 2), "aws", parts, 4, None, at4, WAIT)
+    assert e.checkpoint_bytes == pytest.approx(980e9)
+    convert = 980e9 / WORKED_RATE
+    assert e.shrink_s == pytest.approx(980 + convert + 245)
+    assert e.grow_s == pytest.approx(280 + 560 + 10 + 980 + convert + 122.5)
+    assert e.without_loss_s == pytest.approx(900 + WAIT + 350 + 175)
+
+
 def assess(elastic=None, **kw):
     args = dict(useful_hours=200.0, nodes=NODES, devices_per_node=8, cloud="aws", spot=True, interruption_bucket=2,
                 checkpoint_bytes=B, node_network_gbits=None, step_s=1.0, capacity_wait_s=WAIT)  # fmt: skip

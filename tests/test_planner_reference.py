@@ -4,9 +4,11 @@ The reference reads catalog rows as plain CSV (infra/catalog/data/offers.csv, or
 catalog written below) and enumerates every (row, spot/on-demand, node count) by brute force. Prices,
 zones, node counts, spot vs on-demand, the interruption/checkpoint model and the cost arithmetic are
 written out here from the documentation (README "Planning", the docstrings of cli/planner/reliability.py,
-optimizer.py and workload.py), not taken from the optimizer or reliability code. Only what is checked
-elsewhere is borrowed: tokens/s of one DeepSpeed setup (throughput.step, tests/test_planner_calibration.py)
-and whether it fits memory (memory.estimate, tests/test_planner_memory.py).
+optimizer.py and workload.py, and infra/checkpoint_layout.py's account of where DeepSpeed 0.19 puts a
+checkpoint's bytes), not taken from the optimizer, reliability or layout code. Only what is checked elsewhere
+is borrowed: tokens/s of one DeepSpeed setup (throughput.step, tests/test_planner_calibration.py) and whether
+it fits memory (memory.estimate, tests/test_planner_memory.py). Every setup that fits is priced (its checkpoint
+lies over the nodes by its ZeRO stage and layout), and each plan takes the one with the least wall time.
 
 tests/test_planner_optimizer.py uses `reference_plans` as the oracle of its brute-force property test.
 """
@@ -118,17 +120,27 @@ def hardware(row: dict, precision: str) -> Hardware | None:
                     number(row["vcpus"]) or 0.0, number(row["network_gbps"]), row.get("fabric", ""))  # fmt: skip
 
 
-def best_tokens_per_second(w: Workload, hw: Hardware, nodes: int) -> tuple[float, float] | None:
-    """(tokens/s, step seconds) of the fastest DeepSpeed setup that fits, trying every one (no early exits):
-    every ZeRO stage and offload, recompute, micro batch and (tensor, pipeline) layout DeepSpeed 0.19.8 trains.
-    Its own code says which: runtime/pipe/engine.py asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline
-    parallelism"; AutoTP builds a 2-D data x tensor mesh (utils/groups.py), so no pipeline beside it. Tensor
-    parallelism stays in a node and splits the heads; pipeline stages are whole nodes holding at least a layer."""
+@dataclass(frozen=True)
+class RefSetup:
+    tokens_per_s: float
+    step_s: float
+    zero_stage: int
+    tp: int
+    pp: int
+
+
+def fitting_setups(w: Workload, hw: Hardware, nodes: int) -> list[RefSetup]:
+    """Every DeepSpeed setup that fits, trying every one (no early exits): every ZeRO stage and offload,
+    recompute, micro batch and (tensor, pipeline) layout DeepSpeed 0.19.8 trains. Its own code says which:
+    runtime/pipe/engine.py asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"; AutoTP builds a
+    2-D data x tensor mesh (utils/groups.py), so no pipeline beside it. Tensor parallelism stays in a node and
+    splits the heads; pipeline stages are whole nodes holding at least a layer. Setups alike in speed, step time,
+    ZeRO stage and layout are listed once."""
     devices = hw.devices_per_node * nodes
     layouts = [(tp, pp) for tp in (1, 2, 4, 8) for pp in range(1, nodes + 1)
                if (tp == 1 or pp == 1) and hw.devices_per_node % tp == 0 and w.shape.heads % tp == 0
                and nodes % pp == 0 and pp <= w.shape.layers]  # fmt: skip
-    best = None
+    out = set()
     for tp, pp in layouts:
         data_parallel = devices // (tp * pp)
         for sharding in SHARDINGS:
@@ -143,17 +155,46 @@ def best_tokens_per_second(w: Workload, hw: Hardware, nodes: int) -> tuple[float
                                            hw.devices_per_node, nodes, hw.host_memory_gib, tp=tp, pp=pp).fits  # fmt: skip
                     if fits:
                         st = throughput.step(w, hw, nodes, sharding, mb, checkpointing, default_fit(), tp=tp, pp=pp)
-                        if best is None or st.tokens_per_second > best[0]:
-                            best = (st.tokens_per_second, st.step_s)
-    return best
+                        out.add(RefSetup(st.tokens_per_second, st.step_s, sharding.zero_stage, tp, pp))
+    return sorted(out, key=lambda s: (-s.tokens_per_s, s.step_s, s.zero_stage, s.tp, s.pp))
 
 
 def checkpoint_bytes(w: Workload) -> float:
     """16-bit weights + fp32 master, Adam m and v = 14 bytes per trained parameter; LoRA trains adapters
-    on q, k, v, o of every layer, 2 x rank x hidden parameters each."""
+    on q, k, v, o of every layer, 2 x rank x hidden parameters each. What checkpoint storage is priced on."""
     shape = w.shape
     trained = shape.params if w.method == "full" else 4 * 2 * w.lora_rank * shape.hidden * shape.layers
     return 14.0 * trained
+
+
+SMALL_FILE = 16 * 1024  # a model-states file with no tensors in it (ZeRO-3's per rank, a pipeline stage's)
+
+
+def checkpoint_parts(w: Workload, setup: RefSetup, nodes: int, ranks_per_node: int) -> tuple[float, ...]:
+    """(the largest part a node saves, the most a node restores, what all nodes restore, the whole checkpoint).
+
+    LoRA: the adapters split evenly. Full training, DeepSpeed 0.19 (infra/checkpoint_layout.py's docstring): every
+    rank writes its 1/world share of the fp32 master weights and Adam's moments (12 bytes/param), so 12 P / nodes
+    per node. The 16-bit weights (2 bytes/param; 4 in fp32) are written by data-parallel rank 0 alone: without a
+    pipeline, the whole model on node 0 (ranks 0..tp-1); with pp stages, each stage's P / pp (and a small
+    model-states file) on the first node of the stage; ZeRO-3 writes none, but a small model-states file per rank.
+    A node restores its own part and every other node's model-states files (every rank loads them), of a pipeline
+    only its own stage's layers (templates/agent/PROTOCOL.md), never another rank's optimizer shard."""
+    if w.method == "lora":
+        whole = checkpoint_bytes(w)
+        return whole / nodes, whole / nodes, whole, whole
+    params = w.shape.params
+    weight = 4 if w.precision == "fp32" else 2  # fp8 trains with bf16 on
+    shards = 12 * params / nodes
+    if setup.zero_stage == 3:
+        part = shards + ranks_per_node * SMALL_FILE
+        return part, part, part * nodes, part * nodes
+    if setup.pp == 1:
+        model = weight * params
+        return model + shards, model + shards, nodes * (model + shards), model + 12 * params
+    stage = weight * params / setup.pp  # one stage's layers
+    restored = shards + stage + setup.pp * SMALL_FILE
+    return stage + SMALL_FILE + shards, restored, nodes * restored, 12 * params + weight * params + setup.pp * SMALL_FILE
 
 
 def capacity_wait_seconds(devices_per_node: int, nodes: int) -> float:
@@ -169,28 +210,29 @@ def capacity_wait_seconds(devices_per_node: int, nodes: int) -> float:
 
 
 def expected_wall_hours(useful_hours: float, nodes: int, hw: Hardware, cloud: str, spot: bool,
-                        bucket: float | None, ckpt_bytes: float, step_s: float) -> float | None:  # fmt: skip
+                        bucket: float | None, parts: tuple[float, ...], step_s: float) -> float | None:  # fmt: skip
     """Daly's expected wall time, spot interruptions and failures included (reliability.py's docstring);
     None when the plan is refused (restarts would take half the time, or useful work under a third). A spot
     fleet waits for a full set of nodes before the start and in every restart (capacity.py)."""
     share = MONTHLY_INTERRUPTED_SHARE[4 if bucket is None else int(bucket)]
     spot_per_node_hour = -math.log(1 - share) / HOURS_PER_MONTH if spot else 0.0
     failures_per_node_hour = hw.devices_per_node * FAILURES_PER_DEVICE_HOUR
-    # The node protocol: each node saves its 1/nodes share locally (the trainer blocks for that only), its agent
-    # uploads it; on a notice the step in flight finishes first; rank 0 commits once all parts are in.
-    per_node_gb = ckpt_bytes / 1e9 / nodes
-    upload = UPLOAD_GB_PER_S[cloud]
+    # The node protocol: each node saves its part locally (the trainer blocks until the largest is saved), its
+    # agent uploads it; on a notice the step in flight finishes first; rank 0 commits once all parts are in. A
+    # restore fetches what each node needs at the same rates and loads it at the local rate.
+    saved, restored, restored_all, whole = (b / 1e9 for b in parts)
+    node_rate = UPLOAD_GB_PER_S[cloud]
     if cloud == "gcp" and nodes > 35:
-        upload = 0.19
-    if cloud == "azure":
-        upload = min(upload, 7.5 / nodes)  # one storage account's 60 Gbit/s ingress, shared
+        node_rate = 0.19
     if hw.network_gbits:
-        upload = min(upload, hw.network_gbits / 8 / 2)
-    d = per_node_gb / LOCAL_SAVE_GB_PER_S  # seconds the trainer blocks per checkpoint
-    transfer = per_node_gb / upload
+        node_rate = min(node_rate, hw.network_gbits / 8 / 2)
+    upload, download = saved / node_rate, restored / node_rate
+    if cloud == "azure":  # one storage account's 60 Gbit/s, shared by every node's transfer
+        upload, download = max(upload, whole / 7.5), max(download, restored_all / 7.5)
+    d = saved / LOCAL_SAVE_GB_PER_S  # seconds the trainer blocks per checkpoint
     waiting = capacity_wait_seconds(hw.devices_per_node, nodes) if spot else 0.0
-    restart = PROVISION_SECONDS + waiting + transfer + d  # replace (once the pool holds N again), download, load
-    emergency = step_s + d + transfer + COMMIT_SECONDS
+    restart = PROVISION_SECONDS + waiting + download + restored / LOCAL_SAVE_GB_PER_S  # replace, fetch, load
+    emergency = step_s + d + upload + COMMIT_SECONDS
     noticed = emergency <= NOTICE_SECONDS[cloud]  # an emergency checkpoint fits the notice: no work lost
     lossy_per_s = nodes * (failures_per_node_hour + (0.0 if noticed else spot_per_node_hour)) / 3600
     safe_per_s = nodes * (spot_per_node_hour if noticed else 0.0) / 3600
@@ -199,7 +241,7 @@ def expected_wall_hours(useful_hours: float, nodes: int, hw: Hardware, cloud: st
     useful_s = useful_hours * 3600
     try:
         worked_s = useful_s * (1 + STALL_SHARE)
-        lossy_restart = restart + transfer + COMMIT_SECONDS  # the step not yet durable is lost too
+        lossy_restart = restart + upload + COMMIT_SECONDS  # the step not yet durable is lost too
         daly_s = m * math.exp(lossy_restart / m) * (math.exp((tau + d) / m) - 1) * worked_s / tau
     except OverflowError:
         return None
@@ -210,6 +252,21 @@ def expected_wall_hours(useful_hours: float, nodes: int, hw: Hardware, cloud: st
     if useful_s < wall_s / 3:
         return None
     return wall_s / 3600
+
+
+def least_wall_hours(w: Workload, setups: list[RefSetup], nodes: int, hw: Hardware, cloud: str, spot: bool,
+                     bucket: float | None) -> float | None:  # fmt: skip
+    """The least expected wall time (None: every one is refused) of the fastest setup of each checkpoint split
+    (optimizer.py's docstring: setups whose checkpoints lie alike, to the megabyte, differ only in speed and
+    step time, and the fastest is best). Storage is priced on the workload's bytes whatever the setup, so at
+    every price the shortest run is the cheapest too."""
+    fastest: dict[tuple, tuple[RefSetup, tuple[float, ...]]] = {}
+    for s in setups:  # fastest first
+        parts = checkpoint_parts(w, s, nodes, hw.devices_per_node)
+        fastest.setdefault(tuple(round(b / 1e6) for b in (parts[0], parts[1], parts[3])), (s, parts))
+    walls = [expected_wall_hours(w.tokens / s.tokens_per_s / 3600, nodes, hw, cloud, spot, bucket, parts, s.step_s)
+             for s, parts in fastest.values()]  # fmt: skip
+    return min((h for h in walls if h is not None), default=None)
 
 
 # --- the reference planner -------------------------------------------------------------------------------
@@ -289,7 +346,8 @@ def reference_plans(rows: list[dict], job: Job, max_hours: float = TEN_YEARS_HOU
     w = job.workload
     ckpt = checkpoint_bytes(w)
     counts = sorted({n for n in NODE_COUNTS if n <= job.max_nodes} | {job.max_nodes})
-    speed: dict[tuple, float | None] = {}  # (hardware, nodes) -> tokens/s, a memo of a pure function
+    setups: dict[tuple, list[RefSetup]] = {}  # (hardware, nodes) -> every setup that fits, a memo
+    walls: dict[tuple, float | None] = {}  # (hardware, nodes, cloud, spot, bucket) -> least wall hours, a memo
     plans = []
     for row, purchase, zones, price in price_points([r for r in rows if allowed(r, job)], job.purchase):
         hw = hardware(row, w.precision)
@@ -298,14 +356,14 @@ def reference_plans(rows: list[dict], job: Job, max_hours: float = TEN_YEARS_HOU
         for nodes in counts:
             if purchase == "spot" and row["cloud"] == "aws" and nodes > 1 and len(zones) > 1:
                 continue  # several AWS nodes share a cluster placement group: one zone
-            if (hw, nodes) not in speed:
-                speed[hw, nodes] = best_tokens_per_second(w, hw, nodes)
-            if speed[hw, nodes] is None:
+            if (hw, nodes) not in setups:
+                setups[hw, nodes] = fitting_setups(w, hw, nodes)
+            if not setups[hw, nodes]:
                 continue
-            tokens_per_s, step_s = speed[hw, nodes]
-            useful_hours = w.tokens / tokens_per_s / 3600
-            wall = expected_wall_hours(useful_hours, nodes, hw, row["cloud"], purchase == "spot",
-                                       number(row["interruption_bucket"]), ckpt, step_s)  # fmt: skip
+            key = (hw, nodes, row["cloud"], purchase == "spot", number(row["interruption_bucket"]))
+            if key not in walls:
+                walls[key] = least_wall_hours(w, setups[hw, nodes], nodes, hw, *key[2:])
+            wall = walls[key]
             if wall is None or wall > max_hours:
                 continue
             kept_gb_months = CHECKPOINTS_KEPT * ckpt / 1e9 * wall / HOURS_PER_MONTH

@@ -121,3 +121,19 @@ def test_unbearable_interruption_load_is_infeasible():
     # 1024 nodes in the worst bucket with 30 s notice and a huge checkpoint: restarts never end
     r = assess(nodes=1024, interruption_bucket=4, cloud="gcp", checkpoint_bytes=1e16, node_network_gbits=10)
     assert not r.feasible and math.isinf(r.wall_hours)
+
+
+def test_deepspeed_parts_replace_the_even_split_worked_by_hand():
+    """Issue 29: 7B bf16 ZeRO-2 on 8 nodes x 8 GPUs. Data-parallel rank 0 writes the 16-bit model (2 x 7e9 bytes)
+    beside its ranks' optimizer shards (12 x 7e9 / 8 per node): node 0 saves 14 + 10.5 = 24.5 GB, not 98 / 8 =
+    12.25, and every node restores 24.5 GB (its shards and the model every rank loads). GCS: 0.35 GB/s."""
+    parts = rel.layout_parts(7_000_000_000, 2, "bf16", 1, 1, 8, 8, 32)
+    assert parts.saved_bytes == pytest.approx(24.5e9) and parts.restored_bytes == pytest.approx(24.5e9)
+    r = assess(cloud="gcp", parts=parts)
+    assert r.checkpoint_write_s == pytest.approx(24.5 / 2)
+    assert r.times.emergency_s == pytest.approx(5 + 12.25 + 24.5 / 0.35 + 10)
+    # restart: provision 900 s + download 24.5 GB at 0.35 GB/s + load it at 2 GB/s + the lag 70 + 10 s
+    assert r.restart_s == pytest.approx(900 + 70 + 12.25 + 70 + 10)
+    # the even split of the same bytes (what the planner assumed before) is the float form
+    even = assess(cloud="gcp")
+    assert even.checkpoint_write_s == pytest.approx(6.125) and r.wall_hours > even.wall_hours

@@ -9,12 +9,17 @@ cost + time-value x hours.
 
 Why the search is exact though it evaluates far less than the product: for a fixed offer, node count
 and purchase, the expected wall time and cost depend on the DeepSpeed setup only through useful hours
-(tokens / tokens per second) and the step time an emergency checkpoint waits for: checkpoint size, hazards
-and restart time do not depend on it, wall time (Daly) and cost are increasing in both, and the step time
+(tokens / tokens per second), the step time an emergency checkpoint waits for, and how its checkpoint lies
+over the nodes (`checkpoint_parts`: the largest part a node saves, the most a node restores, the whole; set by
+the ZeRO stage and the TP x PP layout, infra/checkpoint_layout.py). Hazards do not depend on it, and wall time
+(Daly) and cost are increasing in each of those. Among setups whose checkpoints lie alike, the step time
 (tokens per step / tokens per second, tokens per step being the global batch) is shortest for the fastest
-setup too, up to the rounding of grad accumulation. So the setup with the highest tokens/s on
-that hardware and node count is best for every objective and every bound; `best_setup` finds it once
-per distinct hardware and node count. tests/test_planner_optimizer.py checks this against brute force.
+setup too, up to the rounding of grad accumulation, so the setup with the highest tokens/s is best for every
+objective and every bound; `setup_options` finds it once per distinct hardware, node count and checkpoint
+split (`best_setup`, the fastest of all, is the first of them). Each cloud, purchase, interruption bucket and
+capacity prices those few options and keeps the one with the least wall time: storage is priced on the
+workload's checkpoint bytes, the same for every setup, so at every price the shortest run is the cheapest.
+tests/test_planner_optimizer.py checks this against brute force.
 Multi-node plans use one offer, so they stay in one region (and one zone for spot). Spot zones of one region,
 instance type and interruption bucket differ only in price: only the cheapest is priced (`search`).
 """
@@ -61,8 +66,9 @@ class Request:
     local_zones: bool = False  # AWS Local Zones need an account opt-in; plan in them only when asked
     memory_headroom: float = memory.DEFAULT_HEADROOM  # share of device memory every plan leaves available
     # --elastic: (min_nodes, wait s) of checkpoint.elastic, priced for every plan it applies to (pure data parallel,
-    # a usable smaller node count: infra/elastic.py); the others are priced without it. Each hardware and node count
-    # keeps its fastest setup: a slower pure data-parallel one that elastic recovery would make cheaper is not sought
+    # a usable smaller node count: infra/elastic.py); the others are priced without it. Each hardware, node count and
+    # checkpoint split keeps its fastest setup: a slower pure data-parallel one that elastic recovery would make
+    # cheaper is not sought
     elastic: tuple[int, float] | None = None
 
 
@@ -275,6 +281,52 @@ def best_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, stats: Stats | N
     return best
 
 
+def checkpoint_parts(w: Workload, devices_per_node: int, nodes: int, zero_stage: int, tp: int,
+                     pp: int) -> reliability.CheckpointParts:  # fmt: skip
+    """How a setup's checkpoint lies over the nodes. Full training: DeepSpeed 0.19's files for this ZeRO stage,
+    precision (fp8 trains with bf16 on: infra/userdata.py), TP x PP, node count, GPUs per node and layer count
+    (infra/checkpoint_layout.py). LoRA: the adapters (workload.checkpoint_bytes) split evenly over the nodes: what a
+    trainer writes of a LoRA model under DeepSpeed is not modelled."""
+    if w.method == "lora":
+        return reliability.even_parts(w.checkpoint_bytes, nodes, "LoRA saves only the adapters, taken as split evenly")
+    precision = "bf16" if w.precision == "fp8" else w.precision
+    return reliability.layout_parts(w.params, zero_stage, precision, tp, pp, nodes, devices_per_node, w.shape.layers)
+
+
+def setup_parts(w: Workload, hw: Hardware, nodes: int, setup: Setup) -> reliability.CheckpointParts:
+    return checkpoint_parts(w, hw.devices_per_node, nodes, setup.sharding.zero_stage, setup.tp, setup.pp)
+
+
+def _parts_key(p: reliability.CheckpointParts) -> tuple[int, int, int]:
+    """Checkpoints that lie alike to the megabyte (the layout's per-file rounding aside)."""
+    return (round(p.saved_bytes / 1e6), round(p.restored_bytes / 1e6), round(p.total_bytes / 1e6))
+
+
+def setup_options(w: Workload, hw: Hardware, nodes: int, fit: Fit, stats: Stats | None = None,
+                  headroom: float = memory.DEFAULT_HEADROOM, fits: dict | None = None) -> list[Setup]:  # fmt: skip
+    """The setups worth pricing on this hardware and node count, fastest first (`best_setup`'s is the first): the
+    fastest of each checkpoint split (`checkpoint_parts`: the ZeRO stages and layouts whose checkpoints lie alike;
+    see the module docstring). A handful: ZeRO-0/1/2 without a pipeline, ZeRO-3, and each pipeline depth."""
+    fits = {} if fits is None else fits
+    splits: dict[tuple, dict[tuple[int, int], set[int]]] = {}  # parts -> (tp, pp) -> the ZeRO stages that give them
+    for tp, pp in layouts(w, hw, nodes):
+        for sh in SHARDINGS:
+            if sharding_supported(sh, tp, pp):
+                key = _parts_key(checkpoint_parts(w, hw.devices_per_node, nodes, sh.zero_stage, tp, pp))
+                splits.setdefault(key, {}).setdefault((tp, pp), set()).add(sh.zero_stage)
+    found: list[tuple[Setup, tuple]] = []
+    for key, by_layout in splits.items():
+        best = None
+        for (tp, pp), stages in by_layout.items():
+            s = best_layout_setup(w, hw, nodes, fit, tp, pp, stats, headroom, None, fits,
+                                  best.step.tokens_per_second if best is not None else 0.0, frozenset(stages))  # fmt: skip
+            if s is not None and (best is None or setup_key(s) < setup_key(best)):
+                best = s
+        if best is not None:
+            found.append((best, key))
+    return sorted((s for s, _ in found), key=setup_key)
+
+
 def layout_bound(w: Workload, micro_batch: int, dp: int, tp: int, pp: int) -> float:
     """The share of the communication-free speed a layout can reach at most: its compute runs at
     LAYOUT_EFFICIENCY, and a step of m micro-batches takes at least m + pp - 1 of them (the 1F1B bubble)."""
@@ -285,9 +337,11 @@ def layout_bound(w: Workload, micro_batch: int, dp: int, tp: int, pp: int) -> fl
 
 
 def best_layout_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, pp: int, stats: Stats | None,
-                      headroom: float, fixed: FixedSetup | None, fits: dict, beat: float) -> Setup | None:  # fmt: skip
-    """The fastest setup that fits with tensor degree `tp` and pipeline degree `pp`, by setup_key, among those at
-    least as fast as `beat` tokens/s (a setup of another layout already found; None if none is).
+                      headroom: float, fixed: FixedSetup | None, fits: dict, beat: float,
+                      stages: frozenset[int] | None = None) -> Setup | None:  # fmt: skip
+    """The fastest setup that fits with tensor degree `tp` and pipeline degree `pp` (and a ZeRO stage in `stages`,
+    when given), by setup_key, among those at least as fast as `beat` tokens/s (a setup of another layout already
+    found; None if none is).
 
     No sharding can beat the communication-free speed of its (recompute, micro batch) times `layout_bound`,
     and that bound does not depend on the sharding. So the (recompute, micro batch) pairs are tried from the
@@ -300,7 +354,7 @@ def best_layout_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, 
     pinned_mb = fixed.micro_batch if fixed is not None else None
     batches = (pinned_mb,) if pinned_mb else tuple(mb for mb in MICRO_BATCHES if micro_batch_allowed(w, dp, mb))
     shardings = [sh for sh in SHARDINGS if (fixed is None or fixed.allows_sharding(sh))
-                 and sharding_supported(sh, tp, pp)]  # fmt: skip
+                 and (stages is None or sh.zero_stage in stages) and sharding_supported(sh, tp, pp)]  # fmt: skip
     layout = (tp, pp)
     pairs_key = ("pairs", hw.accelerator, hw.peak_tflops, hw.devices_per_node * nodes, batches, layout)  # the bound ignores network, RAM
     pairs = fits.get(pairs_key)
@@ -404,8 +458,22 @@ def assess_group(w: Workload, hw: Hardware, nodes: int, setup: Setup, cloud: str
         setting, _ = reliability.elastic_setting(nodes, setup.step.grad_accum, setup.tp, setup.pp, *elastic)
     rel = reliability.assess(useful_h, nodes, hw.devices_per_node, cloud, purchase == "spot", bucket,
                              w.checkpoint_bytes, hw.network_gbits, setup.step.step_s,
-                             capacity_wait_s=wait, elastic=setting)  # fmt: skip
+                             capacity_wait_s=wait, elastic=setting, parts=setup_parts(w, hw, nodes, setup))  # fmt: skip
     return rel, reliability.storage_usd(cloud, w.checkpoint_bytes, rel.wall_hours) if rel.feasible else 0.0
+
+
+def assess_options(w: Workload, hw: Hardware, nodes: int, options: list[Setup], cloud: str, purchase: str,
+                   bucket: int | None, capacity: Capacity = FULL,
+                   elastic: tuple[int, float] | None = None) -> tuple[Setup, tuple[Reliability, float]]:  # fmt: skip
+    """Of `setup_options`, the one with the least expected wall time here (the first, faster, of equal ones) and
+    its `assess_group`: at every price it is the cheapest too (storage does not depend on the setup)."""
+    best: tuple[Setup, tuple[Reliability, float]] | None = None
+    for setup in options:
+        held = assess_group(w, hw, nodes, setup, cloud, purchase, bucket, capacity, elastic)
+        if best is None or held[0].wall_hours < best[1][0].wall_hours:
+            best = (setup, held)
+    assert best is not None, "no setup to price"
+    return best
 
 
 def candidate(req: Request, offer: Offer, purchase: str, zones: tuple[str, ...], nodes: int, hw: Hardware,
@@ -465,7 +533,8 @@ class Block:
     hw: Hardware
     nodes: int
     setup: Setup
-    assessed: dict  # (cloud, purchase, bucket, capacity score) -> (Reliability, storage USD): what `candidate` reads
+    assessed: dict  # (cloud, purchase, bucket, capacity score) -> (Reliability, storage USD) of the setup its block
+    # keeps (`assess_options`): what `candidate` reads
     rel: Reliability
     storage_usd: float
     capacity: Capacity  # one score for every point here; the first point's wording (its zone or region)
@@ -602,17 +671,18 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
                 stats.pruned += 1
                 continue
             stats.hardware_evaluated += 1
-            setup = best_setup(w, hw, nodes, fit, stats, req.memory_headroom, fits=fits)
-            if setup is None:
+            options = setup_options(w, hw, nodes, fit, stats, req.memory_headroom, fits=fits)
+            if not options:
                 continue
-            assessed: dict[tuple, tuple[Reliability, float]] = {}  # one per (cloud, purchase, bucket, score) here
+            # one per (cloud, purchase, bucket, score) here, for the option its block keeps
+            assessed: dict[tuple, tuple[Reliability, float]] = {}
             for key, group in groups.items():
                 for capacity, held in with_capacity(group, nodes, hw.devices_per_node, scores).items():
                     if not capacity.obtainable:
                         stats.unobtainable += len(held)
                         continue
-                    rel, storage = assessed[(*key, capacity.score)] = assess_group(w, hw, nodes, setup, *key, capacity,
-                                                                                   req.elastic)  # fmt: skip
+                    setup, priced = assess_options(w, hw, nodes, options, *key, capacity, req.elastic)
+                    rel, storage = assessed[(*key, capacity.score)] = priced
                     stats.candidates += len(held)
                     if not rel.feasible:
                         stats.unbearable += len(held)

@@ -8,20 +8,29 @@ Hazards (events per hour):
                      catalog's calibration data: MegaScale's >100 restarts on >10k GPUs over weeks is 1-2e-5;
                      Alibaba's Aegis and ByteDance's fleet 1-2e-4; 5e-5 taken, the conservative middle)
   job              = nodes x node hazard
-Checkpoints follow the node's protocol (templates/agent: every node saves its own shard, its agent uploads
-it while training goes on, node rank 0 commits the manifest), with B = checkpoint bytes / nodes per node:
-  periodic checkpoint  the trainer blocks only for the local save: d = B / LOCAL_SAVE_GBPS; the step becomes
-                       durable upload + commit later (that lag is lost too when a failure strikes before it)
+Checkpoints follow the node's protocol (templates/agent: every node saves its own part, its agent uploads
+it while training goes on, node rank 0 commits the manifest; on a restore every node downloads its own part
+and the other parts' files its ranks load: every model-states file, and of a pipeline its own stage's layers).
+Parts are not equal (`CheckpointParts`, from infra/checkpoint_layout.py's DeepSpeed 0.19 layout for the plan's
+ZeRO stage, precision, TP x PP, node count, GPUs per node and layers; past MAX_LAYOUT_RANKS ranks, that layout on
+fewer nodes with each rank's optimizer shard scaled): under ZeRO-0/1/2 data-parallel rank 0 alone writes the whole
+16-bit model beside its optimizer shards, and every rank loads it (at 70B bf16 ZeRO-1 on 64 x 8 GPUs node 0 saves
+140e9 + 12 x 70e9 x 8 / 512 = 153 GB of 980 GB, and every node restores 153 GB). The slowest node decides, so with
+S = the largest part any node saves and D = the most any node restores (LoRA: the adapters split evenly,
+S = D = checkpoint bytes / nodes):
+  periodic checkpoint  the trainer blocks only for the local save: d = S / LOCAL_SAVE_GBPS; the step becomes
+                       durable upload (S at the node's rate) + commit later (that lag is lost too when a failure
+                       strikes before it)
   emergency checkpoint on a notice: wait for the step boundary (up to one step) + save + upload + commit
-  restart              provisioning a replacement + waiting for spot capacity (capacity.py) + each node
-                       downloading and loading its own part
+  restart              provisioning a replacement + waiting for spot capacity (capacity.py) + downloading D at
+                       the upload rate (no per-node download figure is calibrated) + loading D at LOCAL_SAVE_GBPS
 Per-node upload rates are the calibration data's conservative figures (checkpoint_io.csv/.md: S3 1 GB/s as
 Mountpoint measured for one file; GCS 0.35 GB/s, 0.19 GB/s beyond 35 nodes, as Dataflux measured; Azure 0.35
-GB/s with no per-VM measurement, and at most 60 Gbit/s of ingress for the whole storage account), never more
-than half the node's network. When the cloud's notice (AWS 120 s, GCP 30 s, Azure 30 s) covers the
-emergency checkpoint, an interruption loses no work and costs emergency checkpoint + restart; when it does
-not, the plan says so and each interruption loses the work since the last durable checkpoint (up to one
-interval plus the upload lag), like a failure.
+GB/s with no per-VM measurement), never more than half the node's network; on Azure every part goes through one
+storage account's 60 Gbit/s of ingress, so an upload (and a restore) takes at least all nodes' bytes / 7.5 GB/s.
+When the cloud's notice (AWS 120 s, GCP 30 s, Azure 30 s) covers the emergency checkpoint, an interruption loses no
+work and costs emergency checkpoint + restart; when it does not, the plan says so and each interruption loses the
+work since the last durable checkpoint (up to one interval plus the upload lag), like a failure.
 Events that lose work (failures, and spot interruptions whose checkpoint does not fit the notice) are
 handled by periodic checkpoints every tau, with Daly's optimum (Young/Daly, higher order):
     tau = sqrt(2 d M) [1 + sqrt(d / 2M) / 3 + d / 18M] - d   (d < 2M; else tau = M),  M = 1 / hazard
@@ -36,9 +45,9 @@ RETRY_S K, K the failed tries, geometric with q = RETRY_S / (RETRY_S + capacity 
 S(t) = P(T > t), G(a) = E[min(T, a)] = integral of S from 0 to a, in closed form (`replacement_survival`,
 `replacement_expected_min`). The survivors idle until min(T, w); when T <= w the replacement joins as today
 (download + load); when T > w they convert to n nodes (the largest usable count below N; c_n = the whole checkpoint
-B / one node's download rate + B / UNIVERSAL_CONVERT_BYTES_PER_S + a load of B / n), train at n/N of full speed
-until T, then save their parts and convert back (g = save + upload + commit at n, + c_N). The job loses, in
-full-speed seconds:
+B (every part: restore --resize fetches them all) / one node's download rate + B / UNIVERSAL_CONVERT_BYTES_PER_S + a
+load of B / n), train at n/N of full speed until T, then save their parts and convert back (g = save + upload +
+commit of the largest part at n nodes, + c_N). The job loses, in full-speed seconds:
     E[loss] = G(w) + (1 - S(w)) (download + load) + S(w) (c_n + g) + (1 - n/N) (E[T] - G(w + c_n))
 against PROVISION_S + capacity wait + download + load without; E[loss] stands in for the restart R above (as the
 mean capacity wait does without elastic). Every node bills the whole time either way (the price is unchanged, only
@@ -49,6 +58,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 # The node's save and upload rates are infra's too (the Azure terminate-notice window is sized by them).
 from infra.checkpoint_io import (  # noqa: F401 (re-exported: the planner's tests and benchmarks read them here)
@@ -58,8 +68,11 @@ from infra.checkpoint_io import (  # noqa: F401 (re-exported: the planner's test
     GCP_MANY_NODES_GBPS,
     LOCAL_SAVE_GBPS,
     UPLOAD_GBPS_PER_NODE,
+    node_upload_gbps,
+    part_upload_s,
     upload_gbps_per_node,
 )
+from infra.checkpoint_layout import CheckpointLayout
 
 HOURS_PER_MONTH = 730.0
 BUCKET_MONTHLY = {0: 0.025, 1: 0.075, 2: 0.125, 3: 0.175, 4: 0.25}
@@ -89,16 +102,183 @@ def convert_rate_note(rate: float | None = None) -> str:
     return f"{rate / 1e6:,.0f} MB/s universal-checkpoint conversion (measured on a 2-core machine, 1.25 GiB)"
 
 
+def gb(n: float) -> str:
+    """Bytes as GB for a line of text: whole GB from 100 GB up, else three figures."""
+    return f"{n / 1e9:,.0f}" if n >= 100e9 else f"{n / 1e9:.3g}"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointParts:
+    """How one checkpoint lies over the nodes that save it, and what each restores: the slowest node decides."""
+
+    nodes: int
+    total_bytes: float  # every part together
+    saved_bytes: float  # the largest part any node saves (and uploads)
+    saved_node: int  # the first node that saves that much
+    restored_bytes: float  # the most any node downloads and loads on a restore at the same node count
+    restored_total_bytes: float  # what all nodes restore together (they restore at once)
+    model_bytes: float  # of the largest part, the model-states files every rank loads; 0 for an even split
+    why: str  # what the split rests on, for --explain
+    uniform: bool  # every node saves as much
+    fetches: str  # what a node restores, for --explain
+    # (params, zero stage, precision, tp, pp, ranks per node, layers) of the DeepSpeed layout; None: an even split
+    layout: tuple | None = None
+
+    def resized(self, nodes: int) -> CheckpointParts:
+        """The same checkpoint saved by `nodes` nodes."""
+        if self.layout is None:
+            return even_parts(self.total_bytes, nodes, self.why)
+        params, zero_stage, precision, tp, pp, ranks_per_node, layers = self.layout
+        return layout_parts(params, zero_stage, precision, tp, pp, nodes, ranks_per_node, layers)
+
+    def explain(self) -> str:
+        """One phrase: whose part is the largest, of what, why, and what a restore fetches."""
+        if self.layout is None:
+            return (f"each node's part {gb(self.saved_bytes)} GB of {gb(self.total_bytes)} GB ({self.why}); each "
+                    "node restores its own part")  # fmt: skip
+        whose = "each node's part" if self.uniform else f"node {self.saved_node}'s part"
+        return (f"{whose} {gb(self.saved_bytes)} GB of {gb(self.total_bytes)} GB: {self.why}; a node restores up to "
+                f"{gb(self.restored_bytes)} GB ({self.fetches})")
+
+
+def even_parts(checkpoint_bytes: float, nodes: int, why: str = "split evenly") -> CheckpointParts:
+    """Every node saves and restores 1/nodes of the checkpoint (LoRA's adapters; a checkpoint of unknown layout)."""
+    part = checkpoint_bytes / nodes
+    return CheckpointParts(nodes, checkpoint_bytes, part, 0, part, checkpoint_bytes, 0.0, why, True, "its own part")
+
+
+def restored_per_node(layout: CheckpointLayout) -> tuple[int, ...]:
+    """Bytes each node holds after a restore at the same node count, by the agent's needed_files rule
+    (templates/agent/trainfleet_agent/checkpoints.py, with its own patterns) summed for every node in one pass: its
+    own part, and each other part's files that are not a rank's own shard, a pipeline's layer files only for the
+    layers its ranks load (those of the parts that wrote data-parallel rank 0 of one of its model-parallel ranks;
+    all of them when the checkpoint does not say). CheckpointLayout.restored_bytes runs needed_files node by node,
+    which takes seconds at 1,024 nodes; tests/test_planner_checkpoint_parts.py holds the two equal."""
+    from templates.agent.trainfleet_agent.checkpoints import LAYER_RE, SHARD_MP_RE, ZERO_SHARD_RE
+
+    nodes, files = layout.nodes, layout.files
+    if len({f.path for f in files}) != len(files):  # needed_files keeps one file a path: let it decide
+        return layout.restored_bytes
+    plain = [0] * nodes  # per node: what it wrote that every other node fetches
+    layer_total: dict[str, int] = {}  # layer index -> bytes of its files, every part's
+    layer_own: list[dict[str, int]] = [{} for _ in range(nodes)]
+    mps: list[set[str]] = [set() for _ in range(nodes)]  # the model-parallel ranks of a node's shards
+    writers: dict[str, set[int]] = {}  # model-parallel rank -> the nodes holding its data-parallel rank 0 shard
+    layers_of: list[set[str]] = [set() for _ in range(nodes)]
+    for f in files:
+        if m := SHARD_MP_RE.search(f.path):
+            mps[f.node].add(m.group(4))
+            if m.group(3) == "0":
+                writers.setdefault(m.group(4), set()).add(f.node)
+        if ZERO_SHARD_RE.search(f.path):
+            continue
+        if m := LAYER_RE.search(f.path):
+            idx = m.group(2)
+            layers_of[f.node].add(idx)
+            layer_total[idx] = layer_total.get(idx, 0) + f.size
+            layer_own[f.node][idx] = layer_own[f.node].get(idx, 0) + f.size
+        else:
+            plain[f.node] += f.size
+    everyone = sum(plain)
+    out = []
+    for n in range(nodes):
+        if layer_total and mps[n]:
+            loads = {i for mp in mps[n] for w in writers.get(mp, ()) for i in layers_of[w]}
+        else:
+            loads = set(layer_total)
+        layers = sum(layer_total[i] - layer_own[n].get(i, 0) for i in loads)
+        out.append(layout.saved_bytes[n] + everyone - plain[n] + layers)
+    return tuple(out)
+
+
+# Past this many ranks (twice the planner's largest search, 1,024 nodes of 8) the files are not enumerated one by one:
+# `layout_parts` takes the same layout on fewer nodes and scales each rank's optimizer shard (`scaled_parts`).
+MAX_LAYOUT_RANKS = 16_384
+
+
+@lru_cache(maxsize=2048)
+def layout_parts(params: int, zero_stage: int, precision: str, tp: int, pp: int, nodes: int, ranks_per_node: int,
+                 layers: int) -> CheckpointParts:  # fmt: skip
+    """The parts of a full-training checkpoint as DeepSpeed 0.19 writes it (infra/checkpoint_layout.py), and what
+    each node restores (`restored_per_node`)."""
+    return scaled_parts(params, zero_stage, precision, tp, pp, nodes, ranks_per_node, layers, MAX_LAYOUT_RANKS)
+
+
+def scaled_parts(params: int, zero_stage: int, precision: str, tp: int, pp: int, nodes: int, ranks_per_node: int,
+                 layers: int, max_ranks: int) -> CheckpointParts:  # fmt: skip
+    """`layout_parts`, its files enumerated up to `max_ranks` ranks. Beyond (and only for pp stages of whole nodes),
+    the layout on n0 nodes (a multiple of pp, at least two nodes a stage) stands for it: a node of the real layout
+    is the first node of its stage there or another one, and holds what that node holds but for its optimizer
+    shards: every rank writes 12 x params / world of them, so a node's shrink by n0 / nodes. Only `estimate
+    --devices` and stack previews go past the limit; tests/test_planner_checkpoint_parts.py holds the two equal."""
+    key = (params, zero_stage, precision, tp, pp, ranks_per_node, layers)
+    n0 = pp * max(2, max_ranks // ranks_per_node // pp)
+    scaled = nodes * ranks_per_node > max_ranks and nodes % pp == 0 and n0 < nodes
+    layout = CheckpointLayout(params, zero_stage, precision, tp, pp, n0 if scaled else nodes, ranks_per_node, layers)
+    shards = [0] * layout.nodes
+    for f in layout.files:
+        if "optim_states" in f.path:
+            shards[f.node] += f.size
+    restored = restored_per_node(layout)
+    if not scaled:  # (node, how many nodes like it, saved, optimizer shards, restored)
+        return _parts(key, nodes, [(n, 1, layout.saved_bytes[n], shards[n], restored[n]) for n in range(nodes)], "")
+    per_stage, per_stage0, rows = nodes // pp, n0 // pp, []
+    for stage in range(pp):
+        for rep, node, count in ((stage * per_stage0, stage * per_stage, 1),
+                                 (stage * per_stage0 + 1, stage * per_stage + 1, per_stage - 1)):  # fmt: skip
+            own = shards[rep] * n0 / nodes
+            rows.append((node, count, layout.saved_bytes[rep] - shards[rep] + own, own, restored[rep] - shards[rep] + own))
+    return _parts(key, nodes, rows, f" (the layout of {n0} nodes, each rank's optimizer shard scaled to {nodes} nodes)")
+
+
+def _parts(key: tuple, nodes: int, rows: list[tuple], note: str) -> CheckpointParts:
+    """CheckpointParts from (node, how many nodes like it, saved, optimizer shards, restored) rows."""
+    _params, zero_stage, precision, _tp, pp, _ranks_per_node, _layers = key
+    node, _, saved, shards, _ = max(rows, key=lambda r: (r[2], -r[0]))
+    model = saved - shards
+    bits = 8 * (4 if precision == "fp32" else 2)
+    if zero_stage == 3:
+        why = ("ZeRO-3: every rank writes its own shard of the fp32 master weights and Adam states, and no "
+               f"{bits}-bit model")  # fmt: skip
+        fetch = "its own part"
+    elif pp > 1:
+        why = (f"the first node of each of the {pp} pipeline stages writes its stage's {bits}-bit layers "
+               f"({gb(model)} GB) beside its optimizer shards ({gb(shards)} GB)")  # fmt: skip
+        fetch = "its own part and its stage's layers"
+    else:
+        why = (f"ZeRO-{zero_stage} keeps the {bits}-bit model on data-parallel rank 0 ({gb(model)} GB) beside its "
+               f"optimizer shards ({gb(shards)} GB)")  # fmt: skip
+        fetch = "its own part and the model-states files every rank loads"
+    return CheckpointParts(nodes, float(sum(r[1] * r[2] for r in rows)), float(saved), node,
+                           float(max(r[4] for r in rows)), float(sum(r[1] * r[4] for r in rows)), float(model),
+                           why + note, min(r[2] for r in rows) == saved, fetch, key)  # fmt: skip
+
+
+Checkpoint = float | CheckpointParts  # bytes split evenly over the nodes, or the parts themselves
+
+
+def parts_of(checkpoint: Checkpoint, nodes: int) -> CheckpointParts:
+    if isinstance(checkpoint, CheckpointParts):
+        if checkpoint.nodes != nodes:
+            raise ValueError(f"checkpoint parts of {checkpoint.nodes} nodes priced for {nodes}")
+        return checkpoint
+    return even_parts(checkpoint, nodes)
+
+
 @dataclass(frozen=True, slots=True)
 class CheckpointTimes:
-    """Seconds each part of the node's checkpoint protocol takes (every node in parallel)."""
+    """Seconds each part of the node's checkpoint protocol takes (every node in parallel; the slowest decides)."""
 
     step_boundary_s: float  # worst case: the step that was running when the notice came
-    save_s: float
-    upload_s: float
+    save_s: float  # the largest part to local disk
+    upload_s: float  # the largest part to the bucket (on Azure: no sooner than all parts through the account)
     commit_s: float
-    download_s: float
-    upload_gbps_per_node: float
+    download_s: float  # the most any node restores, at the upload rate
+    upload_gbps_per_node: float  # the largest part's effective rate
+    load_s: float = 0.0  # the most any node restores, read from local disk
+    parts: CheckpointParts | None = None
+    upload_note: str = ""  # what bounds the upload, for --explain
+    download_note: str = ""  # what bounds the download when not the node's own rate, for --explain
 
     @property
     def emergency_s(self) -> float:
@@ -109,12 +289,23 @@ class CheckpointTimes:
         return self.upload_s + self.commit_s
 
 
-def checkpoint_times(cloud: str, checkpoint_bytes: float, nodes: int, node_network_gbits: float | None,
+def checkpoint_times(cloud: str, checkpoint: Checkpoint, nodes: int, node_network_gbits: float | None,
                      step_s: float) -> CheckpointTimes:  # fmt: skip
-    per_node_gb = checkpoint_bytes / nodes / 1e9
-    rate = upload_gbps_per_node(cloud, nodes, node_network_gbits)
-    transfer = per_node_gb / rate
-    return CheckpointTimes(step_s, per_node_gb / LOCAL_SAVE_GBPS, transfer, COMMIT_S, transfer, rate)
+    """`checkpoint`: its parts (`layout_parts`, `even_parts`), or its bytes, split evenly over the nodes."""
+    parts = parts_of(checkpoint, nodes)
+    node_rate = node_upload_gbps(cloud, nodes, node_network_gbits)
+    upload = part_upload_s(cloud, parts.saved_bytes, parts.total_bytes, nodes, node_network_gbits)
+    # no per-node download figure is calibrated: a restore moves at the upload rates (Azure: the account's share)
+    download = part_upload_s(cloud, parts.restored_bytes, parts.restored_total_bytes, nodes, node_network_gbits)
+    rate = parts.saved_bytes / 1e9 / upload if upload > 0 else upload_gbps_per_node(cloud, nodes, node_network_gbits)
+    note, download_note = f"{rate:g} GB/s per node", ""
+    account = f"share the storage account's {AZURE_ACCOUNT_INGRESS_GBPS:g} GB/s"
+    if upload > parts.saved_bytes / 1e9 / node_rate * (1 + 1e-9):
+        note += f" (all {nodes} parts, {gb(parts.total_bytes)} GB, {account})"
+    if download > parts.restored_bytes / 1e9 / node_rate * (1 + 1e-9):
+        download_note = f" (all {nodes} nodes' restores, {gb(parts.restored_total_bytes)} GB, {account})"
+    return CheckpointTimes(step_s, parts.saved_bytes / 1e9 / LOCAL_SAVE_GBPS, upload, COMMIT_S, download, rate,
+                           parts.restored_bytes / 1e9 / LOCAL_SAVE_GBPS, parts, note, download_note)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,33 +395,36 @@ class ElasticRecovery:
         )
 
 
-def conversion_s(cloud: str, checkpoint_bytes: float, nodes: int, node_network_gbits: float | None,
+def conversion_s(cloud: str, checkpoint: Checkpoint, nodes: int, node_network_gbits: float | None,
                  download_bytes_per_s: float | None = None, convert_bytes_per_s: float | None = None) -> float:  # fmt: skip
     """One conversion onto `nodes` nodes: every node downloads every part, converts it (ds_to_universal) and loads
-    its own share. The rates default to the model's (benchmarks pass the ones they measured)."""
-    at = checkpoint_times(cloud, checkpoint_bytes, nodes, node_network_gbits, 0.0)
-    download = download_bytes_per_s or at.upload_gbps_per_node * 1e9
+    its own share. `checkpoint`: its bytes or its parts (only their total counts here). The rates default to the
+    model's (benchmarks pass the ones they measured)."""
+    total = checkpoint.total_bytes if isinstance(checkpoint, CheckpointParts) else checkpoint
+    download = download_bytes_per_s or upload_gbps_per_node(cloud, nodes, node_network_gbits) * 1e9
     convert = convert_bytes_per_s or UNIVERSAL_CONVERT_BYTES_PER_S
-    return checkpoint_bytes / download + checkpoint_bytes / convert + at.save_s  # the load reads what a save wrote
+    load = total / nodes / 1e9 / LOCAL_SAVE_GBPS  # a universal checkpoint's share per node, read from local disk
+    return total / download + total / convert + load
 
 
-def elastic_recovery(setting: ElasticSetting, cloud: str, checkpoint_bytes: float, nodes: int,
+def elastic_recovery(setting: ElasticSetting, cloud: str, checkpoint: Checkpoint, nodes: int,
                      node_network_gbits: float | None, times: CheckpointTimes,
                      capacity_wait_s: float) -> ElasticRecovery:  # fmt: skip
     """Expected full-speed seconds lost per lost node with elastic recovery, and without it."""
     n, w = setting.shrink_nodes, setting.wait_s
-    shrunk = checkpoint_times(cloud, checkpoint_bytes, n, node_network_gbits, times.step_boundary_s)
-    shrink = conversion_s(cloud, checkpoint_bytes, n, node_network_gbits)
+    parts = parts_of(checkpoint, nodes)
+    shrunk = checkpoint_times(cloud, parts.resized(n), n, node_network_gbits, times.step_boundary_s)
+    shrink = conversion_s(cloud, parts, n, node_network_gbits)
     # grow back: the shrunk job saves, uploads and commits its parts, then every node converts them for N
-    grow = shrunk.save_s + shrunk.durable_lag_s + conversion_s(cloud, checkpoint_bytes, nodes, node_network_gbits)
-    rejoin = times.download_s + times.save_s  # the replacement joins: each node fetches and loads its part
+    grow = shrunk.save_s + shrunk.durable_lag_s + conversion_s(cloud, parts, nodes, node_network_gbits)
+    rejoin = times.download_s + times.load_s  # the replacement joins: each node fetches and loads what it restores
     mean_t = PROVISION_S + capacity_wait_s
     s_w = replacement_survival(w, capacity_wait_s)
     shrunk_run = max(0.0, mean_t - replacement_expected_min(w + shrink, capacity_wait_s))  # E[(T - w - c_n)+]
     loss = (replacement_expected_min(w, capacity_wait_s) + (1 - s_w) * rejoin + s_w * (shrink + grow)
             + (1 - n / nodes) * shrunk_run)  # fmt: skip
-    return ElasticRecovery(setting, nodes, checkpoint_bytes, shrunk.upload_gbps_per_node, shrink, grow, s_w, loss,
-                           mean_t + rejoin)  # fmt: skip
+    return ElasticRecovery(setting, nodes, parts.total_bytes, upload_gbps_per_node(cloud, n, node_network_gbits),
+                           shrink, grow, s_w, loss, mean_t + rejoin)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,9 +471,12 @@ class Reliability:
             f"hazard per node: spot {self.spot_hazard_per_node_hour:.2e}/h, failure "
             f"{self.failure_hazard_per_node_hour:.2e}/h; job ({self.nodes} nodes) expects "
             f"{self.expected_interruptions:.1f} interruptions",
+            *([f"checkpoint parts: {t.parts.explain()}; the largest decides every save, upload and restore below"]
+              if t.parts is not None else []),
             f"emergency checkpoint {t.emergency_s:.0f} s = step boundary {t.step_boundary_s:.1f} s + save "
-            f"{t.save_s:.1f} s + upload {t.upload_s:.1f} s at {t.upload_gbps_per_node:g} GB/s per node + commit "
-            f"{t.commit_s:.0f} s, vs notice {self.notice_s:.0f} s: "
+            f"{t.save_s:.1f} s + upload {t.upload_s:.1f} s at "
+            f"{t.upload_note or f'{t.upload_gbps_per_node:g} GB/s per node'} + commit {t.commit_s:.0f} s, vs notice "
+            f"{self.notice_s:.0f} s: "
             + ("fits, spot interruptions lose no work" if self.emergency_checkpoint_fits else
                f"does not fit, each spot interruption loses the work since the last durable checkpoint (up to "
                f"{(self.interval_s + t.durable_lag_s) / 60:.1f} min)"),
@@ -290,7 +487,8 @@ class Reliability:
             f"restart after a lost node {self.restart_s:.0f} s = regain a full set of nodes "
             f"{PROVISION_S + self.capacity_wait_s:.0f} s (provision {PROVISION_S:.0f} s + wait for capacity "
             f"{self.capacity_wait_s:.0f} s) + "
-            f"download its part {t.download_s:.0f} s + load {t.save_s:.0f} s + the upload not yet durable "
+            f"download what it restores {t.download_s:.0f} s{t.download_note} + load it {t.load_s:.0f} s + the upload "
+            "not yet durable "
             f"{t.durable_lag_s:.0f} s; Young/Daly interval {self.interval_s / 60:.1f} min for "
             f"M = {self.mtbf_loss_hours:.1f} h between work-losing events",
             *([self.elastic.explain()] if self.elastic else []),
@@ -319,14 +517,18 @@ def daly_interval(write_s: float, mtbf_s: float) -> float:
 
 
 def daly_wall(useful_s: float, interval_s: float, write_s: float, restart_s: float, mtbf_s: float) -> float:
-    """Daly's expected wall time for `useful_s` of work with exponential work-losing events."""
-    return (
-        mtbf_s
-        * math.exp(restart_s / mtbf_s)
-        * math.expm1((interval_s + write_s) / mtbf_s)
-        * useful_s
-        / interval_s
-    )
+    """Daly's expected wall time for `useful_s` of work with exponential work-losing events (inf where it
+    overflows: restarts longer than hundreds of times the time between events never finish)."""
+    try:
+        return (
+            mtbf_s
+            * math.exp(restart_s / mtbf_s)
+            * math.expm1((interval_s + write_s) / mtbf_s)
+            * useful_s
+            / interval_s
+        )
+    except OverflowError:
+        return math.inf
 
 
 def assess(
@@ -344,24 +546,25 @@ def assess(
     spot_nodes: int | None = None,
     capacity_wait_s: float = 0.0,
     elastic: ElasticSetting | None = None,
+    parts: CheckpointParts | None = None,
 ) -> Reliability:
     """`interval_s` fixes the checkpoint interval (a stack's declared one; default Daly's optimum),
     `spot_nodes` how many of the nodes are spot (a mixed fleet; default all of them when `spot`), and
     `capacity_wait_s` the expected wait for a full set of spot nodes (cli/planner/capacity.py): before the
     start, and in every restart, since a lost node's replacement comes from the pool that just shrank. `elastic`:
-    a lost node costs what elastic recovery expects instead (`elastic_recovery`)."""
+    a lost node costs what elastic recovery expects instead (`elastic_recovery`). `parts`: how the checkpoint lies
+    over the nodes (`layout_parts`); without them, `checkpoint_bytes` split evenly."""
     stall = STALL_SHARE if stall_share is None else stall_share
     spot_node = spot_hazard(interruption_bucket) if spot else 0.0
     interruptible = nodes if spot_nodes is None else spot_nodes
     fail_node = devices_per_node * FAILURES_PER_DEVICE_HOUR
-    times = checkpoint_times(cloud, checkpoint_bytes, nodes, node_network_gbits, step_s)
+    checkpoint = checkpoint_bytes if parts is None else parts
+    times = checkpoint_times(cloud, checkpoint, nodes, node_network_gbits, step_s)
     write = times.save_s
-    restart = PROVISION_S + capacity_wait_s + times.download_s + times.save_s  # replace, fetch own part, load it
+    restart = PROVISION_S + capacity_wait_s + times.download_s + times.load_s  # replace, fetch and load what it needs
     recovery = None
     if elastic is not None:
-        recovery = elastic_recovery(
-            elastic, cloud, checkpoint_bytes, nodes, node_network_gbits, times, capacity_wait_s
-        )
+        recovery = elastic_recovery(elastic, cloud, checkpoint, nodes, node_network_gbits, times, capacity_wait_s)
         restart = recovery.expected_loss_s
     lossy_restart = restart + times.durable_lag_s  # a step not yet durable is lost as well
     notice = NOTICE_S.get(cloud, 30.0)

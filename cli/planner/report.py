@@ -117,6 +117,7 @@ def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None
         **memory_figures(s.memory),
         "checkpoint_gb": round(w.checkpoint_bytes / 1e9, 2),
         "checkpoint_write_seconds": round(c.rel.checkpoint_write_s, 1),
+        "checkpoint_parts": parts_dict(c),
         "expected_interruptions": round(c.rel.expected_interruptions, 2),
         "interruption": interruption_label(c),
         "capacity": capacity_dict(c, req),
@@ -126,6 +127,29 @@ def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None
     if explain:
         d["explain"] = explain_lines(c, req, fit)
     return d
+
+
+def parts_dict(c: Candidate) -> dict:
+    """How the plan's checkpoint lies over its nodes (reliability.CheckpointParts) and what that costs in time."""
+    t = c.rel.times
+    p = t.parts
+    assert p is not None
+    return {
+        "total_gb": round(p.total_bytes / 1e9, 2),
+        "largest_part_gb": round(p.saved_bytes / 1e9, 3),
+        "largest_part_node": p.saved_node,
+        "model_states_gb": round(p.model_bytes / 1e9, 3),
+        "largest_restore_gb": round(p.restored_bytes / 1e9, 3),
+        "split": "deepspeed" if p.layout is not None else "even",
+        "basis": p.explain(),
+        "save_seconds": round(t.save_s, 1),
+        "upload_seconds": round(t.upload_s, 1),
+        "download_seconds": round(t.download_s, 1),
+        "load_seconds": round(t.load_s, 1),
+        "emergency_seconds": round(t.emergency_s, 1),
+        "notice_seconds": c.rel.notice_s,
+        "emergency_fits_notice": c.rel.emergency_checkpoint_fits,
+    }
 
 
 def capacity_risk_usd(c: Candidate, req: Request) -> float:
@@ -252,6 +276,28 @@ def layout_label(c: Candidate) -> str:
     return f"TP {st.tp} x PP {st.pp} x DP {c.devices // (st.tp * st.pp)}"
 
 
+def setup_reason(c: Candidate, req: Request) -> str:
+    """Why this setup: the fastest that fits; or, as the search chose it (`assess_options`), the fastest of a
+    checkpoint split whose run is shorter than the fastest setup's; else the fastest that fits what was pinned."""
+    from cli.planner.optimizer import assess_options, best_setup, setup_options, setup_parts
+
+    w, hw = req.workload, c.hardware
+    fastest = best_setup(w, hw, c.nodes, default_fit(), headroom=req.memory_headroom)
+    if fastest is None or fastest.step.tokens_per_second <= c.setup.step.tokens_per_second:
+        return "highest tokens/s that fits"
+    options = setup_options(w, hw, c.nodes, default_fit(), headroom=req.memory_headroom)
+    key = (c.offer.cloud, c.purchase, c.offer.interruption_bucket)
+    if c.setup not in options or assess_options(w, hw, c.nodes, options, *key, c.capacity, req.elastic)[0] != c.setup:
+        return "highest tokens/s that fits the pinned options"
+    rel, _ = assess_group(w, hw, c.nodes, fastest, *key, c.capacity, req.elastic)
+    st, parts = fastest.step, setup_parts(w, hw, c.nodes, fastest)
+    return (f"the fastest of its checkpoint split, and the shortest run: the fastest that fits, TP {st.tp} x PP "
+            f"{st.pp} {fastest.sharding.label}, runs {st.tokens_per_second / c.setup.step.tokens_per_second - 1:+.1%} "
+            f"tokens/s but {parts.explain()}: emergency checkpoint {rel.times.emergency_s:,.0f} s against "
+            f"{c.rel.times.emergency_s:,.0f} s, restart {rel.restart_s:,.0f} s against {c.rel.restart_s:,.0f} s, "
+            f"{rel.wall_hours:,.1f} h against {c.wall_hours:,.1f} h")
+
+
 def layout_lines(c: Candidate, req: Request) -> list[str]:
     """Why this tensor x pipeline x data layout: the fastest setup of each other layout on the same hardware."""
     from cli.planner.optimizer import best_setup, layouts
@@ -279,8 +325,8 @@ def explain_lines(c: Candidate, req: Request, fit: Fit | None) -> list[str]:
     w, s = req.workload, c.setup
     lines = list(w.explain())
     lines.append(f"setup: {layout_label(c)}, {s.sharding.label}, micro batch {s.step.micro_batch}, grad accum "
-                 f"{s.step.grad_accum}, activation checkpointing {'on' if s.checkpointing else 'off'} (highest "
-                 "tokens/s that fits)")  # fmt: skip
+                 f"{s.step.grad_accum}, activation checkpointing {'on' if s.checkpointing else 'off'} "
+                 f"({setup_reason(c, req)})")  # fmt: skip
     lines += layout_lines(c, req)
     lines += s.memory.explain()
     if fit is not None:
@@ -351,14 +397,23 @@ def notes(best: Candidate, front: list[Candidate], req: Request) -> list[str]:
             f"the emergency checkpoint takes {t.emergency_s:,.0f} s (finish the step {t.step_boundary_s:,.0f} s, save "
             f"{t.save_s:,.0f} s, upload {t.upload_s:,.0f} s, commit {t.commit_s:,.0f} s) but {best.offer.cloud}'s spot "
             f"notice is {rel.notice_s:,.0f} s: each interruption loses up to "
-            f"{(rel.interval_s + t.durable_lag_s) / 60:,.0f} min of work (priced in the interruption loss); more "
-            "nodes shorten the step and each node's share"
+            f"{(rel.interval_s + t.durable_lag_s) / 60:,.0f} min of work (priced in the interruption loss); "
+            + emergency_remedy(rel.times.parts)
         )
     if best.purchase == "spot":
         out += capacity_options(best, req)
     if (line := elastic_note(best, req)) is not None:
         out.append(line)
     return out
+
+
+def emergency_remedy(parts: reliability.CheckpointParts | None) -> str:
+    """What would shorten an emergency checkpoint that misses the notice, by how the checkpoint lies."""
+    if parts is None or not parts.model_bytes or parts.model_bytes < parts.saved_bytes / 2:
+        return "more nodes shorten the step and each node's share"
+    return (f"node {parts.saved_node}'s part is {reliability.gb(parts.saved_bytes)} GB, "
+            f"{reliability.gb(parts.model_bytes)} GB of it the weights data-parallel rank 0 alone writes: more nodes "
+            "shorten the step and the optimizer shards, not those; ZeRO-3 or (more) pipeline stages split them")
 
 
 def capacity_options(c: Candidate, req: Request) -> list[str]:
@@ -404,6 +459,8 @@ def mixed_fleet_cost(c: Candidate, req: Request):
                             default_placement_scores())  # fmt: skip
     if not capacity.obtainable:
         return None
+    from cli.planner.optimizer import setup_parts
+
     w, st = req.workload, c.setup.step
     setting = None
     if req.elastic:
@@ -411,7 +468,8 @@ def mixed_fleet_cost(c: Candidate, req: Request):
     rel = reliability.assess(w.tokens / st.tokens_per_second / 3600, c.nodes, c.hardware.devices_per_node,
                              c.offer.cloud, True, c.offer.interruption_bucket, w.checkpoint_bytes,
                              c.hardware.network_gbits, st.step_s, spot_nodes=spot_nodes,
-                             capacity_wait_s=capacity.wait_s, elastic=setting)  # fmt: skip
+                             capacity_wait_s=capacity.wait_s, elastic=setting,
+                             parts=setup_parts(w, c.hardware, c.nodes, c.setup))  # fmt: skip
     if not rel.feasible:
         return None
     rate = c.offer.on_demand_usd_per_hour + spot_nodes * c.price_usd_per_node_hour

@@ -116,9 +116,10 @@ class RunError:
 
 def replay_run(run: PublishedRun, fit: Fit, accelerators: dict[str, Accelerator], stall_share: float) -> RunError:
     """The run as `trainfleet estimate` prices it: its devices on 8-GPU RDMA nodes, on demand, the fastest
-    DeepSpeed setup that fits, failures, restarts and stalls included."""
+    DeepSpeed setup that fits (its checkpoint laid out as DeepSpeed writes it), failures, restarts and stalls
+    included."""
     from cli.planner import reliability
-    from cli.planner.optimizer import best_setup
+    from cli.planner.optimizer import best_setup, setup_parts
 
     shape = shape_for_params(int(run.params))
     if run.layers and run.hidden:
@@ -134,7 +135,7 @@ def replay_run(run: PublishedRun, fit: Fit, accelerators: dict[str, Accelerator]
         return RunError(run, math.inf)
     useful = w.tokens / setup.step.tokens_per_second / 3600
     rel = reliability.assess(useful, nodes, g, "aws", False, None, w.checkpoint_bytes, hw.network_gbits,
-                             setup.step.step_s, stall_share)  # fmt: skip
+                             setup.step.step_s, stall_share, parts=setup_parts(w, hw, nodes, setup))  # fmt: skip
     return RunError(run, rel.wall_hours * nodes * g)
 
 
