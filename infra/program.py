@@ -535,9 +535,13 @@ def _azure_fleet(stack: str, config: StackConfig, fleet: Fleet) -> dict[str, Any
 
 def terminate_notice_minutes(config: StackConfig, fleet: Fleet) -> int:
     """The Azure terminate notification's window: what the job's emergency checkpoint takes on this fleet
-    (infra/checkpoint_io.py), 5 to 15 minutes. The NC/ND A100 sizes have no network figure in the catalog
+    (infra/checkpoint_io.py), 5 to 15 minutes, for the largest part a node saves (node 0's under ZeRO-0/1/2: the
+    whole 16-bit model; infra/disk_need.py `layout`). The NC/ND A100 sizes have no network figure in the catalog
     (issue 32): the storage account's ingress and the per-node rate bound the upload instead."""
-    return azure_terminate_minutes(config.job.params, fleet.nodes, None)
+    from infra.disk_need import layout  # not at import: disk_need reaches userdata, which this module imports
+
+    part = max(layout(config, fleet).saved_bytes) if config.job.method == "full" else None  # LoRA: the adapters
+    return azure_terminate_minutes(config.job.params, fleet.nodes, None, part_bytes=part)
 
 
 def _azure_stack_wide(stack: str, config: StackConfig, exports: dict[str, Any]) -> None:

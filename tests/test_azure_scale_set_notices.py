@@ -40,3 +40,23 @@ def test_the_azure_dev_scale_set_has_its_terminate_notification_and_spot_restore
     }
     assert vmss.inputs["spotRestorePolicy"] == {"enabled": True, "restoreTimeout": "PT1H"}
     assert profile["evictionPolicy"] == "Delete"  # what Spot restore replaces
+
+
+def test_the_terminate_window_is_sized_for_node_0s_part_not_an_even_share():
+    """The scale simulation (benchmarks/scale_sim.py) found the window sized for an even share of the checkpoint,
+    while under ZeRO-1 node 0's part is the whole 16-bit model plus its shards. 70B bf16 ZeRO-1 on 32 ND96asr_v4
+    (8 GPUs each), worked by hand: node 0's part = 140 GB + 8 x 12 x 70e9 / 256 = 166.25 GB; 60 s step + 83.125 s
+    save + 166.25 / 0.35 = 475 s upload (the account's 980 GB / 7.5 GB/s = 130.7 s binds less) + 10 s commit =
+    628.1 s -> 11 minutes. The even share (30.6 GB a node) gave 5."""
+    from infra.config import StackConfig
+
+    sections = read_stack_file(STACKS / "Pulumi.azure-dev.yaml").config.to_sections()
+    sections["job"]["params"] = 70_000_000_000
+    sections["job"]["precision"] = "bf16"
+    sections["deepspeed"]["zero_stage"] = 1
+    sections["fleets"][0].update({"instance_type": "Standard_ND96asr_v4", "nodes": 32})
+    config = StackConfig.from_sections(sections)
+    vmss = run_program("azure-dev", config).one("azure-native:compute:VirtualMachineScaleSet")
+    profile = vmss.inputs["virtualMachineProfile"]["scheduledEventsProfile"]["terminateNotificationProfile"]
+    assert profile["notBeforeTimeout"] == "PT11M"
+    assert azure_terminate_minutes(70_000_000_000, 32, None) == 5  # the even share it replaced

@@ -25,17 +25,20 @@ FAIL_PER_NODE_HOUR = 8 * 5e-5  # 8 GPUs x 5e-5 failures per device-hour (failure
 def naive_wall_hours(ideal_h: float, nodes: int, spot_nodes: int, lossy: bool) -> float:
     """First-order checkpoint/restart model (Young 1974), independent of the planner's Daly formula:
     W = T (1 + d/tau) / (1 - lambda (R + (tau + d) / 2)) for work-losing events at rate lambda, with
-      d   = local save of a node's share: 182 GB / 4 nodes / 2 GB/s              = 22.75 s
+      d   = local save of a node's part: ZeRO-3 writes no full weights, each of 32 ranks its 1/32 of the fp32
+            master and Adam's two moments (12 bytes/param, infra/checkpoint_layout.py), so a node of 8 ranks
+            holds 12 x 13e9 / 4 = 39 GB (and 8 model-states files of 16 KiB): 39 GB / 2 GB/s  = 19.5 s
       tau = the declared 30-minute interval                                     = 1800 s
-      R   = 15 min for a replacement + W + download 45.5 GB at 1 GB/s + load 22.75 s
-            + the upload not yet durable (45.5 s) and its 10 s commit            = 1,023.75 s + W
+      R   = 15 min for a replacement + W + download 39 GB at 1 GB/s + load 19.5 s
+            + the upload not yet durable (39 s) and its 10 s commit              = 1,007.5 s + W
       W   = the wait for a full set of 3 spot nodes (capacity.py, no placement score: an 8-GPU size is
             assumed 5/10 less ceil(log2 3) = 3/10, q = 2/9 a try, one try per 900 s): 900 x (7/9)/(2/9)
                                                                                 = 3,150 s, also before the start
     (S3 upload 1 GB/s per node and the 10 s commit: checkpoint_io.md.) The emergency checkpoint (a whole
-    step + 22.75 + 45.5 + 10 s) misses AWS's 120 s notice, so spot interruptions lose work like failures."""
-    d, tau, wait = 182 / 4 / 2, 1800.0, 3150.0
-    restart = 900 + wait + 45.5 + 22.75 + 45.5 + 10
+    step + 19.5 + 39 + 10 s) misses AWS's 120 s notice, so spot interruptions lose work like failures."""
+    part = (12 * 13e9 / 4 + 8 * 16384) / 1e9
+    d, tau, wait = part / 2, 1800.0, 3150.0
+    restart = 900 + wait + part + part / 2 + part + 10
     rate = (nodes * FAIL_PER_NODE_HOUR + (spot_nodes * SPOT_PER_NODE_HOUR if lossy else 0)) / 3600
     return ideal_h * (1 + d / tau) / (1 - rate * (restart + (tau + d) / 2)) + wait / 3600
 

@@ -43,7 +43,7 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
     from cli.planner import reliability
     from cli.planner.calibration import default_fit
     from cli.planner.capacity import spot_capacity
-    from cli.planner.optimizer import FixedSetup, best_setup, hardware_for
+    from cli.planner.optimizer import FixedSetup, best_setup, hardware_for, setup_parts
     from cli.planner.workload import Workload, resolve_shape
     from cli.preview.pricing.base import PricingContext, fleet_components, zone_pool
     from infra.catalog.capacity import default_placement_scores
@@ -113,6 +113,7 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
             useful_h, fleet.nodes, hw.devices_per_node, fleet.cloud, spot > 0, bucket, work.checkpoint_bytes,
             hw.network_gbits, setup.step.step_s, interval_s=config.checkpoint.interval_minutes * 60, spot_nodes=spot,
             capacity_wait_s=capacity.wait_s if capacity else 0.0, elastic=elastic,
+            parts=setup_parts(work, hw, fleet.nodes, setup),  # node 0's part under ZeRO-0/1/2 (issue 29)
         )  # fmt: skip
 
     rel = assess(elastic)
