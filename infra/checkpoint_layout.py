@@ -78,10 +78,15 @@ class CheckpointLayout:
         def add(rank: int, path: str, size: float) -> None:
             out.append(CheckpointFile(rank // self.ranks_per_node, rank, path, int(size)))
 
+        # Without ZeRO (stage 0) no optimizer is partitioned, except BF16_Optimizer's under a bf16 pipeline
+        # (engine.py `_do_optimizer_sanity_check`: fp32 keeps the torch optimizer, fp16 and bf16 FP16_Optimizer):
+        # its whole state (fp32 master + Adam, or Adam alone for fp32) goes into the mp_rank file beside the weights.
+        unsharded = self.zero_stage == 0 and not (self.precision == "bf16" and self.pp > 1)
+        in_model_states = (OPTIMIZER_BYTES_PER_PARAM - (4 if self.precision == "fp32" else 0)) if unsharded else 0
         for pipe in range(self.pp):
             for model in range(self.tp):
                 mp = pipe * self.tp + model if self.pp > 1 else model
-                for data in range(self.dp):
+                for data in range(self.dp if not unsharded else 0):
                     r = self.rank(pipe, data, model)
                     add(r, f"{zero_prefix}_{data}_mp_rank_{mp:02d}_optim_states.pt",
                         OPTIMIZER_BYTES_PER_PARAM * stage_params / self.tp / self.dp)  # fmt: skip
@@ -91,9 +96,10 @@ class CheckpointLayout:
                 if self.zero_stage == 3:
                     continue
                 if self.pp == 1:
-                    add(writer, f"mp_rank_{mp:02d}_model_states.pt", weight * self.params / self.tp)
+                    add(writer, f"mp_rank_{mp:02d}_model_states.pt", (weight + in_model_states) * self.params / self.tp)
                     continue
-                add(writer, f"mp_rank_{mp:02d}_model_states.pt", SMALL_FILE_BYTES)
+                add(writer, f"mp_rank_{mp:02d}_model_states.pt",
+                    in_model_states * stage_params / self.tp or SMALL_FILE_BYTES)  # fmt: skip
                 per_stage = self.layers // self.pp
                 for idx in range(pipe * per_stage, (pipe + 1) * per_stage):
                     add(writer, f"layer_{idx:02d}-model_{model:02d}-model_states.pt",

@@ -104,3 +104,20 @@ def test_names_and_sizes_are_deepspeeds_own(zero, tmp_path):
             assert saved[name] == pytest.approx(size, rel=0.01), name
     shards = [n for n in saved if "optim_states" in n]
     assert sum(saved[n] for n in shards) == pytest.approx(OPTIMIZER_BYTES_PER_PARAM * params, rel=0.01)
+
+
+@pytest.mark.parametrize("precision, per_param", [("bf16", 14), ("fp16", 14), ("fp32", 12)])
+def test_without_zero_the_whole_optimizer_is_in_node_0s_model_states(precision, per_param):
+    """ZeRO off (stage 0): DeepSpeed 0.19 wraps bf16 and fp16 in FP16_Optimizer and keeps fp32's torch optimizer
+    (engine.py `_do_optimizer_sanity_check`: DDP_BFLOAT16, FP16, None), none partitioned, so data-parallel rank 0's
+    mp_rank file holds the weights and the whole optimizer: bf16/fp16 2 + 12 (fp32 master, Adam m, v), fp32 4 + 8.
+    Worked by hand for 1B on 2 nodes: node 0 saves all of it, node 1 nothing."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("deepspeed")
+    assert spec is not None and spec.origin, "deepspeed is not installed: pip install -e '.[e2e]'"
+    engine = (Path(spec.origin).parent / "runtime/engine.py").read_text()
+    assert "return FP16 if model_dtype == torch.float16 else DDP_BFLOAT16" in engine
+    layout = CheckpointLayout(1_000_000_000, zero_stage=0, precision=precision, nodes=2, ranks_per_node=8)
+    assert [(f.node, f.path) for f in layout.files] == [(0, "mp_rank_00_model_states.pt")]
+    assert layout.saved_bytes == (per_param * 1_000_000_000, 0)

@@ -332,8 +332,8 @@ def with_elastic(text: str, elastic: str) -> str:
 
 
 def test_the_preview_prices_a_stacks_elastic_recovery():
-    """prod (4 x p4de, 1 on-demand + 3 spot, grad accum 8, 13B: llama-13b's 13,015,864,320 parameters x 14 B =
-    182.22 GB) with elastic recovery: each lost node costs the hand-worked loss instead of 4,118 s. To first order
+    """prod (4 x p4de, 1 on-demand + 3 spot, grad accum 8, 13B: llama-13b's 13,015,864,320 parameters; ZeRO-3
+    saves 12 B of each, 156.19 GB) with elastic recovery: each lost node costs the hand-worked loss instead of 4,118 s. To first order
     (Young: wall grows by rate x restart per useful second) the wall time moves by
     ideal x rate x (loss with - loss without), rate = 4 x 4e-4 + 3 x 3.47e-5 lost nodes per hour."""
     from cli.preview.engine import estimate_text
@@ -342,7 +342,9 @@ def test_the_preview_prices_a_stacks_elastic_recovery():
     est = estimate_text(with_elastic(PROD, "{min_nodes: 2, wait_for_replacement_s: 2700}"), "prod", "prod")
     assert est.expected_note == ""
     (e,) = est.expected
-    b = 14 * 13_015_864_320
+    # ZeRO-3 (prod): no full weights, 12 B/param of optimizer shards over 32 ranks, and each rank's 16 KiB
+    # model-states file (infra/checkpoint_layout.py); every node's part is a quarter of it
+    b = 12 * 13_015_864_320 + 32 * 16384
     shrink = b / 1e9 + b / 150e6 + b / 2 / 2e9  # download it all, convert, load half
     grow = b / 2 / 2e9 + b / 2 / 1e9 + 10 + (b / 1e9 + b / 150e6 + b / 4 / 2e9)
     s = (
