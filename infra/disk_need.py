@@ -16,10 +16,8 @@ count the job may run at. The terms, each at its peak and all added (a node at i
                   `checkpoint.elastic`, `restore --resize` fetches every part of a step another node count saved: the
                   whole checkpoint.
   conversion      elastic only: `ds_to_universal` on that whole checkpoint (templates/node/trainfleet-resize.py, into
-                  `.convert-*` beside it). UNIVERSAL_PEAK_BYTES_PER_PARAM is issue 29's figure for its peak; it is
-                  counted on top of the whole checkpoint above, which over-counts one conversion's input but covers a
-                  second resize while the first one's universal step (about the checkpoint's size again) is still
-                  among the kept steps.
+                  `.convert-*` beside it): what it writes beyond its input, its measured peak less the input already
+                  counted above (CONVERSION_PEAK_PER_INPUT_BYTE - 1 times the whole checkpoint).
   NVMe offload    ZeRO-Infinity's swap files under the same state folder: the node's ranks' optimizer partitions
                   (12 bytes/param / data-parallel ranks each) and/or 16-bit parameter partitions (2 bytes/param).
 
@@ -42,11 +40,12 @@ if TYPE_CHECKING:
 
 GB = 1_000_000_000
 GIB = 1 << 30
-# ds_to_universal's peak on disk per model parameter, issue 29 #6 ("ds_to_universal peaks near 38 bytes/param,
-# ~2.7 TB at 70B"): the 14-byte input, the per-parameter fragments it extracts (fp32 master, Adam m and v: 12) and the
-# universal files it merges them into (12). An assumption until measured (another helper is measuring it per input
-# byte); change it here.
-UNIVERSAL_PEAK_BYTES_PER_PARAM = 38
+# ds_to_universal's peak on disk per byte of its input (the input, the per-parameter fragments it extracts and the
+# universal files it merges them into), measured by benchmarks/conversion_rate.py on ZeRO-1/2 bf16 checkpoints of 0.2
+# to 5 GiB: 2.67 to 2.71 (infra/catalog/data/calibration/conversion_rate.csv), 38 bytes/param at 14 bytes/param, as
+# issue 29 #6 estimated; ZeRO-3's 12-byte input: 3.46 (its universal output is 1.5 times the input). The largest of each.
+CONVERSION_PEAK_PER_INPUT_BYTE = 2.71
+CONVERSION_PEAK_PER_INPUT_BYTE_ZERO3 = 3.46
 # What the root volume holds besides the checkpoints, not measured here: the image itself (Ubuntu 24.04 with the
 # NVIDIA driver, several CUDA toolkits, EFA/InfiniBand libraries and container tools: tens of GB on the GPU images
 # each cloud publishes) and the two venvs the boot builds (torch 2.13.0's CUDA 13 wheel with its nvidia-* wheels and
@@ -173,12 +172,13 @@ def need_for(
         if offload_param_nvme:
             per_rank += OFFLOAD_PARAM_BYTES_PER_PARAM * lay.params / lay.dp
         offload = max(offload, math.ceil(per_rank * lay.ranks_per_node))
-    params = max(lay.params for lay in layouts)
+    zero3 = any(lay.zero_stage == 3 for lay in layouts)
+    peak = CONVERSION_PEAK_PER_INPUT_BYTE_ZERO3 if zero3 else CONVERSION_PEAK_PER_INPUT_BYTE
     return DiskNeed(
         keep_last=keep_last,
         step_bytes=step,
         restore_bytes=whole if elastic else restored,
-        conversion_bytes=UNIVERSAL_PEAK_BYTES_PER_PARAM * params if elastic else 0,
+        conversion_bytes=math.ceil((peak - 1) * whole) if elastic else 0,
         offload_bytes=offload,
         saved_bytes=saved,
     )

@@ -242,7 +242,7 @@ def plan(*args: str) -> dict:
 
 
 SEVEN_B = ("--model", "llama-7b", "--tokens", "200B", "--deadline", "72h")
-MEASURED_RATE = 200e6  # reliability.UNIVERSAL_CONVERT_BYTES_PER_S: 204 MB/s measured (benchmarks/elastic_recovery.py)
+MEASURED_RATE = 137e6  # reliability.UNIVERSAL_CONVERT_BYTES_PER_S: measured by benchmarks/conversion_rate.py
 
 
 def test_a_multi_node_spot_plan_shows_elastic_recovery_beside_it():
@@ -271,7 +271,7 @@ def test_a_multi_node_spot_plan_shows_elastic_recovery_beside_it():
     text = run_trainfleet("plan", *SEVEN_B).stdout
     flat = " ".join(text.split())
     assert f"note: with elastic recovery (min_nodes {e['min_nodes']}, wait_for_replacement_s 600;" in flat
-    assert f"--elastic {e['min_nodes']}:600" in flat and "200 MB/s universal-checkpoint conversion (measured" in flat
+    assert f"--elastic {e['min_nodes']}:600" in flat and "137 MB/s universal-checkpoint conversion (measured" in flat
 
 
 def test_elastic_option_prices_the_plan_with_it_and_writes_the_stack(tmp_path):
@@ -283,7 +283,7 @@ def test_elastic_option_prices_the_plan_with_it_and_writes_the_stack(tmp_path):
     e = best["elastic"]
     assert e["in_plan"] and e["expected_usd"] == pytest.approx(best["expected_cost_usd"], abs=0.01)
     assert e["expected_hours"] == pytest.approx(best["wallclock_hours"], abs=1e-3)
-    assert any("elastic recovery (--elastic" in a and "200 MB/s" in a for a in best["assumptions"])
+    assert any("elastic recovery (--elastic" in a and "137 MB/s" in a for a in best["assumptions"])
     config = read_stack_file(tmp_path / "stacks" / "Pulumi.dev.yaml").config  # validated, catalog included
     assert config.checkpoint.elastic is not None
     assert (config.checkpoint.elastic.min_nodes, config.checkpoint.elastic.wait_for_replacement_s) == (
