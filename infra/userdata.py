@@ -346,10 +346,11 @@ def _node_context(stack: str, config: StackConfig, fleet: Fleet, bucket: str, gr
 def render_parts(stack: str, config: StackConfig, fleet: Fleet, *, bucket: str, group: str) -> dict[str, str]:
     """Every file a node gets, rendered and readable, keyed by file name."""
     env = _environment()
+    deepspeed = ds_config(config, fleet)  # first: it refuses a layout the fleet cannot hold, in the schema's words
     ctx = _node_context(stack, config, fleet, bucket, group)
     parts = {
         "trainfleet.env": env.get_template("node/trainfleet.env.j2").render(ctx),
-        "ds_config.json": json.dumps(ds_config(config, fleet), indent=2) + "\n",
+        "ds_config.json": json.dumps(deepspeed, indent=2) + "\n",
         "trainfleet-boot.sh": env.get_template("node/trainfleet-boot.sh.j2").render(ctx),
         "trainfleet-launch.sh": env.get_template("node/trainfleet-launch.sh.j2").render(ctx),
         "trainfleet-agent.service": env.get_template("node/trainfleet-agent.service.j2").render(ctx),
