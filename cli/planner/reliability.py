@@ -194,9 +194,11 @@ def restored_per_node(layout: CheckpointLayout) -> tuple[int, ...]:
     return tuple(out)
 
 
-# Past this many ranks (twice the planner's largest search, 1,024 nodes of 8) the files are not enumerated one by one:
-# `layout_parts` takes the same layout on fewer nodes and scales each rank's optimizer shard (`scaled_parts`).
-MAX_LAYOUT_RANKS = 16_384
+# Past this many ranks the files are not enumerated one by one: `layout_parts` takes the same layout on fewer nodes
+# and scales each rank's optimizer shard (`scaled_parts`). tests/test_planner_checkpoint_parts.py holds the two equal
+# (to a byte in a billion) from 64 ranks up; 256 keeps every plan under 32 nodes listed file by file, and the
+# quick start's plan search (500 layouts) under a second.
+MAX_LAYOUT_RANKS = 64
 
 
 @lru_cache(maxsize=2048)
@@ -207,34 +209,42 @@ def layout_parts(params: int, zero_stage: int, precision: str, tp: int, pp: int,
     return scaled_parts(params, zero_stage, precision, tp, pp, nodes, ranks_per_node, layers, MAX_LAYOUT_RANKS)
 
 
+@lru_cache(maxsize=512)
+def _node_bytes(params: int, zero_stage: int, precision: str, tp: int, pp: int, nodes: int, ranks_per_node: int,
+                layers: int) -> tuple[tuple[int, int, int], ...]:  # fmt: skip
+    """Per node of the layout: (saved, of which optimizer shards, restored). Cached: every node count past the limit
+    scales the same small layout."""
+    layout = CheckpointLayout(params, zero_stage, precision, tp, pp, nodes, ranks_per_node, layers)
+    shards = [0] * nodes
+    for f in layout.files:
+        if "optim_states" in f.path:
+            shards[f.node] += f.size
+    return tuple(zip(layout.saved_bytes, shards, restored_per_node(layout), strict=True))
+
+
 def scaled_parts(params: int, zero_stage: int, precision: str, tp: int, pp: int, nodes: int, ranks_per_node: int,
                  layers: int, max_ranks: int) -> CheckpointParts:  # fmt: skip
     """`layout_parts`, its files enumerated up to `max_ranks` ranks. Beyond (and only for pp stages of whole nodes),
     the layout on n0 nodes (a multiple of pp, at least two nodes a stage) stands for it: a node of the real layout
     is the first node of its stage there or another one, and holds what that node holds but for its optimizer
-    shards: every rank writes 12 x params / world of them, so a node's shrink by n0 / nodes. Only `estimate
-    --devices` and stack previews go past the limit; tests/test_planner_checkpoint_parts.py holds the two equal."""
+    shards: every rank writes 12 x params / world of them, so a node's shrink by n0 / nodes."""
     key = (params, zero_stage, precision, tp, pp, ranks_per_node, layers)
     n0 = pp * max(2, max_ranks // ranks_per_node // pp)
     scaled = nodes * ranks_per_node > max_ranks and nodes % pp == 0 and n0 < nodes
-    layout = CheckpointLayout(params, zero_stage, precision, tp, pp, n0 if scaled else nodes, ranks_per_node, layers)
-    shards = [0] * layout.nodes
-    for f in layout.files:
-        if "optim_states" in f.path:
-            shards[f.node] += f.size
-    restored = restored_per_node(layout)
+    per_node = _node_bytes(params, zero_stage, precision, tp, pp, n0 if scaled else nodes, ranks_per_node, layers)
     if not scaled:  # (node, how many nodes like it, saved, optimizer shards, restored)
-        return _parts(key, nodes, [(n, 1, layout.saved_bytes[n], shards[n], restored[n]) for n in range(nodes)], "")
+        return _parts(key, nodes, [(n, 1, *per_node[n]) for n in range(nodes)])
     per_stage, per_stage0, rows = nodes // pp, n0 // pp, []
     for stage in range(pp):
         for rep, node, count in ((stage * per_stage0, stage * per_stage, 1),
                                  (stage * per_stage0 + 1, stage * per_stage + 1, per_stage - 1)):  # fmt: skip
-            own = shards[rep] * n0 / nodes
-            rows.append((node, count, layout.saved_bytes[rep] - shards[rep] + own, own, restored[rep] - shards[rep] + own))
-    return _parts(key, nodes, rows, f" (the layout of {n0} nodes, each rank's optimizer shard scaled to {nodes} nodes)")
+            saved, shards, restored = per_node[rep]
+            own = shards * n0 / nodes
+            rows.append((node, count, saved - shards + own, own, restored - shards + own))
+    return _parts(key, nodes, rows)
 
 
-def _parts(key: tuple, nodes: int, rows: list[tuple], note: str) -> CheckpointParts:
+def _parts(key: tuple, nodes: int, rows: list[tuple]) -> CheckpointParts:
     """CheckpointParts from (node, how many nodes like it, saved, optimizer shards, restored) rows."""
     _params, zero_stage, precision, _tp, pp, _ranks_per_node, _layers = key
     node, _, saved, shards, _ = max(rows, key=lambda r: (r[2], -r[0]))
@@ -254,7 +264,7 @@ def _parts(key: tuple, nodes: int, rows: list[tuple], note: str) -> CheckpointPa
         fetch = "its own part and the model-states files every rank loads"
     return CheckpointParts(nodes, float(sum(r[1] * r[2] for r in rows)), float(saved), node,
                            float(max(r[4] for r in rows)), float(sum(r[1] * r[4] for r in rows)), float(model),
-                           why + note, min(r[2] for r in rows) == saved, fetch, key)  # fmt: skip
+                           why, min(r[2] for r in rows) == saved, fetch, key)  # fmt: skip
 
 
 Checkpoint = float | CheckpointParts  # bytes split evenly over the nodes, or the parts themselves
