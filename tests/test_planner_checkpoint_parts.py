@@ -63,13 +63,15 @@ def test_node_0_writes_the_16_bit_model_worked_by_hand():
 
 
 def test_checkpoint_times_on_aws_worked_by_hand():
-    # 70B ZeRO-1 on 64 p5 nodes, a 10 s step: save 153.125 GB at 2 GB/s, upload it at 1 GB/s, commit 10 s
+    # 70B ZeRO-1 on 64 p5 nodes, a 10 s step: save 153.125 GB at 2 GB/s; upload it at 1 GB/s, but its 140 GB
+    # mp_rank_00_model_states.pt is one file: 8 requests of 85 MB/s at once, 0.68 GB/s, 205.9 s; commit 10 s
     t = rel.checkpoint_times("aws", zero1(64), 64, P5_NIC, 10.0)
     assert t.save_s == pytest.approx(153.125 / 2.0)
-    assert t.upload_s == pytest.approx(153.125 / 1.0)
-    assert t.download_s == pytest.approx(153.125 / 1.0)  # the upload rate: no download figure is calibrated
+    assert t.upload_s == pytest.approx(140 / 0.68)
+    assert t.download_s == pytest.approx(140 / 0.68)  # every node restores that file too
     assert t.load_s == pytest.approx(153.125 / 2.0)
-    assert t.emergency_s == pytest.approx(10 + 76.5625 + 153.125 + 10)  # 249.7 s: misses AWS's 120 s notice
+    assert t.emergency_s == pytest.approx(10 + 76.5625 + 140 / 0.68 + 10)  # 302.4 s: misses AWS's 120 s notice
+    assert "its largest file, 140 GB, at 0.68 GB/s" in t.upload_note
     # the even split this replaces: 980 / 64 = 15.3125 GB a node, 43 s, which fitted
     even = rel.checkpoint_times("aws", 980e9, 64, P5_NIC, 10.0)
     assert even.emergency_s == pytest.approx(10 + 15.3125 / 2 + 15.3125 + 10)
@@ -78,12 +80,15 @@ def test_checkpoint_times_on_aws_worked_by_hand():
 def test_checkpoint_times_on_gcp_and_azure_worked_by_hand():
     # GCS beyond 35 nodes: 0.19 GB/s per node (Dataflux at 548 nodes)
     assert rel.checkpoint_times("gcp", zero1(64), 64, None, 0.0).upload_s == pytest.approx(153.125 / 0.19)
-    # Azure: node 0's 153.125 GB at 0.35 GB/s (437.5 s) is slower than all 980 GB through the account (130.7 s)
+    # Azure: all 64 nodes share the account's 7.5 GB/s in (0.117 GB/s each) until the others' 13.125 GB parts are
+    # in (112 s); node 0 then moves its other 140 GB alone at its 0.35 GB/s (400 s)
     az = rel.checkpoint_times("azure", zero1(64), 64, None, 0.0)
-    assert az.upload_s == pytest.approx(153.125 / 0.35)
-    # a restore: 64 nodes x 153.125 GB = 9,800 GB through the account's 7.5 GB/s outlasts 437.5 s at 0.35 GB/s
-    assert az.download_s == pytest.approx(64 * 153.125 / 7.5)
-    assert "share the storage account's 7.5 GB/s" in az.download_note
+    assert az.upload_s == pytest.approx(13.125 / (7.5 / 64) + 140 / 0.35)
+    assert "share the storage account's 7.5 GB/s" in az.upload_note
+    # a restore: every node fetches 153.125 GB; 64 of them through the account's 25 GB/s out (0.39 GB/s each) is
+    # faster than a node's own 0.35 GB/s
+    assert az.download_s == pytest.approx(153.125 / 0.35)
+    assert az.download_note == ""
     # ZeRO-3's even parts: the account binds, 840 GB (and 512 small files) / 7.5 GB/s
     z3 = rel.checkpoint_times("azure", zero1(64, zero_stage=3), 64, None, 0.0)
     assert z3.upload_s == pytest.approx((840e9 + 512 * SMALL) / 1e9 / 7.5)
@@ -92,19 +97,20 @@ def test_checkpoint_times_on_gcp_and_azure_worked_by_hand():
 
 def test_the_plans_verdict_and_restart_follow_node_0s_part():
     """On demand on AWS (failures only, no capacity wait): the trainer blocks 76.6 s per checkpoint and a restart
-    is 900 s + download 153.1 s + load 76.6 s + the not yet durable upload 153.1 s + commit 10 s."""
+    is 900 s + download 205.9 s + load 76.6 s + the not yet durable upload 205.9 s + commit 10 s (the 140 GB
+    model-states file at 0.68 GB/s, as above)."""
     common = dict(useful_hours=100.0, nodes=64, devices_per_node=8, cloud="aws", interruption_bucket=2,
                   checkpoint_bytes=980e9, node_network_gbits=P5_NIC, step_s=10.0)  # fmt: skip
     r = rel.assess(spot=False, parts=zero1(64), **common)
     assert r.checkpoint_write_s == pytest.approx(76.5625)
-    assert r.restart_s == pytest.approx(900 + 153.125 + 76.5625 + 153.125 + 10)
+    assert r.restart_s == pytest.approx(900 + 140 / 0.68 + 76.5625 + 140 / 0.68 + 10)
     spot, even = rel.assess(spot=True, parts=zero1(64), **common), rel.assess(spot=True, **common)
     assert not spot.emergency_checkpoint_fits and even.emergency_checkpoint_fits
     assert spot.wall_hours > even.wall_hours
     lines = spot.explain()
     assert any("node 0's part 153 GB of 980 GB: ZeRO-1 keeps the 16-bit model on data-parallel rank 0 (140 GB)"
                in line for line in lines)  # fmt: skip
-    assert any("emergency checkpoint 250 s" in line and "does not fit" in line for line in lines)
+    assert any("emergency checkpoint 302 s" in line and "does not fit" in line for line in lines)
 
 
 def test_parts_must_be_those_of_the_priced_node_count():
@@ -185,11 +191,14 @@ def test_plan_json_and_explain_rest_on_the_parts():
 
 
 def test_the_azure_terminate_window_takes_the_largest_part():
-    # 70B ZeRO-1 on 64 Azure nodes: 60 s step allowance + 153.125 / 2 + 153.125 / 0.35 + 10 = 584.1 s: 10 minutes
+    # 70B ZeRO-1 on 64 Azure nodes: node 0's part is 153.125 GB, the other 63 hold 13.125 GB each. All 64 share the
+    # account's 7.5 GB/s (0.1171875 GB/s each, under the node's 0.35) until the small parts are in, at
+    # 13.125 / 0.1171875 = 112 s; node 0 then moves its other 140 GB alone at 0.35 GB/s: 400 s more.
+    # 60 s step allowance + 153.125 / 2 save + 512 s + 10 s commit = 658.6 s: 11 minutes
     part = checkpoint_part_bytes(P70, 1, "bf16", 1, 1, 64, 8)
     assert part == 153_125_000_000
-    assert emergency_checkpoint_s("azure", P70, 64, None, part) == pytest.approx(60 + 76.5625 + 437.5 + 10)
-    assert azure_terminate_minutes(P70, 64, None, part) == 10
+    assert emergency_checkpoint_s("azure", P70, 64, None, part) == pytest.approx(60 + 76.5625 + 112 + 400 + 10)
+    assert azure_terminate_minutes(P70, 64, None, part) == 11
     # the even split (the default when the caller knows no layout): 15.3 GB a node, 980 GB / 7.5 GB/s = 130.7 s
     assert emergency_checkpoint_s("azure", P70, 64, None) == pytest.approx(60 + 15.3125 / 2 + 980 / 7.5 + 10)
     assert azure_terminate_minutes(P70, 64, None) == 5

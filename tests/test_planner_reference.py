@@ -171,30 +171,46 @@ SMALL_FILE = 16 * 1024  # a model-states file with no tensors in it (ZeRO-3's pe
 
 
 def checkpoint_parts(w: Workload, setup: RefSetup, nodes: int, ranks_per_node: int) -> tuple[float, ...]:
-    """(the largest part a node saves, the most a node restores, what all nodes restore, the whole checkpoint).
+    """(the largest part a node saves, the most a node restores, what all nodes restore, the whole checkpoint, the
+    largest single file, how many nodes save the largest part, what each other node saves).
 
-    LoRA: the adapters split evenly. Full training, DeepSpeed 0.19 (infra/checkpoint_layout.py's docstring): every
-    rank writes its 1/world share of the fp32 master weights and Adam's moments (12 bytes/param), so 12 P / nodes
-    per node. The 16-bit weights (2 bytes/param; 4 in fp32) are written by data-parallel rank 0 alone: without a
-    pipeline, the whole model on node 0 (ranks 0..tp-1); with pp stages, each stage's P / pp (and a small
-    model-states file) on the first node of the stage; ZeRO-3 writes none, but a small model-states file per rank.
-    A node restores its own part and every other node's model-states files (every rank loads them), of a pipeline
-    only its own stage's layers (templates/agent/PROTOCOL.md), never another rank's optimizer shard."""
+    LoRA: the adapters split evenly, files unknown. Full training, DeepSpeed 0.19 (infra/checkpoint_layout.py's
+    docstring): every rank writes its 1/world share of the fp32 master weights and Adam's moments (12 bytes/param),
+    so 12 P / nodes per node. The 16-bit weights (2 bytes/param; 4 in fp32) are written by data-parallel rank 0
+    alone: without a pipeline, the whole model on node 0 (ranks 0..tp-1, one file of P / tp each); with pp stages,
+    each stage's P / pp (a file per layer, and a small model-states file) on the first node of the stage; ZeRO-3
+    writes none, but a small model-states file per rank. A node restores its own part and every other node's
+    model-states files (every rank loads them), of a pipeline only its own stage's layers
+    (templates/agent/PROTOCOL.md), never another rank's optimizer shard."""
     if w.method == "lora":
         whole = checkpoint_bytes(w)
-        return whole / nodes, whole / nodes, whole, whole
+        return whole / nodes, whole / nodes, whole, whole, 0.0, nodes, whole / nodes
     params = w.shape.params
     weight = 4 if w.precision == "fp32" else 2  # fp8 trains with bf16 on
     shards = 12 * params / nodes
+    shard_file = shards / ranks_per_node
     if setup.zero_stage == 3:
         part = shards + ranks_per_node * SMALL_FILE
-        return part, part, part * nodes, part * nodes
+        return part, part, part * nodes, part * nodes, shard_file, nodes, part
     if setup.pp == 1:
         model = weight * params
-        return model + shards, model + shards, nodes * (model + shards), model + 12 * params
+        return (model + shards, model + shards, nodes * (model + shards), model + 12 * params,
+                max(model / setup.tp, shard_file), 1, shards)  # fmt: skip
     stage = weight * params / setup.pp  # one stage's layers
     restored = shards + stage + setup.pp * SMALL_FILE
-    return stage + SMALL_FILE + shards, restored, nodes * restored, 12 * params + weight * params + setup.pp * SMALL_FILE
+    layer_file = stage / (w.shape.layers // setup.pp)
+    return (stage + SMALL_FILE + shards, restored, nodes * restored, 12 * params + weight * params + setup.pp * SMALL_FILE,
+            max(layer_file, shard_file), setup.pp, shards)  # fmt: skip
+
+
+def shared_account_s(large: float, large_nodes: int, small: float, nodes: int, node_rate: float, account: float) -> float:
+    """Seconds until `large_nodes` nodes of `large` GB and the other nodes of `small` GB are through one account of
+    `account` GB/s, shared evenly by the nodes still moving, each at most `node_rate`: all move until the small
+    parts are in, then the large ones alone."""
+    if large_nodes == nodes or small >= large:
+        return large / min(node_rate, account / nodes)
+    together = small / min(node_rate, account / nodes)
+    return together + (large - small) / min(node_rate, account / large_nodes)
 
 
 def capacity_wait_seconds(devices_per_node: int, nodes: int) -> float:
@@ -220,15 +236,19 @@ def expected_wall_hours(useful_hours: float, nodes: int, hw: Hardware, cloud: st
     # The node protocol: each node saves its part locally (the trainer blocks until the largest is saved), its
     # agent uploads it; on a notice the step in flight finishes first; rank 0 commits once all parts are in. A
     # restore fetches what each node needs at the same rates and loads it at the local rate.
-    saved, restored, restored_all, whole = (b / 1e9 for b in parts)
+    saved, restored, restored_all, whole, largest_file, saved_nodes, small = (b / 1e9 for b in parts)
     node_rate = UPLOAD_GB_PER_S[cloud]
     if cloud == "gcp" and nodes > 35:
         node_rate = 0.19
     if hw.network_gbits:
         node_rate = min(node_rate, hw.network_gbits / 8 / 2)
     upload, download = saved / node_rate, restored / node_rate
-    if cloud == "azure":  # one storage account's 60 Gbit/s, shared by every node's transfer
-        upload, download = max(upload, whole / 7.5), max(download, restored_all / 7.5)
+    if cloud == "aws":  # one file: 8 requests in flight (the agent's concurrency) at S3's 85 MB/s each
+        one_file = largest_file / min(node_rate, 8 * 0.085)
+        upload, download = max(upload, one_file), max(download, one_file)
+    if cloud == "azure":  # one storage account's 60 Gbit/s in and 200 Gbit/s out, shared by the nodes moving
+        upload = max(upload, shared_account_s(saved, round(saved_nodes * 1e9), small, nodes, node_rate, 7.5))
+        download = max(download, restored_all / nodes / min(node_rate, 25.0 / nodes))  # every node restores as much
     d = saved / LOCAL_SAVE_GB_PER_S  # seconds the trainer blocks per checkpoint
     waiting = capacity_wait_seconds(hw.devices_per_node, nodes) if spot else 0.0
     restart = PROVISION_SECONDS + waiting + download + restored / LOCAL_SAVE_GB_PER_S  # replace, fetch, load

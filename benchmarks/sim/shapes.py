@@ -32,17 +32,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from infra.checkpoint_io import (
+    AZURE_ACCOUNT_EGRESS_GBPS,
     AZURE_ACCOUNT_INGRESS_GBPS,
     GCP_MANY_NODES,
     GCP_MANY_NODES_GBPS,
+    S3_CONNECTION_GBPS,
     UPLOAD_GBPS_PER_NODE,
 )
 
 GB = 1e9
 MiB = 1 << 20
 S3_DOWNLOAD_GBPS = 6.269  # checkpoint_io.csv: S3 -> p3dn.24xlarge, 6,269 MB/s
-S3_CONNECTION_GBPS = 0.085  # checkpoint_io.csv: S3 per connection/request, 85 MB/s
-AZURE_ACCOUNT_EGRESS_GBPS = 200 / 8  # checkpoint_io.csv: 200 Gbit/s egress per account
 REQUEST_LATENCY_S = 0.030
 AZURE_GET_CHUNK = 4 * MiB  # azure-storage-blob max_chunk_get_size default
 

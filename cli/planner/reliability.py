@@ -62,12 +62,17 @@ from functools import lru_cache
 
 # The node's save and upload rates are infra's too (the Azure terminate-notice window is sized by them).
 from infra.checkpoint_io import (  # noqa: F401 (re-exported: the planner's tests and benchmarks read them here)
+    AGENT_STREAMS_PER_FILE,
+    AZURE_ACCOUNT_EGRESS_GBPS,
     AZURE_ACCOUNT_INGRESS_GBPS,
     COMMIT_S,
     GCP_MANY_NODES,
     GCP_MANY_NODES_GBPS,
     LOCAL_SAVE_GBPS,
+    S3_CONNECTION_GBPS,
     UPLOAD_GBPS_PER_NODE,
+    download_gbps_per_node,
+    file_gbps,
     node_upload_gbps,
     part_upload_s,
     upload_gbps_per_node,
@@ -126,6 +131,9 @@ class CheckpointParts:
     fetches: str  # what a node restores, for --explain
     # (params, zero stage, precision, tp, pp, ranks per node, layers) of the DeepSpeed layout; None: an even split
     layout: tuple | None = None
+    largest_file_bytes: float = 0.0  # the largest single file any node saves or restores
+    saved_sizes: tuple[tuple[float, int], ...] = ()  # (bytes, how many nodes save that much)
+    restored_sizes: tuple[tuple[float, int], ...] = ()  # (bytes, how many nodes restore that much)
 
     def resized(self, nodes: int) -> CheckpointParts:
         """The same checkpoint saved by `nodes` nodes."""
@@ -147,7 +155,9 @@ class CheckpointParts:
 def even_parts(checkpoint_bytes: float, nodes: int, why: str = "split evenly") -> CheckpointParts:
     """Every node saves and restores 1/nodes of the checkpoint (LoRA's adapters; a checkpoint of unknown layout)."""
     part = checkpoint_bytes / nodes
-    return CheckpointParts(nodes, checkpoint_bytes, part, 0, part, checkpoint_bytes, 0.0, why, True, "its own part")
+    # its files are not known, so no one file's rate bounds it (a LoRA adapter's files are small)
+    return CheckpointParts(nodes, checkpoint_bytes, part, 0, part, checkpoint_bytes, 0.0, why, True, "its own part",
+                           None, 0.0, ((part, nodes),), ((part, nodes),))  # fmt: skip
 
 
 def restored_per_node(layout: CheckpointLayout) -> tuple[int, ...]:
@@ -211,15 +221,18 @@ def layout_parts(params: int, zero_stage: int, precision: str, tp: int, pp: int,
 
 @lru_cache(maxsize=512)
 def _node_bytes(params: int, zero_stage: int, precision: str, tp: int, pp: int, nodes: int, ranks_per_node: int,
-                layers: int) -> tuple[tuple[int, int, int], ...]:  # fmt: skip
-    """Per node of the layout: (saved, of which optimizer shards, restored). Cached: every node count past the limit
-    scales the same small layout."""
+                layers: int) -> tuple[tuple[tuple[int, int, int], ...], int, int]:  # fmt: skip
+    """Per node of the layout, (saved, of which optimizer shards, restored); the largest optimizer shard file and
+    the largest other file. Cached: every node count past the limit scales the same small layout."""
     layout = CheckpointLayout(params, zero_stage, precision, tp, pp, nodes, ranks_per_node, layers)
-    shards = [0] * nodes
+    shards, largest_shard, largest_other = [0] * nodes, 0, 0
     for f in layout.files:
         if "optim_states" in f.path:
             shards[f.node] += f.size
-    return tuple(zip(layout.saved_bytes, shards, restored_per_node(layout), strict=True))
+            largest_shard = max(largest_shard, f.size)
+        else:
+            largest_other = max(largest_other, f.size)
+    return tuple(zip(layout.saved_bytes, shards, restored_per_node(layout), strict=True)), largest_shard, largest_other
 
 
 def scaled_parts(params: int, zero_stage: int, precision: str, tp: int, pp: int, nodes: int, ranks_per_node: int,
@@ -231,9 +244,10 @@ def scaled_parts(params: int, zero_stage: int, precision: str, tp: int, pp: int,
     key = (params, zero_stage, precision, tp, pp, ranks_per_node, layers)
     n0 = pp * max(2, max_ranks // ranks_per_node // pp)
     scaled = nodes * ranks_per_node > max_ranks and nodes % pp == 0 and n0 < nodes
-    per_node = _node_bytes(params, zero_stage, precision, tp, pp, n0 if scaled else nodes, ranks_per_node, layers)
+    per_node, shard_file, other_file = _node_bytes(params, zero_stage, precision, tp, pp, n0 if scaled else nodes,
+                                                   ranks_per_node, layers)  # fmt: skip
     if not scaled:  # (node, how many nodes like it, saved, optimizer shards, restored)
-        return _parts(key, nodes, [(n, 1, *per_node[n]) for n in range(nodes)])
+        return _parts(key, nodes, [(n, 1, *per_node[n]) for n in range(nodes)], max(shard_file, other_file))
     per_stage, per_stage0, rows = nodes // pp, n0 // pp, []
     for stage in range(pp):
         for rep, node, count in ((stage * per_stage0, stage * per_stage, 1),
@@ -241,11 +255,13 @@ def scaled_parts(params: int, zero_stage: int, precision: str, tp: int, pp: int,
             saved, shards, restored = per_node[rep]
             own = shards * n0 / nodes
             rows.append((node, count, saved - shards + own, own, restored - shards + own))
-    return _parts(key, nodes, rows)
+    return _parts(key, nodes, rows, max(shard_file * n0 / nodes, other_file))
 
 
-def _parts(key: tuple, nodes: int, rows: list[tuple]) -> CheckpointParts:
-    """CheckpointParts from (node, how many nodes like it, saved, optimizer shards, restored) rows."""
+def _parts(key: tuple, nodes: int, rows: list[tuple], largest_file: float) -> CheckpointParts:
+    """CheckpointParts from (node, how many nodes like it, saved, optimizer shards, restored) rows. Every node
+    restores the layout's largest file or one as large: the model-states file (ZeRO-0/1/2 without a pipeline), its
+    own shards (ZeRO-3: all alike), or under a pipeline its own shards and its stage's layers."""
     _params, zero_stage, precision, _tp, pp, _ranks_per_node, _layers = key
     node, _, saved, shards, _ = max(rows, key=lambda r: (r[2], -r[0]))
     model = saved - shards
@@ -264,7 +280,16 @@ def _parts(key: tuple, nodes: int, rows: list[tuple]) -> CheckpointParts:
         fetch = "its own part and the model-states files every rank loads"
     return CheckpointParts(nodes, float(sum(r[1] * r[2] for r in rows)), float(saved), node,
                            float(max(r[4] for r in rows)), float(sum(r[1] * r[4] for r in rows)), float(model),
-                           why, min(r[2] for r in rows) == saved, fetch, key)  # fmt: skip
+                           why, min(r[2] for r in rows) == saved, fetch, key, float(largest_file),
+                           _sizes(rows, 2), _sizes(rows, 4))  # fmt: skip
+
+
+def _sizes(rows: list[tuple], column: int) -> tuple[tuple[float, int], ...]:
+    """(bytes, how many nodes) of one column of `_parts`' rows, equal sizes merged."""
+    counts: dict[float, int] = {}
+    for row in rows:
+        counts[float(row[column])] = counts.get(float(row[column]), 0) + row[1]
+    return tuple(sorted(counts.items()))
 
 
 Checkpoint = float | CheckpointParts  # bytes split evenly over the nodes, or the parts themselves
@@ -307,18 +332,30 @@ def checkpoint_times(cloud: str, checkpoint: Checkpoint, nodes: int, node_networ
     """`checkpoint`: its parts (`layout_parts`, `even_parts`), or its bytes, split evenly over the nodes."""
     parts = parts_of(checkpoint, nodes)
     node_rate = node_upload_gbps(cloud, nodes, node_network_gbits)
-    upload = part_upload_s(cloud, parts.saved_bytes, parts.total_bytes, nodes, node_network_gbits)
-    # no per-node download figure is calibrated: a restore moves at the upload rates (Azure: the account's share)
-    download = part_upload_s(cloud, parts.restored_bytes, parts.restored_total_bytes, nodes, node_network_gbits)
+    upload = part_upload_s(cloud, parts.saved_sizes, parts.largest_file_bytes, nodes, node_network_gbits)
+    # no per-node download figure is calibrated: a restore moves at the upload rates (Azure: the account's egress)
+    download = part_upload_s(cloud, parts.restored_sizes, parts.largest_file_bytes, nodes, node_network_gbits,
+                             download=True)  # fmt: skip
     rate = parts.saved_bytes / 1e9 / upload if upload > 0 else upload_gbps_per_node(cloud, nodes, node_network_gbits)
-    note, download_note = f"{rate:g} GB/s per node", ""
-    account = f"share the storage account's {AZURE_ACCOUNT_INGRESS_GBPS:g} GB/s"
-    if upload > parts.saved_bytes / 1e9 / node_rate * (1 + 1e-9):
-        note += f" (all {nodes} parts, {gb(parts.total_bytes)} GB, {account})"
-    if download > parts.restored_bytes / 1e9 / node_rate * (1 + 1e-9):
-        download_note = f" (all {nodes} nodes' restores, {gb(parts.restored_total_bytes)} GB, {account})"
+    note = f"{rate:.3g} GB/s per node"
+    note += _bound(cloud, upload, parts.saved_bytes, parts, nodes, node_rate, "parts", AZURE_ACCOUNT_INGRESS_GBPS)
+    download_note = _bound(cloud, download, parts.restored_bytes, parts, nodes, node_rate, "nodes' restores",
+                           AZURE_ACCOUNT_EGRESS_GBPS)  # fmt: skip
     return CheckpointTimes(step_s, parts.saved_bytes / 1e9 / LOCAL_SAVE_GBPS, upload, COMMIT_S, download, rate,
                            parts.restored_bytes / 1e9 / LOCAL_SAVE_GBPS, parts, note, download_note)  # fmt: skip
+
+
+def _bound(cloud: str, seconds: float, node_bytes: float, parts: CheckpointParts, nodes: int, node_rate: float,
+           what: str, link_gbps: float) -> str:  # fmt: skip
+    """What holds a transfer below the node's own rate, for --explain ('' when nothing does)."""
+    if seconds <= node_bytes / 1e9 / node_rate * (1 + 1e-9):
+        return ""
+    per_file = file_gbps(cloud, node_rate)
+    if seconds <= parts.largest_file_bytes / 1e9 / per_file * (1 + 1e-9):
+        return (f" (its largest file, {gb(parts.largest_file_bytes)} GB, at {per_file:.3g} GB/s: "
+                f"{AGENT_STREAMS_PER_FILE} requests of {S3_CONNECTION_GBPS * 1e3:g} MB/s at once)")  # fmt: skip
+    total = sum(size * count for size, count in (parts.saved_sizes if what == "parts" else parts.restored_sizes))
+    return f" (all {nodes} {what}, {gb(total)} GB, share the storage account's {link_gbps:g} GB/s)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,7 +451,7 @@ def conversion_s(cloud: str, checkpoint: Checkpoint, nodes: int, node_network_gb
     its own share. `checkpoint`: its bytes or its parts (only their total counts here). The rates default to the
     model's (benchmarks pass the ones they measured)."""
     total = checkpoint.total_bytes if isinstance(checkpoint, CheckpointParts) else checkpoint
-    download = download_bytes_per_s or upload_gbps_per_node(cloud, nodes, node_network_gbits) * 1e9
+    download = download_bytes_per_s or download_gbps_per_node(cloud, nodes, node_network_gbits) * 1e9
     convert = convert_bytes_per_s or UNIVERSAL_CONVERT_BYTES_PER_S
     load = total / nodes / 1e9 / LOCAL_SAVE_GBPS  # a universal checkpoint's share per node, read from local disk
     return total / download + total / convert + load
@@ -436,7 +473,7 @@ def elastic_recovery(setting: ElasticSetting, cloud: str, checkpoint: Checkpoint
     shrunk_run = max(0.0, mean_t - replacement_expected_min(w + shrink, capacity_wait_s))  # E[(T - w - c_n)+]
     loss = (replacement_expected_min(w, capacity_wait_s) + (1 - s_w) * rejoin + s_w * (shrink + grow)
             + (1 - n / nodes) * shrunk_run)  # fmt: skip
-    return ElasticRecovery(setting, nodes, parts.total_bytes, upload_gbps_per_node(cloud, n, node_network_gbits),
+    return ElasticRecovery(setting, nodes, parts.total_bytes, download_gbps_per_node(cloud, n, node_network_gbits),
                            shrink, grow, s_w, loss, mean_t + rejoin)  # fmt: skip
 
 
