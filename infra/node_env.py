@@ -109,7 +109,7 @@ AGENT_VENV = "/opt/trainfleet/agent-venv"
 # cloud's: all three together are a 37 MB download and 208 MB installed (google-cloud-compute alone 69 MB).
 AGENT_REQUIREMENTS: dict[str, tuple[str, ...]] = {
     "aws": (
-        # membership.py (peers, scale-to-zero) and watch.py (CompleteLifecycleAction)
+        # membership.py (peers, scale-to-zero) and lifecycle.py (CompleteLifecycleAction, RecordLifecycleActionHeartbeat)
         "boto3==1.44.8",
         "botocore==1.44.8",
         # stores.py: s3transfer's TransferManager (multipart, parts in parallel); awscrt is botocore's CRC64NVME

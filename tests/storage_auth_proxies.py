@@ -39,6 +39,7 @@ import http.client
 import json
 import ssl
 import threading
+import time
 import urllib.parse
 import uuid
 import zlib
@@ -351,3 +352,21 @@ class GcsPreconditionGate(ForwardingProxy):
                            "errors": [{"reason": "conditionNotMet", "domain": "global",
                                        "message": "At least one of the pre-conditions you specified did not hold."}]}}  # fmt: skip
         return 412, {"Content-Type": "application/json"}, json.dumps(error).encode()
+
+
+class S3SlowWrites(ForwardingProxy):
+    """A node's link to S3 at `bytes_per_s`, in front of moto: each PUT with a body (an object, a multipart part) is
+    answered only after its bytes would have crossed the link; one request at a time, as through one link.
+    Everything else goes through at once. `written` counts the bytes shaped."""
+
+    def __init__(self, upstream: str, bytes_per_s: float):
+        super().__init__(upstream)
+        self.bytes_per_s, self.written = bytes_per_s, 0
+        self._link = threading.Lock()
+
+    def refusal(self, method, path, headers, body):
+        if method == "PUT" and body:
+            with self._link:
+                time.sleep(len(body) / self.bytes_per_s)
+                self.written += len(body)
+        return None

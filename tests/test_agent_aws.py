@@ -379,6 +379,52 @@ def test_after_done_the_agent_releases_the_termination_scale_to_zero_brings(moto
     assert (completed["InstanceId"], completed["LifecycleActionResult"]) == (instance, "CONTINUE")
 
 
+def test_the_hook_is_kept_alive_while_a_checkpoint_longer_than_its_timeout_goes_up(moto, env, bucket, imds, tmp_path):
+    """Issue 29 #11: the group's termination waits on the lifecycle hook for its heartbeat timeout (600 s), and at
+    70B node 0's checkpoint can take longer than that to go up; at the timeout the group terminates the node
+    mid-upload. While the notice checkpoint goes up the agent records heartbeats, each restarting the timeout, then
+    completes the action. Here the hook's timeout is 6 s and the node's link to S3 carries 0.6 MB/s (a shaping
+    proxy in front of moto), so the 6 MB checkpoint takes about 10 s: without the heartbeats the stand-in group
+    ends the wait at 6 s and the completion is refused ("No active Lifecycle Action")."""
+    from tests.fake_autoscaling_hooks import FakeAutoScalingHooks
+    from tests.storage_auth_proxies import S3SlowWrites
+
+    hooks = FakeAutoScalingHooks().start()
+    link = S3SlowWrites(moto.url, 0.6e6).start()
+    group, instance = "tf-prod-main", imds.values["instance-id"]
+    env = {**env, "AWS_ENDPOINT_URL_AUTO_SCALING": hooks.url, "AWS_ENDPOINT_URL_S3": link.url,
+           "TRAINFLEET_GROUP": group, "TRAINFLEET_ASG_HOOK_SECONDS": "6"}  # fmt: skip
+    imds.values["autoscaling/target-lifecycle-state"] = "InService"
+    # a 4 s window against the 6 s hook: no in-case checkpoint first, the exit is asked 2 s after the notice
+    ag = agent(*watch_args(bucket, tmp_path, imds, "--keep-last", "2", "--notice-window-s", "4"), env=env)
+    tr = None
+    try:
+        ag.wait_event("watch_start", timeout=60)
+        tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--step-s", "0.05", "--blob-mb", "6")
+        hooks.terminating(group, "trainfleet-checkpoint", instance, heartbeat_timeout_s=6)
+        imds.values["autoscaling/target-lifecycle-state"] = "Terminated"
+        ag.wait_event("lifecycle_action_completed", timeout=90)
+        assert ag.wait(30) == 0, "\n".join(ag.stderr_lines)
+    finally:
+        ag.kill()
+        link.stop()
+        hooks.stop()
+        if tr is not None:
+            tr.kill()
+    notice = ag.named("notice")[0]
+    durable = ag.named("notice_durable")[0]
+    assert durable["notice_to_durable_s"] > 6, "the checkpoint took longer than the hook's timeout"
+    assert hooks.expired() == [], "the group ended the wait before the checkpoint was up"
+    (completed,) = hooks.completed
+    assert (completed["InstanceId"], completed["LifecycleActionResult"]) == (instance, "CONTINUE")
+    beats = [float(h["at"]) for h in hooks.heartbeats]
+    assert len(beats) >= 2 and all(h["InstanceId"] == instance for h in hooks.heartbeats), hooks.heartbeats
+    assert latest(client(moto), bucket) == f"step-{durable['step']:08d}"
+    assert link.written >= 6e6
+    print(f"\nhook kept: notice to durable {durable['notice_to_durable_s']:.1f} s against a 6 s hook, "
+          f"{len(beats)} heartbeats, the first {beats[0] - notice['ts']:.1f} s after the notice")
+
+
 def periodic_run(env, bucket, imds, tmp_path, *trainer_args):
     """An 80-step fake training run (4 s) under an agent asking for a checkpoint every 0.36 s; the agent and the
     steps it made durable. The trainer starts once the agent is watching: on a loaded machine the agent's start

@@ -52,6 +52,22 @@ def test_the_board_keeps_the_earliest_deadline_and_a_later_one_never_postpones_i
     assert board.due() is sooner and sooner.at == spot.at, "the first sighting stays the notice's start"
 
 
+def test_only_a_heartbeat_moves_a_deadline_later_and_the_earliest_still_rules():
+    """Issue 29 #11: a lifecycle hook's heartbeat restarts its timeout, the one way a deadline on the board moves
+    later; a notice seen again never does (above), and a later hook never postpones a spot notice."""
+    board = notices.NoticeBoard(window_s=10)
+    now = time.time()
+    hook = notices.Notice("aws-asg-terminate", True, "Terminated", now + 600, key="aws-asg")
+    board.add(hook)
+    assert board.extend("aws-asg", now + 900) and board.deadline() == now + 900
+    assert not board.extend("aws-asg", now + 800), "an older heartbeat's timeout never pulls it back"
+    assert not board.extend("aws-spot", now + 900), "nothing to extend"
+    spot = notices.Notice("aws-spot-terminate", True, {}, now + 120, key="aws-spot")
+    board.add(spot)
+    board.extend("aws-asg", now + 2000)
+    assert board.earliest() is spot and board.deadline() == now + 120
+
+
 def test_a_canceled_event_is_dropped_unless_the_trainer_was_already_asked_to_exit():
     board = notices.NoticeBoard(window_s=30)
     now = time.time()

@@ -201,6 +201,7 @@ def test_the_node_role_allows_exactly_the_agents_aws_calls():
         ("ec2", "DescribeInstances"),
         ("autoscaling", "SetDesiredCapacity"),
         ("autoscaling", "CompleteLifecycleAction"),
+        ("autoscaling", "RecordLifecycleActionHeartbeat"),
     }
     policy = node_policy("arn:aws:s3:::b", "p/", "arn:aws:autoscaling:us-east-1:1:autoScalingGroup:*:autoScalingGroupName/g")
     allowed = set()
@@ -209,7 +210,8 @@ def test_the_node_role_allows_exactly_the_agents_aws_calls():
         allowed.update([actions] if isinstance(actions, str) else actions)
     assert {f"{service}:{op}" for service, op in sent} <= allowed
     autoscaling = {a for a in allowed if a.startswith("autoscaling:")}
-    assert autoscaling == {"autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction"}
+    assert autoscaling == {"autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction",
+                           "autoscaling:RecordLifecycleActionHeartbeat"}  # fmt: skip
     assert {a for a in allowed if a.startswith("ec2:")} == {"ec2:DescribeInstances"}
     assert not any("*" in a for a in allowed)
 

@@ -9,7 +9,9 @@ What is replaced, for the length of a run (`agent_on`), and why:
 - `watch.threading.Thread` (the watch loop's background upload) and `checkpoints.fcntl.flock` (one upload of a
   step's part at a time): the same behaviour as clock tasks, and a lock taken by retrying without blocking;
 - `watch.make_store`: the node's shaped store (chosen by the bucket name each node's Watcher is given);
-- `watch.complete_lifecycle_action`: recorded instead of calling the Auto Scaling API.
+- `watch.complete_lifecycle_action` and `lifecycle.record_heartbeat`: recorded instead of calling the Auto Scaling
+  API (the scenario's group honours each heartbeat as AWS does: the hook's timeout restarts); `lifecycle`'s
+  `time` and `threading` are the clock's, as watch's are.
 The Watcher is the real one; only the thread that polls the metadata service is a clock task here (SimWatcher),
 polling the real NoticeSource (its parsing and deadlines) against ScriptedMetadata, which answers what the
 scenario posted. The trainer it signals is the simulated job (TrainerHandle). Every log line the agent writes
@@ -26,7 +28,7 @@ import fcntl
 import json
 import threading
 
-from templates.agent.trainfleet_agent import checkpoints, common, notices, watch
+from templates.agent.trainfleet_agent import checkpoints, common, lifecycle, notices, watch
 from templates.agent.trainfleet_agent.metadata import AzureMetadata
 
 from .clock import Clock, VirtualTime
@@ -65,7 +67,7 @@ class LogSink:
 
 
 @contextlib.contextmanager
-def agent_on(clock: Clock, contents, stores: dict, lifecycle: list):
+def agent_on(clock: Clock, contents, stores: dict, released: list, heartbeats: list):
     """Point the agent modules at the simulation (see the module docstring); undone on exit."""
     vt = VirtualTime(clock)
 
@@ -73,13 +75,20 @@ def agent_on(clock: Clock, contents, stores: dict, lifecycle: list):
         return stores[bucket]
 
     def complete_lifecycle_action(metadata_url):
-        lifecycle.append(clock.elapsed())
+        released.append(clock.elapsed())
         common.log("lifecycle_action_completed", group="sim", instance="sim")
+        return True
+
+    def record_heartbeat(metadata_url):
+        heartbeats.append(clock.now)
+        common.log("lifecycle_heartbeat", group="sim", instance="sim")
+        return True
 
     patches = [(checkpoints, "time", vt), (watch, "time", vt), (notices, "time", vt), (common, "time", vt),
                (checkpoints, "run_parallel", clock.run_parallel), (checkpoints, "open", contents.open_for_agent),
                (watch, "make_store", make_store), (watch, "complete_lifecycle_action", complete_lifecycle_action),
-               (watch, "threading", ClockThreading(clock))]  # fmt: skip
+               (watch, "threading", ClockThreading(clock)), (lifecycle, "time", vt),
+               (lifecycle, "threading", ClockThreading(clock)), (lifecycle, "record_heartbeat", record_heartbeat)]  # fmt: skip
     if hasattr(checkpoints, "fcntl"):
         patches.append((checkpoints, "fcntl", ClockFcntl(clock)))
     saved = [(mod, name, mod.__dict__.get(name, _MISSING)) for mod, name, _ in patches]
@@ -290,5 +299,6 @@ class TrainerHandle:
         common.log("trainer_signalled", pid=self.pid(), signal="SIGTERM" if exit_after else "SIGUSR1")
 
     def done_step(self) -> int | None:
-        return None
+        job = self._job()
+        return job.done if job is not None and self.rank < job.nodes else None
 

@@ -56,6 +56,7 @@ class Restored:
     fetched: int
     errors: list = field(default_factory=list)  # the tries that failed (the boot script retries)
     downloads: list = field(default_factory=list)
+    stopped: bool = False  # the node count changed and the job cannot convert: the boot script stopped
 
 
 class World:
@@ -67,7 +68,8 @@ class World:
         self.contents = Contents(CHECKSUM[cloud])
         self.bucket = Bucket(self.clock, shape, self.contents, seed)
         self.stores: dict[str, NodeStore] = {}
-        self.lifecycle: list[float] = []
+        self.lifecycle: list[float] = []  # when node 0 completed the group's lifecycle action (elapsed)
+        self.heartbeats: list[float] = []  # when it recorded a heartbeat on it (clock time)
         self.nodes: dict[int, SimNode] = {}
         self.peaks: dict[int, int] = {}  # rank -> the most its disk held, over every VM that had the rank
         self.job: Job | None = None
@@ -75,7 +77,7 @@ class World:
         self._disks = 0
 
     def run(self, fn):
-        with agent_on(self.clock, self.contents, self.stores, self.lifecycle) as sink:
+        with agent_on(self.clock, self.contents, self.stores, self.lifecycle, self.heartbeats) as sink:
             self.log = sink
             return self.clock.run(fn)
 
@@ -136,8 +138,8 @@ class World:
         node.peak_disk = max(node.peak_disk, node.disk_now)
         self.peaks[node.rank] = max(self.peaks.get(node.rank, 0), node.disk_now)
 
-    def launch(self, layout, run: str, step_s: float, start_step: int = 0) -> Job:
-        self.job = Job(self, layout, run, step_s, start_step)
+    def launch(self, layout, run: str, step_s: float, start_step: int = 0, last_step: int | None = None) -> Job:
+        self.job = Job(self, layout, run, step_s, start_step, last_step)
         self.job.start()
         return self.job
 
@@ -152,9 +154,15 @@ class World:
         t0, before = self.clock.now, self.bucket.fetched[rank]
         first = len(self.bucket.downloads)
         errors = []
+        stopped = False
         for _ in range(tries):
             try:
                 step = checkpoints.restore(node.store, PREFIX, node.ckpt_dir, rank, nodes, resize=resize)
+                break
+            except checkpoints.NodeCountChanged as e:  # restore exits 6: the boot script stops, deletes nothing
+                errors.append(f"NodeCountChanged: {e}"[:300])
+                step, stopped = None, True
+                log("node_count_changed", node=rank, step=e.step, saved_by=e.saved_by, nodes=e.nodes)
                 break
             except Exception as e:  # noqa: BLE001 - the boot script logs "restore failed; retrying"
                 errors.append(f"{type(e).__name__}: {e}"[:300])
@@ -162,14 +170,14 @@ class World:
                 self.clock.sleep(10)
         else:
             step = None
-        if nodes > 1 and len(errors) < tries:
+        if nodes > 1 and len(errors) < tries and not stopped:
             for name in os.listdir(node.ckpt_dir):
                 m = STEP_RE.match(name)
                 if m and (step is None or int(m.group(1)) > step):
                     shutil.rmtree(os.path.join(node.ckpt_dir, name), ignore_errors=True)
         self.measure(rank)
         mine = [d for d in self.bucket.downloads[first:] if d[0] == rank]
-        return Restored(rank, step, self.clock.now - t0, self.bucket.fetched[rank] - before, errors, mine)
+        return Restored(rank, step, self.clock.now - t0, self.bucket.fetched[rank] - before, errors, mine, stopped)
 
     def restore_all(self, ranks: list[int], nodes: int, resize: bool = False) -> list[Restored]:
         """Every node restores at once (each in its own task, on its own link)."""

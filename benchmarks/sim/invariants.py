@@ -33,6 +33,8 @@ ONE_SAVE = "(1) a committed step is one save"
 COMMITTED_BYTES = "(2) a restore holds the committed bytes"
 OWN_SHARDS = "(3) no node fetches another node's shard"
 FITS_DURABLE = "(4) a notice that fits ends durable"
+NODE_COUNT_STOPS = "a changed node count without elastic stops the job, never restarts it (#2)"
+RELEASED_AT_DONE = "a finished job's nodes are released at once, not at the hook's timeout (#11)"
 
 
 def one_save_per_manifest(world) -> Check:

@@ -9,6 +9,7 @@ loss_restart  a node lost mid-upload (LATEST must stay), the restart (survivors 
               restart (every node new), then elastic shrink and grow-back (every part fetched)
 second_save   issue 29 #1: a step's commit crashes, the step is saved again by the next run: the commit must
               never mix the two saves
+job_done      issue 29 #11: the job ends, node 0 scales to zero: every node's termination is released at once
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from infra.checkpoint_io import COMMIT_S, azure_terminate_minutes
 from infra.checkpoint_layout import CheckpointLayout
 from infra.elastic import shrink_to
 from templates.agent.trainfleet_agent import checkpoints
-from templates.agent.trainfleet_agent.common import NOTICE_WINDOW_S, log, step_name
+from templates.agent.trainfleet_agent.common import ASG_HOOK_S, NOTICE_WINDOW_S, log, step_name
+from templates.agent.trainfleet_agent.lifecycle import MAX_WAIT_S
 
 from . import invariants as inv
 from .agent import NOTICES, PREFIX, post_notice
@@ -190,13 +192,19 @@ def notice(spec: Spec, kind: str, workdir: str) -> Outcome:
         state["at"] = world.clock.elapsed()  # mid-step
         post_notice(world.nodes[0].md, kind, world.clock.now, deadline)
         if hard:
-            agent0, end = world.nodes[0].watch_task, world.clock.now + deadline
+            agent0, noticed = world.nodes[0].watch_task, world.clock.now
+            end = noticed + deadline
             releasable = kind == "aws-asg-terminate" or cloud == "azure"  # a lifecycle action, an approved event
 
             def gone() -> bool:  # the VM goes at the deadline, or once its agent released the termination
-                return world.clock.now >= end or (releasable and not agent0.is_alive())
+                return world.clock.now >= hook_end() or (releasable and not agent0.is_alive())
 
-            world.wait_for(gone, deadline + 1, 0.5)
+            def hook_end() -> float:  # each heartbeat restarts the group's hook timeout, up to AWS's most
+                if kind != "aws-asg-terminate" or not world.heartbeats:
+                    return end
+                return min(max(end, world.heartbeats[-1] + ASG_HOOK_S), noticed + MAX_WAIT_S)
+
+            world.wait_for(gone, (MAX_WAIT_S if kind == "aws-asg-terminate" else deadline) + 1, 0.5)
             state["lost_at"] = world.clock.elapsed()
             world.lose(0)
         else:
@@ -232,7 +240,7 @@ def notice(spec: Spec, kind: str, workdir: str) -> Outcome:
         trained_to=job.step, latest=latest, lost_steps=job.step - (latest or 0), fits=fits,
         lost_at_s=state.get("lost_at", at) - at if hard else None,
         notice_durable=[e.get("notice_to_durable_s") for e in world.log.of("notice_durable") if e["node"] == 0],
-        lifecycle=len(world.lifecycle), azure_acked=len(world.nodes[0].md.acked),
+        lifecycle=len(world.lifecycle), heartbeats=len(world.heartbeats), azure_acked=len(world.nodes[0].md.acked),
     )  # fmt: skip
     when = f"{durable_first:.0f} s after the notice" if durable_first is not None else "never"
     if deadline is None:
@@ -241,6 +249,58 @@ def notice(spec: Spec, kind: str, workdir: str) -> Outcome:
         detail = (f"{kind}: deadline {deadline:.0f} s, model needs {need:.0f} s: {'fits' if fits else 'does not fit'}; "
                   f"first checkpoint durable {when}")  # fmt: skip
     out.checks.append(inv.Check(inv.FITS_DURABLE, (not fits) or in_time, detail))
+    return _finish(world, out, t0)
+
+
+# ------------------------------------------------------------------------------------------ issue 29 #11
+
+
+DONE_KINDS = ("aws-asg-terminate", "azure-Terminate")  # terminations an agent can release; GCP's MIG just deletes
+RELEASE_BOUND_S = 10.0  # "at once": the agent's metadata poll (1 s) and loop, with room; the hook holds 600 s
+
+
+def job_done(spec: Spec, kind: str, workdir: str) -> Outcome:
+    """The job reaches its last step: its final checkpoint, every node's agent syncs it, node 0 scales the group to
+    zero, and every node is held by its termination (the group's lifecycle hook, an Azure Terminate event) until
+    its agent releases it. Before the fix no agent did (each exited at DONE), and every node waited out the hook's
+    600 s or the notBeforeTimeout, billed. Checks: the last step is LATEST, and every node is released within
+    RELEASE_BOUND_S of the scale to zero; the figure is the slowest node's seconds from its notice to its
+    release."""
+    t0 = time.perf_counter()
+    cloud = NOTICES[kind][0]
+    deadline = notice_deadline_s(kind, spec)
+    shape, layout = spec.shape(cloud), spec.layout()
+    world = World(cloud, shape, workdir, spec.keep_last)
+    n, last_step = spec.nodes, 3
+    out = Outcome(f"job done ({kind})")
+    state = {}
+
+    def main():
+        _start(world, spec, n, notified=tuple(range(n)))
+        job = world.launch(layout, "run-1", spec.step_s, last_step=last_step)
+        finished = lambda: len({e["node"] for e in world.log.of("training_done")}) == n  # noqa: E731
+        world.wait_for(finished, 40 * need_s(spec, shape, layout))
+        state["done"] = job.done
+        state["noticed"] = world.clock.elapsed()  # node 0's scale to zero: every node's termination at once
+        for r in range(n):
+            post_notice(world.nodes[r].md, kind, world.clock.now, deadline)
+        world.wait_for(lambda: all(not world.nodes[r].watch_task.is_alive() for r in range(n)), deadline + 1, 0.5)
+        return job
+
+    world.run(main)
+    released = {e["node"]: e["t"] for e in world.log.of("lifecycle_action_completed")}
+    if cloud == "azure":
+        released = {e["node"]: e["t"] for e in world.log.of("azure_event_acknowledged")}
+    noticed = state.get("noticed")
+    waits = [released[r] - noticed for r in range(n) if r in released and noticed is not None]
+    latest = world.bucket.latest_step()
+    ok = state.get("done") == last_step == latest and len(waits) == n and max(waits) <= RELEASE_BOUND_S
+    out.figures.update(kind=kind, cloud=cloud, deadline_s=deadline, released=len(waits), nodes=n,
+                       release_max_s=max(waits) if waits else None, latest=latest, done=state.get("done"))  # fmt: skip
+    slowest = f"{max(waits):.1f} s" if waits else "never"
+    out.checks.append(inv.Check(inv.RELEASED_AT_DONE, ok, f"{kind}: {len(waits)} of {n} nodes released, the slowest "
+                                f"{slowest} after the scale to zero (at most {RELEASE_BOUND_S:g} s; the deadline {deadline:.0f} s); "
+                                f"LATEST step {latest}"))  # fmt: skip
     return _finish(world, out, t0)
 
 
@@ -317,6 +377,7 @@ def loss_restart(spec: Spec, workdir: str) -> Outcome:
         world.lose(last)
         for r in range(small):
             world.boot(r, fresh=False)
+        out.checks.append(_without_elastic(world, small))
         fig["shrink"], checks = _restore_phase(world, "shrink", range(small), small, True)
         out.checks.extend(checks)
         # the shrunk job (converted to universal, not simulated) trains and saves at `small` nodes
@@ -337,6 +398,22 @@ def loss_restart(spec: Spec, workdir: str) -> Outcome:
     fig["restored_bytes_layout"] = list(layout.restored_bytes)
     fig["download_bound_s"] = max(ideal_download_s(shape, [f.size for _, f in _needed(layout, r)]) for r in range(n))
     return _finish(world, out, t0)
+
+
+def _without_elastic(world: World, nodes: int) -> inv.Check:
+    """Issue 29 #2: the same survivors without elastic recovery. Each node's restore refuses the checkpoint saved
+    by another node count (exit 6: the boot script logs node_count_changed and stops the job), fetching nothing,
+    deleting no local step and leaving LATEST where it was; before the fix every step was skipped, local steps
+    were deleted and training restarted from step 0."""
+    latest = world.bucket.latest_step()
+    disks = {r: sorted(os.listdir(world.nodes[r].ckpt_dir)) for r in range(nodes)}
+    results = world.restore_all(list(range(nodes)), nodes, resize=False)
+    stopped = [r.rank for r in results if r.stopped and r.fetched == 0 and r.step is None]
+    kept = [r for r in range(nodes) if sorted(os.listdir(world.nodes[r].ckpt_dir)) == disks[r]]
+    ok = len(stopped) == len(kept) == nodes and world.bucket.latest_step() == latest
+    detail = (f"without elastic at {nodes} nodes: {len(stopped)} of {nodes} stopped (node_count_changed), {len(kept)} "
+              f"kept their local steps, LATEST step {world.bucket.latest_step()}")  # fmt: skip
+    return inv.Check(inv.NODE_COUNT_STOPS, ok, detail)
 
 
 def _needed(layout: CheckpointLayout, rank: int):
@@ -436,6 +513,8 @@ def run_all(spec: Spec, workdir: str, notices: list[str] | None = None, progress
     step(periodic, spec)
     for kind in notices if notices is not None else list(NOTICES):
         step(lambda sub, k=kind: notice(spec, k, sub))
+    for kind in DONE_KINDS:
+        step(lambda sub, k=kind: job_done(spec, k, sub))
     step(loss_restart, spec)
     step(second_save, spec)
     step(lambda sub: second_save(spec, sub, slow_rank=spec.nodes - 1, upload="watch"))

@@ -5,8 +5,9 @@ request counts for all: train.py `Requests.agreed`). A save (train.py `save`): e
 files (infra/checkpoint_layout.py: DeepSpeed 0.19's names and sizes) into `.tmp/step-N`, taking its part's bytes
 / LOCAL_SAVE_GBPS; a barrier waits for the slowest node; then every node renames the folder to step-N and writes
 COMPLETE ({"step", "node_rank", "nodes", "save"}) last, and the checkpoint requests are cleared. A stop exits after its
-checkpoint. The job is collective: once any of its nodes is lost it crashes at the next step boundary or save
-barrier, writing nothing more.
+checkpoint. A job given its last step saves there and ends (train.py's final checkpoint, then DONE). The job is
+collective: once any of its nodes is lost it crashes at the next step boundary or save barrier, writing nothing
+more.
 """
 
 from __future__ import annotations
@@ -38,8 +39,11 @@ def save_s(layout: CheckpointLayout) -> float:
 
 
 class Job:
-    def __init__(self, fleet, layout: CheckpointLayout, run: str, step_s: float, start_step: int = 0):
+    def __init__(self, fleet, layout: CheckpointLayout, run: str, step_s: float, start_step: int = 0,
+                 last_step: int | None = None):  # fmt: skip
         self.fleet, self.layout, self.run, self.step_s = fleet, layout, run, step_s
+        self.last_step = last_step
+        self.done: int | None = None  # the last step, once its checkpoint is saved (train.py writes DONE)
         self.clock, self.contents = fleet.clock, fleet.contents
         self.nodes = layout.nodes
         self.step = start_step
@@ -70,6 +74,10 @@ class Job:
                     self.state = "crashed"
                     return
                 self.step += 1
+                if self.last_step is not None and self.step >= self.last_step:
+                    if self._save(False):
+                        self.done, self.state = self.step, "done"
+                    return
                 stop = any(self.wants_stop)
                 if any(self.wants_checkpoint) or stop:
                     if not self._save(stop):

@@ -50,9 +50,14 @@ def node_policy(bucket_arn: str, prefix: str, group_arn: str) -> dict:
                 "Sid": "ScaleOwnGroup",
                 "Effect": "Allow",
                 # The node agent scales to zero with SetDesiredCapacity (the group's MinSize is already 0), and
-                # lets a termination proceed once its checkpoint is safe (CompleteLifecycleAction).
+                # keeps a termination waiting while its checkpoint goes up (RecordLifecycleActionHeartbeat) and lets
+                # it proceed once the checkpoint is safe (CompleteLifecycleAction).
                 # Never UpdateAutoScalingGroup: that could raise MaxSize or swap the launch template.
-                "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction"],
+                "Action": [
+                    "autoscaling:SetDesiredCapacity",
+                    "autoscaling:CompleteLifecycleAction",
+                    "autoscaling:RecordLifecycleActionHeartbeat",
+                ],
                 "Resource": group_arn,
             },
         ],

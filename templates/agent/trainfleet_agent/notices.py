@@ -123,6 +123,16 @@ class NoticeBoard:
             self._hard[n.key] = n
             return "earlier" if old is not None else "new"
 
+    def extend(self, key: str, deadline: float) -> bool:
+        """A notice whose deadline its cloud moved later on request (a lifecycle hook's heartbeat): the only way a
+        deadline on the board moves later. True when it did."""
+        with self._lock:
+            n = self._hard.get(key)
+            if n is None or deadline <= n.deadline:
+                return False
+            n.deadline = deadline
+            return True
+
     def start_exit(self) -> bool:
         """True the first time only: the one moment the trainer is asked to checkpoint and exit."""
         with self._lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -9,9 +10,9 @@ import threading
 import time
 
 from .checkpoints import commit, complete_steps, ensure_part, prune_local, read_latest, step_part
-from .common import ASG_HOOK_NAME, NOTICE_WINDOW_S, log
-from .membership import aws_client
-from .metadata import AwsMetadata, metadata_base
+from .common import NOTICE_WINDOW_S, log
+from .lifecycle import HookKeeper, complete_lifecycle_action
+from .metadata import metadata_base
 from .notices import Notice, NoticeBoard, NoticeSource, read_handled, release_azure_events, write_handled
 from .stores import make_store
 
@@ -358,9 +359,10 @@ class Watcher:
             log("notice_fallback", step=target, reason="no new checkpoint from the trainer in time")
         ok = True
         if target is not None and (self.synced is None or target > self.synced):
-            ok = self.sync(target, "notice")  # at least once, even when the deadline is already here
-            while not ok and time.time() < deadline():
-                ok = self.sync(target, "notice")
+            with self._hook_kept():
+                ok = self.sync(target, "notice")  # at least once, even when the deadline is already here
+                while not ok and time.time() < deadline():
+                    ok = self.sync(target, "notice")
         notices = self.board.notices()
         if ok:
             write_handled(self.args.run_dir, notices)
@@ -370,6 +372,14 @@ class Watcher:
                 exit_to_durable_s=round(time.time() - start, 3))  # fmt: skip
         self.release_terminations(notices, ok)
         return 0 if ok else 1
+
+    def _hook_kept(self):
+        """While the notice checkpoint goes up: the group's lifecycle hook kept from timing out (heartbeats), its
+        notice's deadline moved with each; nothing to keep without a group termination on the board."""
+        hook = next((x for x in self.board.notices() if x.kind == "aws-asg-terminate"), None)
+        if hook is None:
+            return contextlib.nullcontext()
+        return HookKeeper(self.args.metadata_url, hook.at, lambda deadline: self.board.extend(hook.key, deadline))
 
     def release_terminations(self, notices: list[Notice], ok: bool) -> None:
         """Let the cloud go on with the termination now rather than at its timeout: the group's lifecycle action
@@ -383,22 +393,3 @@ class Watcher:
             else:
                 log("azure_event_not_acknowledged", event_ids=[e for x in azure for e in x.event_ids],
                     reason="this VM's checkpoint is not durable")  # fmt: skip
-
-
-def complete_lifecycle_action(metadata_url: str | None) -> None:
-    """Let the group finish terminating this instance now that its checkpoint is safe (otherwise it waits out the
-    hook's timeout, GPUs billing). Best effort: the hook's default result continues the termination anyway."""
-    group = os.environ.get("TRAINFLEET_GROUP", "")
-    try:
-        instance = (AwsMetadata(metadata_base("aws", metadata_url)).get("instance-id") or "").strip()
-        aws_client("autoscaling", metadata_url).complete_lifecycle_action(
-            AutoScalingGroupName=group,
-            LifecycleHookName=ASG_HOOK_NAME,
-            InstanceId=instance,
-            LifecycleActionResult="CONTINUE",
-        )
-        log("lifecycle_action_completed", group=group, instance=instance)
-    except Exception as e:  # noqa: BLE001
-        log("lifecycle_action_failed", group=group, error=" ".join(f"{type(e).__name__}: {e}".split())[:300])
-
-
