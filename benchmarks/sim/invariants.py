@@ -34,6 +34,8 @@ COMMITTED_BYTES = "(2) a restore holds the committed bytes"
 OWN_SHARDS = "(3) no node fetches another node's shard"
 FITS_DURABLE = "(4) a notice that fits ends durable"
 NODE_COUNT_STOPS = "a changed node count without elastic stops the job, never restarts it (#2)"
+RESTORES_AFTER_COMMIT = "a relaunch restores the step just saved, not the one before (#8)"
+NO_TEMP_LEFT = "no temp folder outlives a restore (#7)"
 RELEASED_AT_DONE = "a finished job's nodes are released at once, not at the hook's timeout (#11)"
 
 

@@ -8,7 +8,7 @@ notice        one durable checkpoint, then one notice of one type to node 0 (the
 loss_restart  a node lost mid-upload (LATEST must stay), the restart (survivors keep their disks), a cold
               restart (every node new), then elastic shrink and grow-back (every part fetched)
 second_save   issue 29 #1: a step's commit crashes, the step is saved again by the next run: the commit must
-              never mix the two saves
+              never mix the two saves; #8: each node's relaunch (sync, then restore) gets that step
 job_done      issue 29 #11: the job ends, node 0 scales to zero: every node's termination is released at once
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -256,6 +257,7 @@ def notice(spec: Spec, kind: str, workdir: str) -> Outcome:
 
 
 DONE_KINDS = ("aws-asg-terminate", "azure-Terminate")  # terminations an agent can release; GCP's MIG just deletes
+CONVERT_FIXED_S = 2.97  # benchmarks/conversion_rate.py's fit: 2.97 s + bytes / 137 MB/s (conversion_rate.md)
 RELEASE_BOUND_S = 10.0  # "at once": the agent's metadata poll (1 s) and loop, with room; the hook holds 600 s
 
 
@@ -380,6 +382,7 @@ def loss_restart(spec: Spec, workdir: str) -> Outcome:
         out.checks.append(_without_elastic(world, small))
         fig["shrink"], checks = _restore_phase(world, "shrink", range(small), small, True)
         out.checks.extend(checks)
+        fig["conversion"] = _convert_all(world, spec, small, s1, out)
         # the shrunk job (converted to universal, not simulated) trains and saves at `small` nodes
         for r in range(small):
             world.start_agent(r)
@@ -398,6 +401,52 @@ def loss_restart(spec: Spec, workdir: str) -> Outcome:
     fig["restored_bytes_layout"] = list(layout.restored_bytes)
     fig["download_bound_s"] = max(ideal_download_s(shape, [f.size for _, f in _needed(layout, r)]) for r in range(n))
     return _finish(world, out, t0)
+
+
+def _convert_all(world: World, spec: Spec, nodes: int, step: int, out: Outcome) -> dict:
+    """Issue 29 #12 and #7: every survivor converts the whole checkpoint (trainfleet-resize.py's ds_to_universal,
+    in `.convert-<step>-<pid>`). Not run here: it takes what benchmarks/conversion_rate.py measured, 2.97 s +
+    bytes / 137 MB/s, and its work folder holds (peak - 1) x the input beside it (disk_need's measured peak). The
+    last survivor is lost halfway and comes back on the same disk: its restore must clear the dead conversion's
+    folder, and no node keeps a temp folder after its restore."""
+    from cli.planner.reliability import UNIVERSAL_CONVERT_BYTES_PER_S
+    from infra.disk_need import CONVERSION_PEAK_PER_INPUT_BYTE, CONVERSION_PEAK_PER_INPUT_BYTE_ZERO3
+
+    total = spec.layout().total_bytes
+    peak = CONVERSION_PEAK_PER_INPUT_BYTE_ZERO3 if spec.zero == 3 else CONVERSION_PEAK_PER_INPUT_BYTE
+    seconds = CONVERT_FIXED_S + total / UNIVERSAL_CONVERT_BYTES_PER_S
+
+    def convert(rank: int) -> None:
+        node = world.nodes[rank]
+        work = os.path.join(node.ckpt_dir, f".convert-{step}-{4000 + rank}")
+        os.makedirs(work, exist_ok=True)
+        with open(os.path.join(work, "universal.partial"), "wb") as f:
+            f.truncate(int((peak - 1) * total))  # sparse: the fragments and merged files, beside the input
+        world.measure(rank)
+        world.clock.sleep(seconds)
+        shutil.rmtree(work)  # the universal checkpoint takes the step folder's place (not modelled further)
+        world.measure(rank)
+
+    lost = nodes - 1
+    tasks = [world.clock.spawn(lambda r=r: convert(r), "convert", node=world.nodes[r].tag) for r in range(nodes)]
+    world.clock.sleep(seconds / 2)
+    world.lose(lost)
+    for t in tasks:
+        world.clock.join(t)
+    world.boot(lost, fresh=False)
+    left_before = _temp_folders(world.nodes[lost].ckpt_dir)
+    world.restore_all([lost], nodes, resize=True)
+    leftovers = {r: _temp_folders(world.nodes[r].ckpt_dir) for r in range(nodes) if _temp_folders(world.nodes[r].ckpt_dir)}
+    out.checks.append(inv.Check(inv.NO_TEMP_LEFT, bool(left_before) and not leftovers,
+                                f"node {lost} lost mid-conversion left {left_before}; after its restore, temp folders "
+                                f"left: {leftovers or 'none'}"))  # fmt: skip
+    return {"seconds": seconds, "input_bytes": total, "peak_per_input": peak,
+            "peak_disk": max(world.nodes[r].peak_disk for r in range(nodes))}  # fmt: skip
+
+
+def _temp_folders(ckpt_dir: str) -> list[str]:
+    """What a killed save, restore or conversion leaves in a checkpoint folder."""
+    return sorted(x for x in os.listdir(ckpt_dir) if x == ".tmp" or x.startswith((".restore-step-", ".convert-")))
 
 
 def _without_elastic(world: World, nodes: int) -> inv.Check:
@@ -474,16 +523,26 @@ def second_save(spec: Spec, workdir: str, slow_rank: int | None = None, upload: 
         world.wait_for(lambda: job2.saves, 4 * need)
         if upload == "sync":
 
-            def sync(r):  # the `sync` command; a failure is logged and the boot script goes on, as it does
-                node = world.nodes[r]
+            relaunched = {}
+
+            def sync(r):  # the boot script after the trainer stopped: `sync` (a failure is logged and it goes on),
+                node = world.nodes[r]  # then the relaunch's `restore`, each node on its own
                 try:
                     checkpoints.upload_step(node.store, PREFIX, node.ckpt_dir, s2, spec.keep_last, 20 * need)
                 except Exception as e:  # noqa: BLE001
                     log("sync_failed", step=s2, error=f"{type(e).__name__}: {e}"[:300])
+                relaunched[r] = world.boot_restore(r, n)
 
             tasks = [world.clock.spawn(lambda r=r: sync(r), "sync", node=world.nodes[r].tag) for r in range(n)]
             for t in tasks:
                 world.clock.join(t)
+            # issue 29 #8: a node whose part is in before node 0's commit waits for it, and restores S2; restoring
+            # S1 would delete its S2 and cost the next launch (and a full download). Without the wait (planted
+            # here once): 7 of 8 nodes restored S1.
+            steps = Counter(x.step for x in relaunched.values())
+            out.checks.append(inv.Check(inv.RESTORES_AFTER_COMMIT, steps == Counter({s2: n}),
+                                        f"relaunch after the save of step {s2}: nodes restored {dict(steps)}"))  # fmt: skip
+            out.checks.append(inv.restores_hold_committed(world, list(relaunched.values()), False))
         else:
             world.wait_for(lambda: world.bucket.latest_step() == s2, 40 * need)
         out.figures["run2"] = {"step": job2.saves[0].step if job2.saves else None, "latest": world.bucket.latest_step()}
