@@ -292,6 +292,12 @@ def test_torn_or_corrupt_latest_is_never_restored(moto, env, bucket, tmp_path):
     assert "checksum mismatch" in res.stderr
 
 
+def group_terminates(hooks, imds, group: str, instance: str, **hook) -> None:
+    """The group terminates `instance`: its lifecycle hook holds it (the stand-in), and IMDS says so."""
+    hooks.terminating(group, "trainfleet-checkpoint", instance, **hook)
+    imds.values["autoscaling/target-lifecycle-state"] = "Terminated"
+
+
 def test_a_termination_by_the_group_itself_is_a_notice_and_the_hook_is_completed(moto, env, bucket, imds, tmp_path):
     """Issue 13 #10: scale-in, rebalancing and health replacements arrive with no spot notice. The fleet's
     termination lifecycle hook holds the instance in Terminating:Wait and IMDS says so
@@ -315,8 +321,7 @@ def test_a_termination_by_the_group_itself_is_a_notice_and_the_hook_is_completed
     ag = agent(*watch_args(bucket, tmp_path, imds, "--keep-last", "3", "--notice-window-s", "6"), env=env)
     try:
         ag.wait_event("durable", timeout=30)  # watching
-        hooks.terminating(group, "trainfleet-checkpoint", instance)
-        imds.values["autoscaling/target-lifecycle-state"] = "Terminated"
+        group_terminates(hooks, imds, group, instance)
         notice = ag.wait_event("notice", timeout=10, pred=lambda e: e["kind"] == "aws-asg-terminate")
         assert notice["hard"] is True and 14 < notice["deadline_in_s"] <= 20, notice
         # a checkpoint now, and training goes on: the SIGUSR1 comes first, a checkpoint newer than the
@@ -364,8 +369,7 @@ def test_after_done_the_agent_releases_the_termination_scale_to_zero_brings(moto
         assert tr.wait(30) == 0
         done = ag.wait_event("training_done", timeout=30)
         assert ag.alive(), "the agent left before the group terminated the node"
-        hooks.terminating(group, "trainfleet-checkpoint", instance)  # node 0's scale-to-zero
-        imds.values["autoscaling/target-lifecycle-state"] = "Terminated"
+        group_terminates(hooks, imds, group, instance)  # node 0's scale-to-zero
         ag.wait_event("lifecycle_action_completed", timeout=30)
         assert ag.wait(30) == 0, "\n".join(ag.stderr_lines)
     finally:
@@ -401,8 +405,7 @@ def test_the_hook_is_kept_alive_while_a_checkpoint_longer_than_its_timeout_goes_
     try:
         ag.wait_event("watch_start", timeout=60)
         tr = trainer(tmp_path / "ckpt", tmp_path / "run", "--step-s", "0.05", "--blob-mb", "6")
-        hooks.terminating(group, "trainfleet-checkpoint", instance, heartbeat_timeout_s=6)
-        imds.values["autoscaling/target-lifecycle-state"] = "Terminated"
+        group_terminates(hooks, imds, group, instance, heartbeat_timeout_s=6)
         ag.wait_event("lifecycle_action_completed", timeout=90)
         assert ag.wait(30) == 0, "\n".join(ag.stderr_lines)
     finally:
