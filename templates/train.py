@@ -9,7 +9,8 @@ loses no completed step:
 * The trainer's pid is in `$TRAINFLEET_RUN_DIR/trainer.pid` (local rank 0 of each node).
 * SIGUSR1, or the file `$TRAINFLEET_RUN_DIR/checkpoint-requested`: checkpoint at the next step boundary and
   go on (the file is removed once the checkpoint is complete).
-* SIGTERM (or SIGINT): checkpoint at the next step boundary, then exit 0.
+* SIGTERM (or SIGINT): checkpoint at the next step boundary, then exit 0; once stopping, ignore them (another
+  node's agent may signal late, and a signal during interpreter shutdown would kill the exiting rank).
 * At start, resume from the newest complete `step-<N>` folder, if any.
 * When training is done: a final checkpoint, then `$TRAINFLEET_RUN_DIR/DONE` holding the final step.
 * (Example only) `$TRAINFLEET_RUN_DIR/step` holds the last finished step, for operators.
@@ -126,6 +127,13 @@ class Requests:
 
     def _on_term(self, signum, frame) -> None:
         self.stop = True
+
+    def stopped(self) -> None:
+        """The job is stopping: another node's agent may still signal this rank (its notice came later than the
+        one that stopped every rank). Ignore that: CPython puts a Python-level handler back to the default as the
+        interpreter finalizes, and a SIGTERM then would kill the exiting rank (-15), failing the launch."""
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     @property
     def request_file(self) -> Path:
@@ -352,6 +360,7 @@ def main() -> int:
             requests.checkpoint = False
         if want_stop and step < args.steps:
             print(f"trainfleet-train: stopping at step {step} after its checkpoint", flush=True)
+            requests.stopped()
             dist.barrier()
             return 0
 
@@ -369,6 +378,7 @@ def main() -> int:
         done.write_text(f"{step}\n")
         os.replace(done, run_dir / "DONE")
         print(f"trainfleet-train: done at step {step}, loss {loss_value:.6f}", flush=True)
+    requests.stopped()
     dist.barrier()
     return 0
 

@@ -137,6 +137,7 @@ LONGEST = {
     "finishes_identical": 180,
     "test_e2e_deepspeed.py::test_spot_notice_then_fresh_node_finishes_identical_to_an_uninterrupted_run": 70,
     "test_e2e_deepspeed.py::test_the_optimizer_offload_config_the_planner_emits_trains": 55,
+    "test_e2e_deepspeed.py::test_bf16_checkpoint_parts_go_to_their_own_nodes_and_two_fresh_nodes_finish_identical": 75,
     "test_provider_definitions.py::test_pyright_finds_no_errors_in_infra": 60,
     "test_checkpoint_layout.py::test_names_and_sizes_are_deepspeeds_own[1]": 30,
     "test_checkpoint_layout.py::test_names_and_sizes_are_deepspeeds_own[3]": 30,
