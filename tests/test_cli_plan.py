@@ -253,6 +253,29 @@ def test_estimate_prices_a_fixed_choice():
     assert isinstance(d["assumptions"], list) and d["assumptions"]
 
 
+def test_estimate_prices_spot_zones_as_plan_does_and_names_the_zone():
+    """Issue 31 #6: `estimate` priced a spot zone a third of its neighbours' price at that row (13B/1T on 48 p4d:
+    $73,959) where `plan` prices such a zone at its neighbours' median, and did not say which zone it priced. By
+    hand from the embedded catalog's p4d.24xlarge rows in us-east-1: a zone under half the median of the other
+    zones is taken at that median; the cheapest zone after that is the one priced."""
+    import statistics
+
+    from infra.catalog import default_catalog
+
+    rows = {o.zone: o.spot_usd_per_hour for o in default_catalog().offers(
+        cloud="aws", region="us-east-1", instance_type="p4d.24xlarge") if o.spot_usd_per_hour}  # fmt: skip
+    taken = {}
+    for zone, price in rows.items():
+        median = statistics.median(p for z, p in rows.items() if z != zone)
+        taken[zone] = median if median >= 2 * price else price
+    assert taken != rows, "the embedded catalog has an outlier zone here (use1-az1)"
+    zone = min(taken, key=lambda z: (taken[z], z))
+    d = run_trainfleet("estimate", "--model", "llama-13b", "--tokens", "1T", "--accelerator", "A100-40GB",
+                       "--devices", "384", "--purchase", "spot", "--region", "us-east-1", "--json").json()  # fmt: skip
+    assert (d["instance_type"], d["zones"], d["price_usd_per_node_hour"]) == ("p4d.24xlarge", [zone], taken[zone])
+    assert f"aws us-east-1 ({zone})" in d["assumptions"][0]
+
+
 def test_estimate_bad_devices_is_one_line():
     result = run_trainfleet("estimate", "--params", "7B", "--tokens", "1B", "--accelerator", "H200",
                             "--devices", "12")  # fmt: skip

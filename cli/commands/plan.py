@@ -440,7 +440,15 @@ def estimate_command(
     """Price a fixed hardware choice (accelerator x devices): time, cost, MFU, no search over hardware."""
     from cli.planner.calibration import default_fit
     from cli.planner.optimizer import FixedSetup, Request, best_setup, candidate, hardware_for, price_points
-    from cli.planner.report import assumptions, capacity_dict, explain_lines, memory_figures, offload_label
+    from cli.planner.outliers import conservative_spot
+    from cli.planner.report import (
+        assumptions,
+        capacity_dict,
+        explain_lines,
+        memory_figures,
+        offload_label,
+        price_outlier,
+    )
     from infra.catalog import default_catalog
     from infra.catalog.capacity import default_placement_scores
     from infra.parallelism import layout_error
@@ -469,7 +477,8 @@ def estimate_command(
     req = Request(work, purchase=purchase, max_nodes=1024, memory_headroom=memory_headroom)
     fit = default_fit()
     best = unbearable = unobtainable = misfit = None
-    points = price_points(offers, purchase)
+    # the plan's pricing: a spot zone far below its neighbours is priced at their median (cli/planner/outliers.py)
+    points = price_points(conservative_spot(offers), purchase)
     if not points:
         other = "spot" if purchase == "on-demand" else "on-demand"
         raise TrainfleetError(
@@ -536,6 +545,7 @@ def estimate_command(
         "instance_type": best.offer.instance_type,
         "cloud": best.offer.cloud,
         "region": best.offer.region,
+        "zones": list(best.zones),
         "nodes": best.nodes,
         "devices": devices,
         "purchase": purchase,
@@ -551,9 +561,11 @@ def estimate_command(
         "breakdown": {k: round(v, 2) for k, v in best.breakdown.items()},
         "capacity": capacity_dict(best, req),
         "assumptions": [
-            f"node type {best.offer.instance_type} in {best.offer.cloud} {best.offer.region}: the cheapest "
-            f"{purchase} offer carrying {accelerator}"
+            f"node type {best.offer.instance_type} in {best.offer.cloud} {best.offer.region}"
+            f"{' (' + ', '.join(best.zones) + ')' if best.zones else ''}: the cheapest {purchase} offer carrying "
+            f"{accelerator}"
         ]
+        + [x for x in [price_outlier(best)] if x]
         + assumptions(best, req, fit),  # fmt: skip
     }
     if explain:
