@@ -59,17 +59,18 @@ def node_upload_gbps(cloud: str, nodes: int, node_network_gbits: float | None) -
 
 def upload_gbps_per_node(cloud: str, nodes: int, node_network_gbits: float | None) -> float:
     """Each node's rate when every node moves an equal part at once: on Azure the account's ingress shared."""
-    rate = node_upload_gbps(cloud, nodes, node_network_gbits)
-    if cloud == "azure":
-        rate = min(rate, AZURE_ACCOUNT_INGRESS_GBPS / nodes)
-    return rate
+    return _equal_share_gbps(cloud, nodes, node_network_gbits, AZURE_ACCOUNT_INGRESS_GBPS)
 
 
 def download_gbps_per_node(cloud: str, nodes: int, node_network_gbits: float | None) -> float:
     """Each node's rate when every node downloads as much at once: on Azure the account's egress shared."""
+    return _equal_share_gbps(cloud, nodes, node_network_gbits, AZURE_ACCOUNT_EGRESS_GBPS)
+
+
+def _equal_share_gbps(cloud: str, nodes: int, node_network_gbits: float | None, azure_account_gbps: float) -> float:
     rate = node_upload_gbps(cloud, nodes, node_network_gbits)
     if cloud == "azure":
-        rate = min(rate, AZURE_ACCOUNT_EGRESS_GBPS / nodes)
+        rate = min(rate, azure_account_gbps / nodes)
     return rate
 
 

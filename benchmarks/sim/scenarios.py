@@ -290,9 +290,8 @@ def job_done(spec: Spec, kind: str, workdir: str) -> Outcome:
         return job
 
     world.run(main)
-    released = {e["node"]: e["t"] for e in world.log.of("lifecycle_action_completed")}
-    if cloud == "azure":
-        released = {e["node"]: e["t"] for e in world.log.of("azure_event_acknowledged")}
+    release = "azure_event_acknowledged" if cloud == "azure" else "lifecycle_action_completed"
+    released = {e["node"]: e["t"] for e in world.log.of(release)}
     noticed = state.get("noticed")
     waits = [released[r] - noticed for r in range(n) if r in released and noticed is not None]
     latest = world.bucket.latest_step()
@@ -436,7 +435,7 @@ def _convert_all(world: World, spec: Spec, nodes: int, step: int, out: Outcome) 
     world.boot(lost, fresh=False)
     left_before = _temp_folders(world.nodes[lost].ckpt_dir)
     world.restore_all([lost], nodes, resize=True)
-    leftovers = {r: _temp_folders(world.nodes[r].ckpt_dir) for r in range(nodes) if _temp_folders(world.nodes[r].ckpt_dir)}
+    leftovers = {r: left for r in range(nodes) if (left := _temp_folders(world.nodes[r].ckpt_dir))}
     out.checks.append(inv.Check(inv.NO_TEMP_LEFT, bool(left_before) and not leftovers,
                                 f"node {lost} lost mid-conversion left {left_before}; after its restore, temp folders "
                                 f"left: {leftovers or 'none'}"))  # fmt: skip
@@ -445,7 +444,8 @@ def _convert_all(world: World, spec: Spec, nodes: int, step: int, out: Outcome) 
 
 
 def _temp_folders(ckpt_dir: str) -> list[str]:
-    """What a killed save, restore or conversion leaves in a checkpoint folder."""
+    """What a killed save, restore or conversion leaves in a checkpoint folder (named here, not taken from the
+    agent's own cleanup rule, so that a folder the agent forgets is caught)."""
     return sorted(x for x in os.listdir(ckpt_dir) if x == ".tmp" or x.startswith((".restore-step-", ".convert-")))
 
 

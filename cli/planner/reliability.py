@@ -206,8 +206,8 @@ def restored_per_node(layout: CheckpointLayout) -> tuple[int, ...]:
 
 # Past this many ranks the files are not enumerated one by one: `layout_parts` takes the same layout on fewer nodes
 # and scales each rank's optimizer shard (`scaled_parts`). tests/test_planner_checkpoint_parts.py holds the two equal
-# (to a byte in a billion) from 64 ranks up; 256 keeps every plan under 32 nodes listed file by file, and the
-# quick start's plan search (500 layouts) under a second.
+# (to a byte in a billion) from 64 ranks up, so the planner's search, which prices some 500 layouts, lists the files of
+# at most 8 nodes of each (1.4 s for the quick start's plan, 2.2 s listing up to 2,048 nodes).
 MAX_LAYOUT_RANKS = 64
 
 
@@ -337,25 +337,26 @@ def checkpoint_times(cloud: str, checkpoint: Checkpoint, nodes: int, node_networ
     download = part_upload_s(cloud, parts.restored_sizes, parts.largest_file_bytes, nodes, node_network_gbits,
                              download=True)  # fmt: skip
     rate = parts.saved_bytes / 1e9 / upload if upload > 0 else upload_gbps_per_node(cloud, nodes, node_network_gbits)
-    note = f"{rate:.3g} GB/s per node"
-    note += _bound(cloud, upload, parts.saved_bytes, parts, nodes, node_rate, "parts", AZURE_ACCOUNT_INGRESS_GBPS)
-    download_note = _bound(cloud, download, parts.restored_bytes, parts, nodes, node_rate, "nodes' restores",
-                           AZURE_ACCOUNT_EGRESS_GBPS)  # fmt: skip
+    note = f"{rate:.3g} GB/s per node" + _bound(cloud, upload, parts.saved_bytes, parts.saved_sizes, parts, node_rate,
+                                                "parts", AZURE_ACCOUNT_INGRESS_GBPS)  # fmt: skip
+    download_note = _bound(cloud, download, parts.restored_bytes, parts.restored_sizes, parts, node_rate,
+                           "nodes' restores", AZURE_ACCOUNT_EGRESS_GBPS)  # fmt: skip
     return CheckpointTimes(step_s, parts.saved_bytes / 1e9 / LOCAL_SAVE_GBPS, upload, COMMIT_S, download, rate,
                            parts.restored_bytes / 1e9 / LOCAL_SAVE_GBPS, parts, note, download_note)  # fmt: skip
 
 
-def _bound(cloud: str, seconds: float, node_bytes: float, parts: CheckpointParts, nodes: int, node_rate: float,
-           what: str, link_gbps: float) -> str:  # fmt: skip
-    """What holds a transfer below the node's own rate, for --explain ('' when nothing does)."""
+def _bound(cloud: str, seconds: float, node_bytes: float, sizes: tuple[tuple[float, int], ...],
+           parts: CheckpointParts, node_rate: float, what: str, link_gbps: float) -> str:  # fmt: skip
+    """What holds a transfer (of `sizes`, the slowest node's `node_bytes`) below the node's own rate, for --explain
+    ('' when nothing does)."""
     if seconds <= node_bytes / 1e9 / node_rate * (1 + 1e-9):
         return ""
     per_file = file_gbps(cloud, node_rate)
     if seconds <= parts.largest_file_bytes / 1e9 / per_file * (1 + 1e-9):
         return (f" (its largest file, {gb(parts.largest_file_bytes)} GB, at {per_file:.3g} GB/s: "
                 f"{AGENT_STREAMS_PER_FILE} requests of {S3_CONNECTION_GBPS * 1e3:g} MB/s at once)")  # fmt: skip
-    total = sum(size * count for size, count in (parts.saved_sizes if what == "parts" else parts.restored_sizes))
-    return f" (all {nodes} {what}, {gb(total)} GB, share the storage account's {link_gbps:g} GB/s)"
+    total = sum(size * count for size, count in sizes)
+    return f" (all {parts.nodes} {what}, {gb(total)} GB, share the storage account's {link_gbps:g} GB/s)"
 
 
 @dataclass(frozen=True, slots=True)

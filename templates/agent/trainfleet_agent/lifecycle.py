@@ -53,7 +53,7 @@ class HookKeeper:
     """Records a heartbeat now and every HEARTBEAT_EVERY_S until the `with` block ends, while the action's whole wait
     (from `noticed_at`) stays within MAX_WAIT_S. `on_extended(deadline)` hears each new timeout the group took."""
 
-    POLL_S = 0.2  # how soon the keeper notices the block ended
+    POLL_S = 0.2  # how soon the keeper notices the block ended (sleeps, not an Event: the scale simulation's clock)
 
     def __init__(self, metadata_url: str | None, noticed_at: float, on_extended):
         self.metadata_url, self.noticed_at, self.on_extended = metadata_url, noticed_at, on_extended
