@@ -9,7 +9,9 @@ units (see "On the node" in README.md for the full picture):
     /opt/trainfleet/trainfleet-boot.sh  venv -> restore -> peers -> ds_config -> launch; relaunch on membership change
     /opt/trainfleet/venv                built at boot: the pinned PyTorch and DeepSpeed (infra/node_env.py)
     /opt/trainfleet/trainfleet-launch.sh  `deepspeed --hostfile H --no_ssh --node_rank R --master_addr A ...`
-    /opt/trainfleet/train.py            the example trainer (only when launch.script is the default)
+    /opt/trainfleet/train.py            the trainer (only when launch.script is the default), with the modules
+                                        beside it: trainfleet_model.py (the LLM) and trainfleet_tokens.py (data)
+    /etc/trainfleet/model.json          the model's shape, from the stack's job.model (or job.params)
     /opt/trainfleet/trainfleet-resize.py  before each launch: universal-checkpoint conversion to another node
                                         count (elastic recovery) and the launch's ds_config (same global batch)
     trainfleet-agent.service / trainfleet-trainer.service
@@ -44,6 +46,7 @@ from infra.config import LAUNCH_ARG_FORBIDDEN, Fleet, StackConfig
 from infra.deepspeed_settings import zero_communication
 from infra.elastic import usable_node_counts
 from infra.errors import TrainfleetError, shown
+from infra.model_shapes import job_shape, trainer_model_config
 from infra.naming import check_stack_name
 from infra.node_env import AGENT_REQUIREMENTS, AGENT_VENV, VENV, checkpoint_env, node_image
 from infra.parallelism import data_parallel, layout_error
@@ -63,6 +66,8 @@ NODE_STATE = "/var/lib/trainfleet"
 ENV_FILE = f"{NODE_ETC}/trainfleet.env"
 
 EXAMPLE_SCRIPT = "train.py"
+# The trainer and the modules it imports from its own folder: the model and the token data reader.
+TRAINER_FILES = (EXAMPLE_SCRIPT, "trainfleet_model.py", "trainfleet_tokens.py")
 
 TEMPLATES_PACKAGE = "templates"
 
@@ -194,8 +199,30 @@ def accelerator_of(fleet: Fleet) -> tuple[str, int]:
     return offers[0].accelerator, offers[0].accelerators_per_node
 
 
+def peak_tflops(fleet: Fleet, precision: str) -> float:
+    """The fleet's accelerator's dense peak at the job's precision (the trainer's MFU); 0 when not known."""
+    from infra.catalog import default_catalog
+
+    chip = default_catalog().accelerator(accelerator_of(fleet)[0])
+    return (chip.peak(precision) if chip else None) or 0.0
+
+
+def planned_tokens_per_s(config: StackConfig) -> float:
+    """The job's tokens over its planned hours (the plan's throughput, which `trainfleet plan` writes); 0: none."""
+    hours = config.job.planned_hours
+    return config.job.tokens / (hours * 3600) if hours else 0.0
+
+
 def is_gaudi(fleet: Fleet) -> bool:
     return accelerator_of(fleet)[0] in GAUDI_ACCELERATORS
+
+
+def data_prefix(stack: str, config: StackConfig) -> str:
+    """Where the job's token data lives in the bucket (index.json and shards: templates/trainfleet_tokens.py), under
+    the job's prefix, which the node role may read; shared by the job's fleets."""
+    from infra.naming import checkpoint_prefix as job_prefix
+
+    return f"{job_prefix(stack, config).rstrip('/')}/data"
 
 
 def checkpoint_prefix(stack: str, config: StackConfig, fleet: Fleet) -> str:
@@ -322,6 +349,13 @@ def _node_context(stack: str, config: StackConfig, fleet: Fleet, bucket: str, gr
         if elastic
         else "",
         "master_port": config.launch.master_port,
+        # what the trainer trains on and reports against (templates/train.py): the model, sequence, token data,
+        # the device's peak for MFU and the plan's tokens/s
+        "model_config_path": f"{NODE_ETC}/model.json",
+        "seq_len": config.job.seq_len,
+        "data_prefix": data_prefix(stack, config),
+        "peak_tflops": f"{peak_tflops(fleet, config.job.precision):g}",
+        "planned_tokens_per_s": f"{planned_tokens_per_s(config):.1f}",
         "script_path": script_path,
         "script_args": config.launch.args,
         "example": example,
@@ -355,13 +389,17 @@ def render_parts(stack: str, config: StackConfig, fleet: Fleet, *, bucket: str, 
         "trainfleet-launch.sh": env.get_template("node/trainfleet-launch.sh.j2").render(ctx),
         "trainfleet-agent.service": env.get_template("node/trainfleet-agent.service.j2").render(ctx),
         "trainfleet-trainer.service": env.get_template("node/trainfleet-trainer.service.j2").render(ctx),
+        # the model the trainer builds (templates/trainfleet_model.py), the shape the plan priced
+        "model.json": json.dumps(trainer_model_config(job_shape(config.job.model, config.job.params)), indent=2)
+        + "\n",
         # the agent, one pinned zipapp (infra/agent_artifact.py), as base64 text: cloud-init decodes it
         AGENT_PART: zipapp_base64(),
         # run before every launch with the training venv: converts a checkpoint saved by another node count
         "trainfleet-resize.py": (templates_root() / "node" / "trainfleet-resize.py").read_text(),
     }
     if ctx["example"]:
-        parts["train.py"] = (templates_root() / "train.py").read_text()
+        for name in TRAINER_FILES:
+            parts[name] = (templates_root() / name).read_text()
     return parts
 
 
@@ -373,7 +411,8 @@ def node_files(parts: dict[str, str]) -> list[NodeFile]:
         "trainfleet-launch.sh": (f"{NODE_HOME}/trainfleet-launch.sh", "0755"),
         "trainfleet-resize.py": (f"{NODE_HOME}/trainfleet-resize.py", "0644"),
         AGENT_PART: (f"{NODE_HOME}/{ZIPAPP_NAME}", "0755"),
-        "train.py": (f"{NODE_HOME}/train.py", "0644"),
+        **{name: (f"{NODE_HOME}/{name}", "0644") for name in TRAINER_FILES},
+        "model.json": (f"{NODE_ETC}/model.json", "0644"),
         "trainfleet-agent.service": ("/etc/systemd/system/trainfleet-agent.service", "0644"),
         "trainfleet-trainer.service": ("/etc/systemd/system/trainfleet-trainer.service", "0644"),
     }
@@ -391,7 +430,7 @@ def _check_literal_block(name: str, text: str) -> None:
 # gzipped, Azure's 64 KB of base64(gzip) custom data, and grow with the agent (GCP's 256 KB would follow). The boot
 # script too: it grows with every node-side feature (elastic recovery) and, like the agent, is needed only once
 # runcmd's fetch has run, before the units start.
-FETCHED_PARTS = (AGENT_PART, "train.py", "trainfleet-boot.sh", "trainfleet-resize.py")
+FETCHED_PARTS = (AGENT_PART, *TRAINER_FILES, "trainfleet-boot.sh", "trainfleet-resize.py")
 # Parts that are base64 text of a binary file: cloud-init would write them decoded (`encoding: b64`), and so
 # does trainfleet-fetch.py, after checking both the text's and the decoded file's sha256.
 BASE64_PARTS = (AGENT_PART,)

@@ -1,6 +1,12 @@
-"""trainfleet's example training script: a tiny model trained with DeepSpeed that honours the node protocol.
+"""trainfleet's trainer: the planned decoder LLM trained with DeepSpeed on the stack's token data, honouring the
+node protocol.
 
-Launched on every node by trainfleet-launch.sh (`deepspeed ... train.py --deepspeed_config ds_config.json`).
+Launched on every node by trainfleet-launch.sh (`deepspeed ... train.py --deepspeed_config ds_config.json`). It
+trains the model the plan priced (trainfleet_model.py: the Llama architecture, its shape from the rendered
+model.json) on the token data the boot script copied from the stack's data prefix (trainfleet_tokens.py: the
+format `trainfleet data tokenize` writes), with the ds_config the planner chose (ZeRO stage, offload, micro
+batch, accumulation, full recompute, AutoTP, pipeline stages). Rank 0 writes tokens/s, MFU and the loss to
+`$TRAINFLEET_RUN_DIR/progress.json` each step; the agent records them as run events.
 Replace it with your own script (stack `launch.script`); keep the protocol below and spot capacity
 loses no completed step:
 
@@ -16,8 +22,8 @@ loses no completed step:
 * (Example only) `$TRAINFLEET_RUN_DIR/step` holds the last finished step, for operators.
 
 Every rank agrees on "checkpoint now" / "stop now" at each step boundary (one tiny all-reduce), so a signal
-to one process is enough. Each sample of step s is drawn from a generator seeded by (seed, s, its index in the
-global batch): a run that is interrupted and resumed ends with the same weights and loss as one that never stopped,
+to one process is enough. Sample g of step s is the window the data's keyed permutation puts at position
+s x global batch + g (`Batches`): a run that is interrupted and resumed ends with the same weights and loss as one that never stopped,
 and a run resumed on fewer or more nodes (templates/node/trainfleet-resize.py: universal checkpoint, the same
 train_batch_size through more or less accumulation) trains each step on the same samples.
 
@@ -44,46 +50,23 @@ import time
 from pathlib import Path
 
 import deepspeed
+import numpy as np
 import torch
 import torch.distributed as dist
-from deepspeed.pipe import LayerSpec, PipelineModule
-from deepspeed.runtime.utils import set_random_seed
-from torch import nn
+from deepspeed.pipe import PipelineModule
 
-FEATURES = 16
-
-
-def layer_specs(hidden: int, depth: int) -> list[LayerSpec]:
-    """The model as a list of layers: depth x (Linear, Tanh), then Linear(hidden, 1)."""
-    specs = []
-    for i in range(depth):
-        specs += [LayerSpec(nn.Linear, FEATURES if i == 0 else hidden, hidden), LayerSpec(nn.Tanh)]
-    return [*specs, LayerSpec(nn.Linear, hidden, 1)]
-
-
-class TinyModel(nn.Module):
-    def __init__(self, hidden: int, depth: int, seed: int):
-        super().__init__()
-        layers = []
-        for idx, spec in enumerate(layer_specs(hidden, depth)):
-            set_random_seed(seed + idx)  # as PipelineModule(seed_layers=True, base_seed=seed) builds layer idx
-            layers.append(spec.build())
-        self.net = nn.Sequential(*layers)
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return nn.functional.mse_loss(self.net(x), y)
-
-
-# AutoTP needs to know how to cut a model it has no preset for (deepspeed/runtime/tensor_parallel/config.py
-# `partition_config`): the first Linear by output columns, the second by input rows, so the pair needs one
-# all-reduce and gives the unsharded result. Later layers stay replicated.
-TINY_PARTITION = {
-    "use_default_specs": False,
-    "layer_specs": [
-        {"patterns": [r".*net\.0\.weight$"], "partition_type": "column"},
-        {"patterns": [r".*net\.2\.weight$"], "partition_type": "row"},
-    ],
-}
+# Beside this script on the node (and in templates/ here): the model and the token data reader.
+from trainfleet_model import (
+    TP_PARTITION,
+    CausalLM,
+    DecoderLayer,
+    ModelConfig,
+    flops_per_token,
+    layer_specs,
+    lm_loss,
+    seeded,
+)
+from trainfleet_tokens import SampleOrder, TokenData, batch_tokens, synthetic
 
 
 def parallelism(config: dict) -> tuple[int, int]:
@@ -97,10 +80,21 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--local_rank", type=int, default=int(os.environ.get("LOCAL_RANK", "0")))
     p.add_argument("--steps", type=int, default=200, help="optimizer steps to train")
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--depth", type=int, default=1, help="hidden layers; a pipeline needs a layer per stage")
-    p.add_argument("--lr", type=float, default=1e-2)
+    p.add_argument("--seed", type=int, default=1234, help="weights and the sample order")
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--model-config", default=os.environ.get("TRAINFLEET_MODEL_CONFIG"),
+                   help="the model's shape as JSON (rendered from the stack's job.model: /etc/trainfleet/model.json)")  # fmt: skip
+    for field, what in (("vocab-size", "vocabulary"), ("hidden", "hidden size"), ("layers", "decoder layers"),
+                        ("heads", "attention heads"), ("kv-heads", "key/value heads"), ("ffn", "MLP width")):  # fmt: skip
+        p.add_argument(f"--{field}", type=int, default=None, help=f"override the model config's {what}")
+    p.add_argument("--seq-len", type=int, default=int(os.environ.get("TRAINFLEET_SEQ_LEN", "2048")))
+    p.add_argument("--data", default=os.environ.get("TRAINFLEET_DATA_DIR"),
+                   help="the token data folder (trainfleet_tokens.py; the boot script copies the stack's data prefix)")  # fmt: skip
+    p.add_argument("--synthetic-data", action="store_true",
+                   help="train on random tokens (throughput checks): never the default, a fleet must not train on noise "
+                        "because its data is missing")  # fmt: skip
+    p.add_argument("--peak-tflops", type=float, default=float(os.environ.get("TRAINFLEET_PEAK_TFLOPS", "0")),
+                   help="the device's dense peak at the job's precision, for MFU (0: not reported)")  # fmt: skip
     p.add_argument("--step-seconds", type=float, default=0.0, help="pause per step (demos and tests)")
     p.add_argument(
         "--checkpoint-every", type=int, default=0, help="also checkpoint every N steps; 0: on request"
@@ -109,6 +103,50 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--run-dir", default=os.environ.get("TRAINFLEET_RUN_DIR", "run"))
     deepspeed.add_config_arguments(p)
     return p.parse_args()
+
+
+def model_config(args) -> ModelConfig:
+    """The rendered model config with any --<size> overrides; one line and exit 2 when it cannot be built."""
+    fields = {}
+    if args.model_config:
+        try:
+            fields = json.loads(Path(args.model_config).read_text())
+        except (OSError, ValueError) as e:
+            raise SystemExit(
+                f"trainfleet-train: cannot read the model config {args.model_config}: {e}"
+            ) from None
+    overrides = {"vocab_size": args.vocab_size, "hidden": args.hidden, "layers": args.layers,
+                 "heads": args.heads, "kv_heads": args.kv_heads, "ffn": args.ffn}  # fmt: skip
+    fields.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return ModelConfig(**fields)
+    except (TypeError, ValueError) as e:
+        raise SystemExit(
+            f"trainfleet-train: {e}; give --model-config or every size (--vocab-size ... --ffn)"
+        ) from None
+
+
+def token_data(args, run_dir: Path, vocab_size: int, local_rank: int) -> TokenData:
+    """The run's token data: the data folder, or with --synthetic-data random tokens written once per node."""
+    folder = Path(args.data) if args.data else None
+    if args.synthetic_data:
+        folder = run_dir / "synthetic-tokens"
+        if local_rank == 0 and not (folder / "index.json").exists():
+            synthetic(folder, total_tokens=1 << 22, vocab_size=vocab_size, seed=args.seed)
+        dist.barrier()
+    if folder is None or not (folder / "index.json").exists():
+        raise SystemExit(
+            f"trainfleet-train: no token data at {folder or '(no --data)'}; tokenize it (`trainfleet data tokenize`) "
+            "and upload it to the stack's data prefix, or pass --synthetic-data for a throughput check"
+        )
+    try:
+        data = TokenData.open(folder)
+    except ValueError as e:
+        raise SystemExit(f"trainfleet-train: {e}") from None
+    if data.vocab_size > vocab_size:
+        raise SystemExit(f"trainfleet-train: the data's vocabulary ({data.vocab_size}) is larger than the model's "
+                         f"({vocab_size}); train a model with --vocab-size {data.vocab_size} or more")  # fmt: skip
+    return data
 
 
 class Requests:
@@ -160,21 +198,59 @@ def step_dirs(ckpt_dir: Path) -> dict[int, Path]:
     return out
 
 
-def batch(args, step: int, micro: int, data_rank: int, dp: int, micro_batch: int, device) -> tuple[torch.Tensor, ...]:
-    """Micro batch `micro` of data-parallel rank `data_rank` (of `dp`) at `step`: global samples
-    [(micro * dp + data_rank) * micro_batch, + micro_batch). Each sample is drawn from (seed, step, its global
-    index), so a step trains on the same global batch whatever the data-parallel size and accumulation: a job
-    that shrinks to fewer nodes (more accumulation, the same train_batch_size) sees the same samples per step."""
-    first = (micro * dp + data_rank) * micro_batch
-    teacher = torch.Generator().manual_seed(args.seed)
-    w = torch.randn(FEATURES, 1, generator=teacher) / FEATURES**0.5  # x @ w ~ N(0, 1): a learnable target
-    xs, ys = [], []
-    for index in range(first, first + micro_batch):
-        g = torch.Generator().manual_seed(hash((args.seed, step, index)) & 0x7FFFFFFF)
-        x = torch.randn(1, FEATURES, generator=g)
-        xs.append(x)
-        ys.append(torch.sin(x @ w) + 0.01 * torch.randn(1, 1, generator=g))
-    return torch.cat(xs).to(device), torch.cat(ys).to(device)
+class Batches:
+    """The tokens each rank trains on. Sample g of step s (g: its index in the global batch) is
+    order.sample(s x global batch + g), a keyed permutation of the data's windows per epoch
+    (trainfleet_tokens.py): a function of (seed, step, global index) only, so a run resumed on the same, fewer
+    or more nodes (more or less accumulation, the same global batch) trains every step on the same tokens."""
+
+    def __init__(
+        self, data: TokenData, seed: int, seq_len: int, micro_batch: int, accumulation: int, dp: int
+    ):
+        if data.num_samples(seq_len) == 0:
+            raise SystemExit(f"trainfleet-train: the data holds {data.total_tokens} tokens, fewer than one sequence "
+                             f"of {seq_len + 1}; tokenize more text or train a shorter --seq-len")  # fmt: skip
+        self.data, self.seq_len, self.micro_batch, self.dp = data, seq_len, micro_batch, dp
+        self.order = SampleOrder(data.num_samples(seq_len), seed)
+        self.global_batch = micro_batch * accumulation * dp
+
+    def micro(self, step: int, micro: int, data_rank: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """Micro batch `micro` of data-parallel rank `data_rank`: global samples
+        [(micro x dp + data_rank) x micro batch, + micro batch) of the step, as (inputs, next-token labels)."""
+        first = (micro * self.dp + data_rank) * self.micro_batch
+        rows = batch_tokens(
+            self.data, self.order, step, self.global_batch, first, self.micro_batch, self.seq_len
+        )
+        tokens = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.int64)).to(device)
+        return tokens[:, :-1], tokens[:, 1:]
+
+
+class Progress:
+    """Rank 0's per-step figures in `$TRAINFLEET_RUN_DIR/progress.json` (replaced atomically each step): tokens/s
+    and MFU over the last WINDOW steps' compute (the pause of --step-seconds and checkpoints not counted), and
+    the loss. The node's agent records them as `progress` events (`trainfleet events`: plan against actual)."""
+
+    WINDOW = 20
+
+    def __init__(
+        self, run_dir: Path, tokens_per_step: int, flops_per_token: float, devices: int, peak_tflops: float
+    ):
+        self.path, self.tokens_per_step = run_dir / "progress.json", tokens_per_step
+        self.flops_per_token, self.devices, self.peak_tflops = flops_per_token, devices, peak_tflops
+        self.seconds: list[float] = []
+
+    def record(self, step: int, loss: float, seconds: float) -> dict:
+        self.seconds = [*self.seconds[-(self.WINDOW - 1) :], seconds]
+        tokens_per_s = self.tokens_per_step * len(self.seconds) / sum(self.seconds)
+        figures = {"step": step, "loss": round(loss, 6), "tokens_per_s": round(tokens_per_s, 1),
+                   "step_s": round(seconds, 4), "time": time.time()}  # fmt: skip
+        if self.peak_tflops > 0:
+            achieved = tokens_per_s * self.flops_per_token / self.devices
+            figures["mfu"] = round(achieved / (self.peak_tflops * 1e12), 4)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(figures) + "\n")
+        os.replace(tmp, self.path)
+        return figures
 
 
 def weights_digest(engine) -> str:
@@ -269,25 +345,32 @@ def main() -> int:
     config = json.loads(Path(args.deepspeed_config).read_text())
     args.deepspeed_config = None  # passed as the dict below, with what this model adds
     tp, stages = parallelism(config)
+    shape = model_config(args)
+    recompute = (
+        "activation_checkpointing" in config
+    )  # the plan chose full recompute (infra/userdata.py ds_config)
     extra: dict = {}
     if stages > 1:
-        # Layers are built on their own stage only, each from (seed + index): the same weights as TinyModel.
+        # Layers are built on their own stage only, each from (seed + index): the same weights as CausalLM. The
+        # decoder layers are spread evenly; the embedding joins the first stage, norm + output the last.
         model = PipelineModule(
-            layers=layer_specs(args.hidden, args.depth),
+            layers=layer_specs(shape, recompute),
             num_stages=stages,
-            loss_fn=nn.MSELoss(),
+            loss_fn=lm_loss,
             seed_layers=True,
             base_seed=args.seed,
-            partition_method="uniform",
+            # as its default, with the index made an int: a "type:" partition hands numpy integers to random.seed
+            seed_fn=lambda layer_seed: seeded(int(layer_seed), 0),
+            partition_method=f"type:{DecoderLayer.__name__}",
         )
     else:
-        model = TinyModel(args.hidden, args.depth, args.seed)
+        model = CausalLM(shape, args.seed, recompute)
     if tp > 1:
         from deepspeed.utils import groups
 
         tp_section = config["tensor_parallel"]
         if not ("partition_config" in tp_section or "preset_model" in tp_section):
-            tp_section["partition_config"] = TINY_PARTITION
+            tp_section["partition_config"] = TP_PARTITION
         # DeepSpeed counts train_batch_size over the data-parallel world only when it is given the groups
         # (runtime/config.py: `mpu.get_data_parallel_world_size()`, else every rank); AutoTP would build these
         # same DP x TP groups itself (runtime/engine.py `_configure_tensor_parallel_states`).
@@ -302,13 +385,16 @@ def main() -> int:
             group["lr"] = args.lr
     else:
         optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-        engine, _, _, _ = deepspeed.initialize(args=args, model=model, optimizer=optimizer, config=config, **extra)
+        engine, _, _, _ = deepspeed.initialize(
+            args=args, model=model, optimizer=optimizer, config=config, **extra
+        )
     if rank == 0:
         inner = getattr(engine.optimizer, "optimizer", engine.optimizer)  # ZeRO wraps the real optimizer
         print(f"trainfleet-train: optimizer {type(inner).__name__}", flush=True)
+        print(f"trainfleet-train: model {shape.to_json()} ({shape.params:,} parameters), sequence {args.seq_len}"
+              f"{', full recompute' if recompute else ''}", flush=True)  # fmt: skip
     device = engine.device
     micro, accum = engine.train_micro_batch_size_per_gpu(), engine.gradient_accumulation_steps()
-    dtype = torch.bfloat16 if engine.bfloat16_enabled() else torch.float16 if engine.fp16_enabled() else None
     # The data a rank trains on is its data-parallel replica's: TP ranks and pipeline stages of one replica
     # share it (DeepSpeed checks a TP group's inputs agree: "Data inconsistency within the TP group").
     if stages > 1:
@@ -320,19 +406,20 @@ def main() -> int:
     dp = engine.dp_world_size
     if rank == 0:
         print(f"trainfleet-train: tp {tp} pp {stages} dp {dp} accumulation {accum}", flush=True)
+    batches = Batches(token_data(args, run_dir, shape.vocab_size, local_rank), args.seed, args.seq_len, micro,
+                      accum, dp)  # fmt: skip
+    progress = Progress(run_dir, batches.global_batch * args.seq_len, flops_per_token(shape, args.seq_len),
+                        world, args.peak_tflops) if rank == 0 else None  # fmt: skip
 
     def step_batches(step: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        out = []
-        for m in range(accum):
-            x, y = batch(args, step, m, data_rank, dp, micro, device)
-            out.append((x.to(dtype), y.to(dtype)) if dtype is not None else (x, y))
-        return out
+        return [batches.micro(step, m, data_rank, device) for m in range(accum)]
 
     step = resume(engine, ckpt_dir, device)
     launch = launch_id(device)
     loss_value = float("nan")
     started = time.time()
     while step < args.steps:
+        began = time.perf_counter()
         if stages > 1:
             # All micro batches of the step; every stage gets the mean loss over them and over replicas.
             loss_value = float(engine.train_batch(data_iter=iter(step_batches(step))))
@@ -344,8 +431,12 @@ def main() -> int:
                 engine.step()
                 total += loss.detach().float()
             dist.all_reduce(total)
-            loss_value = total.item() / (accum * world)  # TP ranks of a replica hold the same loss: still a mean
+            loss_value = total.item() / (
+                accum * world
+            )  # TP ranks of a replica hold the same loss: still a mean
         step += 1
+        if progress is not None:
+            progress.record(step, loss_value, time.perf_counter() - began)
         if local_rank == 0:  # progress for operators (and tests): the last finished step
             (run_dir / "step.tmp").write_text(f"{step}\n")
             os.replace(run_dir / "step.tmp", run_dir / "step")

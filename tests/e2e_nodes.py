@@ -31,12 +31,14 @@ from tests.agent_support import Proc, aws_job_order
 from tests.deepspeed_runs import CPU_RANKS, VENV_BIN, master_port
 from tests.metadata_servers import AwsImds
 from tests.session_results import once_per_session
+from tests.token_data import TINY_MODEL_ARGS, upload_dataset
 
 STEPS = 60
 # If pytest itself is killed (a timeout), the boot scripts and agents of the multi-node test get SIGTERM:
 # the boot script stops its trainer (its SIGTERM path) and exits, the agent exits. No orphans left looping.
 ORPHAN_GUARD = ["setpriv", "--pdeathsig", "TERM"] if shutil.which("setpriv") else []
-FETCHED = ("trainfleet_agent.pyz", "train.py", "trainfleet-boot.sh", "trainfleet-resize.py")
+FETCHED = ("trainfleet_agent.pyz", "train.py", "trainfleet_model.py", "trainfleet_tokens.py", "trainfleet-boot.sh",
+           "trainfleet-resize.py")  # fmt: skip
 
 
 def e2e_config(
@@ -66,7 +68,7 @@ def e2e_config(
             "deepspeed": {"zero_stage": 2, "micro_batch": 4, "grad_accum": 2, **deepspeed},
             "checkpoint": {"interval_minutes": 0.1, "keep_last": 2, **({"elastic": elastic} if elastic else {})},
             "launch": {
-                "args": ["--steps", str(steps), "--step-seconds", str(step_seconds), *args],
+                "args": ["--steps", str(steps), "--step-seconds", str(step_seconds), *TINY_MODEL_ARGS, *args],
                 "master_port": master_port,
             },
         }
@@ -147,9 +149,13 @@ class Node:
         )
 
     def fetch(self) -> None:
+        """What a node does before its first launch: the fetch script (node files from the bucket), then the boot
+        script's token data step (the agent copies the job's data prefix to the node's data folder)."""
         r = self.run([sys.executable, str(self.home / "trainfleet-fetch.py")])
         assert r.returncode == 0, r.stderr
         assert all((self.home / name).is_file() for name in FETCHED), r.stderr
+        r = self.boot_step("fetch_data")
+        assert r.returncode == 0 and (self.state / "data" / "index.json").is_file(), r.stderr
 
     def launch(self, log: Path, node_rank: int = 0) -> subprocess.Popen:
         """trainfleet-launch.sh as the boot script runs it: this node's ranks of the hostfile's job, node rank 0 at
@@ -232,7 +238,11 @@ def render_for(moto, bucket: str, nodes: int, group: str, **settings):
     rendered = render_user_data("e2e", config, config.fleets[0], bucket=bucket, group=group)
     for key, text in rendered.assets.items():  # what the Pulumi component uploads before nodes boot
         s3(moto).put_object(Bucket=bucket, Key=key, Body=text.encode())
-    prefix = rendered.parts["trainfleet.env"].split("TRAINFLEET_PREFIX=")[1].split("\n")[0]
+    env = rendered.parts["trainfleet.env"]
+    upload_dataset(
+        s3(moto), bucket, env.split("TRAINFLEET_DATA_PREFIX=")[1].split("\n")[0]
+    )  # the user's upload
+    prefix = env.split("TRAINFLEET_PREFIX=")[1].split("\n")[0]
     return rendered, prefix
 
 

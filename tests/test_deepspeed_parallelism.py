@@ -26,6 +26,7 @@ from infra.userdata import ds_config, render_user_data
 from tests.deepspeed_runs import VENV_BIN, launch_env, master_port, run_job
 from tests.needs import need_module
 from tests.session_results import once_per_session
+from tests.token_data import TINY_MODEL_ARGS, copy_dataset, tiny_dataset
 
 STEPS = 40
 # Same data in every layout (train.py: data by data-parallel rank, layers seeded by index); the only difference
@@ -51,7 +52,15 @@ def stack(
             ],
             "deepspeed": {"zero_stage": 1, "micro_batch": 16, "grad_accum": 2, **deepspeed},
             "launch": {
-                "args": ["--steps", str(STEPS), "--step-seconds", "0.05", "--checkpoint-every", "1"],
+                "args": [
+                    "--steps",
+                    str(STEPS),
+                    "--step-seconds",
+                    "0.05",
+                    "--checkpoint-every",
+                    "1",
+                    *TINY_MODEL_ARGS,
+                ],
                 "master_port": port,
             },
         }
@@ -205,13 +214,16 @@ class Node:
         rendered = render_user_data("par", config, config.fleets[0], bucket="b", group="g")
         self.root, self.home = root, root / "opt"
         for f in rendered.files:
-            if f.part in ("trainfleet.env", "trainfleet-launch.sh", "ds_config.json"):
+            if f.part in ("trainfleet.env", "trainfleet-launch.sh", "ds_config.json", "model.json"):
                 dest = Path(self.move(f.path))
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_text(self.move(rendered.parts[f.part]))
                 dest.chmod(int(f.permissions, 8))
         (self.home / "train.py").write_text(rendered.parts["train.py"])  # fetched from the bucket on a node
         self.ds_config = json.loads(rendered.parts["ds_config.json"])
+        for name in ("trainfleet_model.py", "trainfleet_tokens.py"):  # beside train.py, fetched with it
+            (self.home / name).write_text(rendered.parts[name])
+        copy_dataset(root / "state" / "data")  # what the boot script's data step copies from the bucket
         self.ckpt_dir, self.run_dir = root / "state" / "checkpoints", root / "state" / "run"
         self.run_dir.mkdir(parents=True)
         self.hostfile = self.run_dir / "hostfile"
@@ -321,15 +333,19 @@ def test_layout_trains_checkpoints_resumes_and_matches_tp1_pp1(layout, reference
         assert losses[step] == pytest.approx(ref_losses[step], rel=LOSS_RTOL), step
     early = sum(losses[s] for s in range(1, 11)) / 10
     late = sum(losses[s] for s in range(STEPS - 9, STEPS + 1)) / 10
-    assert late < 0.5 * early, (early, late)
+    # It learns: a bytes model on this repository's prose starts near ln 257 = 5.55 nats and falls (4.6 -> 3.2 over
+    # the first and last 10 of 40 steps when written); a model that does not learn stays at the first figure.
+    assert late < 0.8 * early, (early, late)
 
 
 def run_ranks(tmp: Path, ds: dict, ranks: int, port: int, script: Path | None = None) -> subprocess.CompletedProcess:
     (tmp / "ds.json").write_text(json.dumps(ds))
-    env = launch_env(TRAINFLEET_CKPT_DIR=str(tmp / "ckpt"), TRAINFLEET_RUN_DIR=str(tmp / "run"))
+    env = launch_env(TRAINFLEET_CKPT_DIR=str(tmp / "ckpt"), TRAINFLEET_RUN_DIR=str(tmp / "run"),
+                     TRAINFLEET_DATA_DIR=str(tiny_dataset()))  # fmt: skip
     train = script or Path(__file__).resolve().parents[1] / "templates" / "train.py"
     argv = [str(VENV_BIN / "deepspeed"), "--num_gpus", str(ranks), "--master_port", str(port), str(train)]
-    return run_job([*argv, "--deepspeed_config", str(tmp / "ds.json"), "--steps", "3"], env, timeout=240)
+    return run_job([*argv, "--deepspeed_config", str(tmp / "ds.json"), "--steps", "3", *TINY_MODEL_ARGS], env,
+                   timeout=240)  # fmt: skip
 
 
 @pytest.mark.e2e

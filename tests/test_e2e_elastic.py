@@ -33,6 +33,7 @@ from tests.e2e_nodes import (  # noqa: E402
     s3,
     wait_for,
 )
+from tests.token_data import tiny_dataset  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
@@ -127,8 +128,14 @@ def test_lost_node_continues_on_two_after_the_wait_then_grows_back_to_three(moto
     for n in (a, c, d):
         names = {p.name for p in n.node.ckpt_dir.iterdir()}
         assert all(re.fullmatch(r"step-\d{8}", x) for x in names - {".tmp"}), names
+    # In the bucket, the fleet's prefix and the token data the test uploaded, which no node wrote to.
     keys = [o["Key"] for page in s3(moto).get_paginator("list_objects_v2").paginate(Bucket=bucket) for o in page.get("Contents", [])]
-    assert keys and all(k.startswith(prefix + "/") for k in keys), [k for k in keys if not k.startswith(prefix)][:5]
+    data = {k for k in keys if k.startswith(a.node.env_values["TRAINFLEET_DATA_PREFIX"] + "/")}
+    assert sorted(k.rsplit("/", 1)[1] for k in data) == sorted(p.name for p in tiny_dataset().iterdir())
+    for k in data:
+        assert s3(moto).get_object(Bucket=bucket, Key=k)["Body"].read() == (tiny_dataset() / k.rsplit("/", 1)[1]).read_bytes()
+    outside = [k for k in keys if k not in data and not k.startswith(prefix + "/")]
+    assert keys and not outside, outside[:5]
     # The run's story, as a user reads it back from the bucket: `trainfleet events`.
     listed = run_trainfleet(
         "events", "--cloud", "aws", "--bucket", bucket, "--prefix", prefix, "--json", "--limit", "0",

@@ -121,13 +121,14 @@ def test_gcp_fetch_installs_the_pinned_files_with_the_service_accounts_token(gcs
     assert result.returncode == 0, result.stderr
     assert_installed(r, home)
     requests = gcs_proxy.seen[seen:]
-    assert [s["method"] for s in requests] == ["GET"] * 4, requests  # one media GET per fetched file
+    # a media GET per fetched file: the agent, the trainer and its 2 modules, the boot and resize scripts
+    assert [s["method"] for s in requests] == ["GET"] * 6, requests
     assert {s["auth"] for s in requests} == {"Bearer"} and {s["status"] for s in requests} == {200}
     assert all(s["path"].endswith("?alt=media") for s in requests)
     assert gce.count("service-accounts/default/token", 200) == 1
     # a restart (ExecStartPre) finds the files in place and asks for nothing
     again = run_fetch(script, {"TRAINFLEET_GCS_ENDPOINT": gcs_proxy.url, "TRAINFLEET_METADATA_URL": gce.url})
-    assert again.returncode == 0 and len(gcs_proxy.seen) == seen + 4 and gce.count("default/token") == 1
+    assert again.returncode == 0 and len(gcs_proxy.seen) == seen + 6 and gce.count("default/token") == 1
 
 
 def test_gcp_fetch_without_a_storage_scope_is_refused_and_installs_nothing(gcs, gcs_proxy, tmp_path):
@@ -225,7 +226,8 @@ def test_azure_fetch_installs_the_pinned_files_with_the_managed_identity(
     assert result.returncode == 0, result.stderr
     assert_installed(r, home)
     requests = azure_gate.seen[seen:]
-    assert [s["method"] for s in requests] == ["GET"] * 4, requests  # one GET per fetched file
+    # a GET per fetched file: the agent, the trainer and its 2 modules, the boot and resize scripts
+    assert [s["method"] for s in requests] == ["GET"] * 6, requests
     assert {s["auth"] for s in requests} == {"Bearer"} and {s["status"] for s in requests} == {200}
     assert imds.count("resource=" + urllib.parse.quote(STORAGE, safe=""), 200) == 1
 

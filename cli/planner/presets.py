@@ -6,48 +6,10 @@ rows use these very presets); the llama/mistral counts are those of the publishe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from infra.model_shapes import PRESETS, ModelShape, heads_for, shape_for_params
 
-from infra.units import format_count
+__all__ = ["LLMFOUNDRY_MODELS", "PRESETS", "ModelShape", "heads_for", "shape_for_params"]
 
-
-@dataclass(frozen=True, slots=True)
-class ModelShape:
-    name: str
-    params: int  # total parameters
-    layers: int
-    hidden: int  # d_model
-    heads: int
-    vocab: int
-    ffn: int  # MLP inner width
-
-    @property
-    def largest_layer_params(self) -> int:
-        """Parameters of the biggest single module (what ZeRO-3 must gather at once): the embedding or
-        one MLP matrix, whichever is larger."""
-        return max(self.vocab * self.hidden, self.hidden * self.ffn)
-
-
-PRESETS: dict[str, ModelShape] = {
-    s.name: s
-    for s in [
-        ModelShape("mpt-125m", 124_131_840, 12, 768, 12, 50368, 3072),
-        ModelShape("mpt-350m", 354_412_544, 24, 1024, 16, 50368, 4096),
-        ModelShape("mpt-760m", 758_111_232, 24, 1536, 12, 50368, 6144),
-        ModelShape("mpt-1b", 1_312_804_864, 24, 2048, 16, 50368, 8192),
-        ModelShape("mpt-3b", 2_647_905_280, 32, 2560, 20, 50368, 10240),
-        ModelShape("mpt-7b", 6_652_567_552, 32, 4096, 32, 50368, 16384),
-        ModelShape("mpt-13b", 12_846_090_240, 40, 5120, 40, 50368, 20480),
-        ModelShape("mpt-30b", 29_975_214_080, 48, 7168, 56, 50368, 28672),
-        ModelShape("mpt-70b", 64_862_437_376, 80, 8192, 64, 50368, 32768),
-        ModelShape("llama-7b", 6_738_415_616, 32, 4096, 32, 32000, 11008),
-        ModelShape("llama-13b", 13_015_864_320, 40, 5120, 40, 32000, 13824),
-        ModelShape("llama-70b", 68_976_648_192, 80, 8192, 64, 32000, 28672),
-        ModelShape("llama3-8b", 8_030_261_248, 32, 4096, 32, 128256, 14336),
-        ModelShape("llama3-70b", 70_553_706_496, 80, 8192, 64, 128256, 28672),
-        ModelShape("mistral-7b", 7_241_732_096, 32, 4096, 32, 32000, 14336),
-    ]
-}
 
 # llm-foundry's table names its models 125m ... 70b; they are the mpt-* presets above.
 LLMFOUNDRY_MODELS = {
@@ -55,23 +17,3 @@ LLMFOUNDRY_MODELS = {
 }
 
 
-def shape_for_params(params: int, vocab: int = 32000) -> ModelShape:
-    """A dense-transformer shape for a bare parameter count (when no --model is given).
-
-    Uses params ~= 12 * layers * hidden^2 with hidden = 128 * layers (the aspect ratio of the llama
-    and mpt families), hidden rounded to a multiple of 128, MLP = 4 x hidden. Heads about 128 wide, their count
-    a multiple of 8 that divides the hidden size, as in every published model of 1B and up (llama, mpt, mistral:
-    16 to 128 heads), so tensor parallelism over 2, 4 or 8 devices splits them evenly (70B: hidden 9088, 64
-    heads of 142, not 71 of 128).
-    """
-    layers = max(2, round((params / (12 * 128**2)) ** (1 / 3)))
-    hidden = max(128, round((params / (12 * layers)) ** 0.5 / 128) * 128)
-    return ModelShape(f"{format_count(params)}-params", params, layers, hidden, heads_for(hidden), vocab, 4 * hidden)
-
-
-def heads_for(hidden: int) -> int:
-    """The multiple of 8 dividing `hidden` nearest hidden / 128 (the smaller on a tie); hidden / 128 below 8."""
-    if hidden < 8 * 128:
-        return max(1, hidden // 128)
-    counts = [n for n in range(8, hidden + 1, 8) if hidden % n == 0]
-    return min(counts, key=lambda n: (abs(n - hidden / 128), n))

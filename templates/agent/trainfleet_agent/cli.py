@@ -1,14 +1,16 @@
-"""Command line: restore, watch, sync, peers, scale-to-zero."""
+"""Command line: restore, watch, sync, data, peers, scale-to-zero, event."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
 
 from .checkpoints import NodeCountChanged, complete_steps, restore, step_part, upload_step
 from .common import log
+from .data import DataProblem, sync_data
 from .events import check_name, parse_field, parse_fields_json, record
 from .membership import cmd_peers, cmd_scale_to_zero
 from .stores import make_store
@@ -45,6 +47,21 @@ def cmd_sync(a) -> int:
     who = step_part(a.ckpt_dir, steps[-1])
     if committed is None and who["node_rank"] == 0 and not who["restored"]:
         return 5  # this node's part is durable; the step is not committed yet (another node's part is missing)
+    return 0
+
+
+def cmd_data(a) -> int:
+    store = make_store(a.cloud, a.bucket, a.metadata_url)
+    try:
+        got = sync_data(store, a.prefix, a.dest)
+    except DataProblem as e:
+        print(f"trainfleet_agent data: {e}", file=sys.stderr)
+        return 2
+    if got is None:
+        log("data_nothing", bucket=a.bucket, prefix=a.prefix)
+        return 0
+    log("data_ready", dest=a.dest, **got)
+    print(json.dumps(got))
     return 0
 
 
@@ -94,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="a step saved by another node count: fetch every part (to convert it), instead of skipping it",
     )
+
+    d = sub.add_parser("data", help="copy the job's token data from the bucket (index.json and its shards)")
+    common(d)
+    d.add_argument("--dest", required=True)
 
     w = sub.add_parser("watch", help="watch for spot notices; sync checkpoints")
     common(w)
@@ -152,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             "peers": cmd_peers,
             "scale-to-zero": cmd_scale_to_zero,
             "event": cmd_event,
+            "data": cmd_data,
         }[a.cmd](a)
     except KeyboardInterrupt:
         return 130

@@ -14,6 +14,7 @@ from .common import NOTICE_WINDOW_S, log
 from .lifecycle import HookKeeper, complete_lifecycle_action
 from .metadata import metadata_base
 from .notices import Notice, NoticeBoard, NoticeSource, read_handled, release_azure_events, write_handled
+from .progress import ProgressReporter
 from .stores import make_store
 
 
@@ -78,6 +79,7 @@ class Watcher:
         self.args = args
         self.store = make_store(args.cloud, args.bucket, args.metadata_url)
         self.trainer = Trainer(args.run_dir)
+        self.progress = ProgressReporter(self.store, args.prefix, args.run_dir)
         self._cadence_rank: str | None = None  # the node rank last read from node-rank (for the log)
         self.window = args.notice_window_s or NOTICE_WINDOW_S[args.cloud]
         self.synced: int | None = None
@@ -297,6 +299,7 @@ class Watcher:
         lifecycle hook, an Azure Terminate event) or wait out its timeout, billed (issue 29 #11)."""
         if self.done:
             return
+        self.progress.tick()
         newest = self.newest()
         self._measured(newest)
         if newest is not None and (self.synced is None or newest > self.synced) and not self.syncing():

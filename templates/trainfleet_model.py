@@ -1,0 +1,254 @@
+"""The decoder-only language model the node trains: the Llama architecture, built from a config.
+
+RMSNorm before attention and before the MLP, rotary position embeddings (RoPE), grouped-query attention (fewer
+key/value heads than query heads) through PyTorch's scaled_dot_product_attention (flash attention on GPUs that
+have it), a SwiGLU MLP, a final RMSNorm and an untied output layer: the same computation as Hugging Face
+transformers' LlamaForCausalLM (tests/test_trainfleet_model.py holds the two equal on the same weights).
+
+Written as a list of layers rather than one module, so that DeepSpeed's pipeline can cut it into stages
+(`layer_specs`: embedding, the decoder layers, then norm + output), while a run without a pipeline trains the
+same layers in order (`CausalLM`). Every layer is initialised from (seed + its index), as PipelineModule's
+`seed_layers` does, so the model starts from the same weights in every layout.
+
+Under DeepSpeed's AutoTP the q/k/v, gate and up projections are split by output columns and o/down by input
+rows (`TP_PARTITION`); attention reads its local head counts from the split weights. Copied to the node beside
+train.py (it imports torch and DeepSpeed only).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+INIT_STD = 0.02  # Llama's initializer_range
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    ffn: int  # the SwiGLU inner width
+    norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.hidden % self.heads:
+            problems.append(f"hidden {self.hidden} is not a multiple of heads {self.heads}")
+        elif (self.hidden // self.heads) % 2:
+            problems.append(f"head size {self.hidden // self.heads} is odd (RoPE rotates pairs)")
+        if self.heads % self.kv_heads:
+            problems.append(f"heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
+        if min(self.vocab_size, self.hidden, self.layers, self.heads, self.kv_heads, self.ffn) < 1:
+            problems.append("every size must be at least 1")
+        if problems:
+            raise ValueError(f"model config: {'; '.join(problems)}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def params(self) -> int:
+        """Trained parameters: embedding, per layer 4 projections' worth of attention (k, v at kv width), the
+        three MLP matrices and two norms, then the final norm and the output layer."""
+        h, kv = self.hidden, self.kv_heads * self.head_dim
+        per_layer = 2 * h * h + 2 * h * kv + 3 * h * self.ffn + 2 * h
+        return 2 * self.vocab_size * h + self.layers * per_layer + h
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ModelConfig:
+        return cls(**json.loads(text))
+
+
+class RMSNorm(nn.Module):
+    """x / rms(x) * weight, computed in fp32 and cast back, as Llama's reference does."""
+
+    def __init__(self, hidden: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(hidden))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * normed.to(x.dtype)
+
+
+def rope_tables(
+    seq_len: int, head_dim: int, theta: float, device, dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of position x frequency, (seq_len, head_dim), halves repeated (the rotate-half convention)."""
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
+    angles = torch.outer(torch.arange(seq_len, device=device, dtype=torch.float32), inv_freq)
+    angles = torch.cat((angles, angles), dim=-1)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+def _linear(inputs: int, outputs: int) -> nn.Linear:
+    layer = nn.Linear(inputs, outputs, bias=False)
+    nn.init.normal_(layer.weight, std=INIT_STD)
+    return layer
+
+
+class Attention(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        h, kv = config.hidden, config.kv_heads * config.head_dim
+        self.head_dim, self.theta = config.head_dim, config.rope_theta
+        self.q_proj, self.k_proj, self.v_proj = _linear(h, h), _linear(h, kv), _linear(h, kv)
+        self.o_proj = _linear(h, h)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        # Head counts from the weights: under AutoTP each rank holds its own share of the heads.
+        heads, kv_heads = (
+            self.q_proj.weight.shape[0] // self.head_dim,
+            self.k_proj.weight.shape[0] // self.head_dim,
+        )
+        q = self.q_proj(x).view(b, s, heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, s, kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, s, kv_heads, self.head_dim).transpose(1, 2)
+        cos, sin = rope_tables(s, self.head_dim, self.theta, x.device, x.dtype)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kv_heads != heads)
+        return self.o_proj(out.transpose(1, 2).reshape(b, s, heads * self.head_dim))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.gate_proj, self.up_proj = _linear(config.hidden, config.ffn), _linear(config.hidden, config.ffn)
+        self.down_proj = _linear(config.ffn, config.hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig, recompute: bool = False):
+        super().__init__()
+        self.recompute = recompute
+        self.input_layernorm = RMSNorm(config.hidden, config.norm_eps)
+        self.self_attn = Attention(config)
+        self.post_attention_layernorm = RMSNorm(config.hidden, config.norm_eps)
+        self.mlp = SwiGLU(config)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x))
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.recompute and torch.is_grad_enabled():
+            # Full activation recompute: keep only the layer's input, rebuild the rest in backward.
+            return checkpoint(self._forward, x, use_reentrant=False)
+        return self._forward(x)
+
+
+class Embedding(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden)
+        nn.init.normal_(self.embed_tokens.weight, std=INIT_STD)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.embed_tokens(tokens)
+
+
+class OutputHead(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.norm = RMSNorm(config.hidden, config.norm_eps)
+        self.lm_head = _linear(config.hidden, config.vocab_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(self.norm(x))
+
+
+def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross entropy, computed in fp32 (as Hugging Face's loss does) whatever the logits' type."""
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1))
+
+
+def layer_builders(config: ModelConfig, recompute: bool = False) -> list[partial]:
+    """The model as an ordered list of layer constructors: embedding, decoder layers, norm + output."""
+    return [
+        partial(Embedding, config),
+        *(partial(DecoderLayer, config, recompute) for _ in range(config.layers)),
+        partial(OutputHead, config),
+    ]
+
+
+def layer_specs(config: ModelConfig, recompute: bool = False) -> list:
+    """The same list as DeepSpeed LayerSpecs, for deepspeed.pipe.PipelineModule."""
+    from deepspeed.pipe import LayerSpec
+
+    specs = []
+    for build in layer_builders(config, recompute):
+        specs.append(LayerSpec(build.func, *build.args))
+    return specs
+
+
+def seeded(seed: int, index: int) -> None:
+    """Seed every generator the way PipelineModule(seed_layers=True, base_seed=seed) does before layer `index`."""
+    try:
+        from deepspeed.runtime.utils import set_random_seed
+    except ImportError:  # the model alone (tests of the architecture) needs no DeepSpeed
+        torch.manual_seed(seed + index)
+        return
+    set_random_seed(seed + index)
+
+
+class CausalLM(nn.Module):
+    """The layers in order, for runs without a pipeline: forward(tokens, labels) -> mean loss."""
+
+    def __init__(self, config: ModelConfig, seed: int, recompute: bool = False):
+        super().__init__()
+        layers = []
+        for index, build in enumerate(layer_builders(config, recompute)):
+            seeded(seed, index)
+            layers.append(build())
+        self.layers = nn.Sequential(*layers)
+
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.layers(tokens)
+
+    def forward(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return lm_loss(self.logits(tokens), labels)
+
+
+# AutoTP has no preset for this model (deepspeed/runtime/tensor_parallel/config.py `partition_config`): the
+# projections into heads and into the MLP's inner width by output columns, the projections back by input rows,
+# so each attention and MLP block needs one all-reduce. Embedding, norms and the output layer stay replicated.
+TP_PARTITION = {
+    "use_default_specs": False,
+    "layer_specs": [
+        {"patterns": [r".*\.(q_proj|k_proj|v_proj|gate_proj|up_proj)\.weight$"], "partition_type": "column"},
+        {"patterns": [r".*\.(o_proj|down_proj)\.weight$"], "partition_type": "row"},
+    ],
+}
+
+
+def flops_per_token(config: ModelConfig, seq_len: int) -> float:
+    """Training FLOPs per token: 6 x the matrix parameters (forward + backward), plus causal attention's
+    score and value products, 6 x layers x seq_len x hidden (half of the 12 L s h of full attention)."""
+    matrices = config.params - config.vocab_size * config.hidden - (2 * config.layers + 1) * config.hidden
+    return 6.0 * matrices + 6.0 * config.layers * seq_len * config.hidden
