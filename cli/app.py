@@ -36,6 +36,7 @@ COMMAND_MODULES = [
     "cli.commands.preview",
     "cli.commands.render",
     "cli.commands.events",
+    "cli.commands.data",
 ]
 
 
