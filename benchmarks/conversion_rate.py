@@ -5,10 +5,10 @@ grow divide a checkpoint by (cli/planner/reliability.py UNIVERSAL_CONVERT_BYTES_
         [--extra-stages 1 3 --extra-gib 1] [--quiet-load 2 --max-wait 60] [--csv PATH]
 
 Each checkpoint is a real one: templates/train.py (the product's example trainer, as benchmarks/elastic_recovery.py
-runs it) trains one step on 2 DeepSpeed CPU ranks in bf16 and saves step-00000001 the node protocol's way. Its
-model is `depth` Linear(hidden, hidden) layers at hidden 4096 (16.8M parameters per weight, a 7B model's attention
-projection), so the checkpoint grows by its layer count; bf16 ZeRO-1/2 saves 14 bytes per parameter (the planner's
-workload.checkpoint_bytes), ZeRO-3 12. Each conversion is the product's own code: trainfleet-resize.py's
+runs it) trains one step on 2 DeepSpeed CPU ranks in bf16 on random tokens and saves step-00000001 the node
+protocol's way. Its model is the trainer's Llama at hidden 1024 with `depth` decoder layers (12.85M parameters a
+layer: 4 attention projections and a SwiGLU MLP of 2816), so the checkpoint grows by its layer count; bf16 ZeRO-1/2
+saves 14 bytes per parameter (the planner's workload.checkpoint_bytes), ZeRO-3 12. Each conversion is the product's own code: trainfleet-resize.py's
 `convert` (the same `ds_to_universal --inject_missing_state` command, its worker counts, its temp folder beside
 the step and its swap), run on a hard-linked copy of the step so the original stays for the next repeat.
 
@@ -40,9 +40,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.deepspeed_runs import VENV_BIN, launch_env, master_port, remove_finished_buffers, run_job  # noqa: E402
+from tests.token_data import model_args, model_config  # noqa: E402
 
-HIDDEN = 4096
-FEATURES = 16  # templates/train.py's input width
+HIDDEN = 1024
 STEP = "step-00000001"
 CSV_FIELDS = [
     "started", "zero", "dtype", "hidden", "depth", "params", "repeat", "input_bytes", "output_bytes", "peak_disk_bytes",
@@ -52,8 +52,12 @@ CSV_FIELDS = [
 
 
 def parameters(hidden: int, depth: int) -> int:
-    """templates/train.py's TinyModel: depth x Linear (the first from FEATURES), then Linear(hidden, 1)."""
-    return FEATURES * hidden + hidden + (depth - 1) * (hidden * hidden + hidden) + hidden + 1
+    """The trainer's model (tests/token_data.py `model_config`): embedding, `depth` decoder layers, norm + output."""
+    return model_config(hidden, depth).params
+
+
+def layer_parameters(hidden: int) -> int:
+    return parameters(hidden, 2) - parameters(hidden, 1)
 
 
 def bytes_per_param(zero: int, dtype: str) -> int:
@@ -62,9 +66,10 @@ def bytes_per_param(zero: int, dtype: str) -> int:
 
 
 def depth_for(gib: float, zero: int, dtype: str = "bf16", hidden: int = HIDDEN) -> int:
-    """The layer count whose checkpoint is nearest `gib` GiB (at least 2: one hidden x hidden layer)."""
-    per_layer = (hidden * hidden + hidden) * bytes_per_param(zero, dtype)
-    return max(2, 1 + round(gib * 2**30 / per_layer))
+    """The decoder layer count whose checkpoint is nearest `gib` GiB (at least 2: the rest is the small embedding
+    and output layer of the bytes vocabulary)."""
+    per_layer = layer_parameters(hidden) * bytes_per_param(zero, dtype)
+    return max(2, round(gib * 2**30 / per_layer))
 
 
 def tree_bytes(path: Path) -> int:
@@ -136,7 +141,7 @@ def make_checkpoint(
     (root / "ds_config.json").write_text(json.dumps(config))
     argv = [str(VENV_BIN / "deepspeed"), "--num_gpus", "2", "--master_port", str(master_port()),
             str(ROOT / "templates" / "train.py"), "--deepspeed_config", str(root / "ds_config.json"),
-            "--steps", "1", "--hidden", str(hidden), "--depth", str(depth)]  # fmt: skip
+            "--steps", "1", "--synthetic-data", *model_args(hidden, depth)]  # fmt: skip
     env = launch_env(TRAINFLEET_CKPT_DIR=str(root / "ckpt"), TRAINFLEET_RUN_DIR=str(root / "run"))
     with Peak() as peak:
         result = run_job(argv, env, timeout=1800)

@@ -1,11 +1,12 @@
 """Elastic recovery, measured: from a node's loss to training again on the nodes left, conversion included.
 
-    .venv/bin/python benchmarks/elastic_recovery.py [--hidden 4096 --depth 6] [--wait-s 10]
+    .venv/bin/python benchmarks/elastic_recovery.py [--hidden 1024 --depth 6] [--wait-s 10]
 
 Two "nodes" (one DeepSpeed CPU rank each) run the rendered boot script and agent against moto's EC2, Auto Scaling
-and S3 on 127.0.0.1, as tests/test_e2e_elastic.py does, training templates/train.py with a model whose ZeRO-2
-checkpoint is over 1 GiB (fp32: 4 bytes of weights and 12 of optimizer states per parameter). After the first
-checkpoint is durable, node b's VM vanishes (every process killed, no notice) and the group launches nothing.
+and S3 on 127.0.0.1, as tests/test_e2e_elastic.py does, training templates/train.py (its Llama at hidden 1024 with
+--depth decoder layers, tests/token_data.py `model_config`) on the tests' token data: a ZeRO-2 checkpoint over
+1 GiB at 6 layers (77M parameters; fp32: 4 bytes of weights and 12 of optimizer states per parameter). After the
+first checkpoint is durable, node b's VM vanishes (every process killed, no notice) and the group launches nothing.
 The stack says `elastic: {min_nodes: 1, wait_for_replacement_s: --wait-s}`. Node a's boot script notices,
 waits, restores the whole checkpoint (its own part reused, b's part fetched from the bucket), converts it with
 DeepSpeed's ds_to_universal and relaunches on one node with twice the accumulation.
@@ -30,13 +31,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-FEATURES = 16  # templates/train.py's input width
-
-
-def parameters(hidden: int, depth: int) -> int:
-    """templates/train.py's TinyModel: depth x Linear (the first from FEATURES), then Linear(hidden, 1)."""
-    first = FEATURES * hidden + hidden
-    return first + (depth - 1) * (hidden * hidden + hidden) + hidden + 1
 
 
 class LogWatch:
@@ -54,7 +48,7 @@ class LogWatch:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--depth", type=int, default=6)
     ap.add_argument("--wait-s", type=int, default=10, help="checkpoint.elastic.wait_for_replacement_s")
     a = ap.parse_args()
@@ -62,8 +56,9 @@ def main() -> int:
     from cli.planner import reliability
     from tests.e2e_nodes import BootedNode, Group, new_bucket, render_for, wait_for
     from tests.moto_server import MotoServer
+    from tests.token_data import model_args, model_config
 
-    n_params = parameters(a.hidden, a.depth)
+    n_params = model_config(a.hidden, a.depth).params
     expected_bytes = 16 * n_params
     print(f"model: {n_params / 1e6:.1f}M parameters, fp32 ZeRO-2: about {expected_bytes / 2**30:.2f} GiB per checkpoint")
     moto = MotoServer()
@@ -74,7 +69,7 @@ def main() -> int:
         rendered, prefix = render_for(
             moto, bucket, nodes=2, group=group.name,
             elastic={"min_nodes": 1, "wait_for_replacement_s": a.wait_s}, step_seconds=0.0,
-            args=("--steps", "100000", "--hidden", str(a.hidden), "--depth", str(a.depth)),
+            args=("--steps", "100000", *model_args(a.hidden, a.depth)),
         )  # fmt: skip
         (id0, ip0), (id1, ip1) = group.in_rank_order()
         tmp = Path(tempfile.mkdtemp(prefix="tf-bench-elastic-"))

@@ -248,7 +248,7 @@ TP_PARTITION = {
 
 
 def flops_per_token(config: ModelConfig, seq_len: int) -> float:
-    """Training FLOPs per token: 6 x the matrix parameters (forward + backward), plus causal attention's
-    score and value products, 6 x layers x seq_len x hidden (half of the 12 L s h of full attention)."""
-    matrices = config.params - config.vocab_size * config.hidden - (2 * config.layers + 1) * config.hidden
-    return 6.0 * matrices + 6.0 * config.layers * seq_len * config.hidden
+    """Model FLOPs per trained token as the planner counts them for MFU (cli/planner/workload.py, PaLM's
+    appendix B): 6 x every parameter (forward + backward) + 12 x layers x hidden x sequence for attention's score
+    and value products, so the node's MFU and the plan's are the same measure."""
+    return 6.0 * config.params + 12.0 * config.layers * config.hidden * seq_len

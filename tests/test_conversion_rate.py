@@ -26,10 +26,13 @@ def test_fit_and_held_out_error_match_a_hand_worked_example():
 
 
 def test_checkpoint_sizes_follow_the_layer_count():
-    assert cr.parameters(256, 3) == 16 * 256 + 256 + 2 * (256 * 256 + 256) + 256 + 1
-    per_layer = (cr.HIDDEN**2 + cr.HIDDEN) * 14  # bf16 ZeRO-2: 14 bytes a parameter
-    assert cr.depth_for(0.01, 2) == 2  # never less than one hidden x hidden layer
-    assert cr.depth_for(10 * per_layer / 2**30, 2) == 11
+    # hidden 256: 4 heads of 64, SwiGLU width ceil(8 * 256 / 3 / 256) * 256 = 768, the bytes vocabulary of 257.
+    # A layer: q, k, v, o 4 * 256^2 = 262,144 + gate, up, down 3 * 256 * 768 = 589,824 + 2 norms 512 = 852,480.
+    # Embedding and output 2 * 257 * 256 = 131,584, final norm 256.
+    assert cr.parameters(256, 3) == 131_584 + 3 * 852_480 + 256
+    per_layer = cr.layer_parameters(cr.HIDDEN) * 14  # bf16 ZeRO-2: 14 bytes a parameter
+    assert cr.depth_for(0.01, 2) == 2  # never less than two decoder layers
+    assert cr.depth_for(10 * per_layer / 2**30, 2) == 10
 
 
 @pytest.mark.e2e

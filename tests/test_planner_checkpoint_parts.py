@@ -186,8 +186,8 @@ def test_plan_json_and_explain_rest_on_the_parts():
     assert parts["upload_seconds"] == pytest.approx(largest / 1e9 / 1.0, abs=0.06)
     assert best["checkpoint_write_seconds"] == parts["save_seconds"]
     assert parts["emergency_fits_notice"] == (parts["emergency_seconds"] <= 120)
-    assert any(line.startswith("checkpoint parts: ") and f"{largest / 1e9:,.0f} GB" in line
-               for line in best["explain"])  # fmt: skip
+    shown = f"{largest / 1e9:,.0f}" if largest >= 100e9 else f"{largest / 1e9:.3g}"  # whole GB from 100, else 3 figures
+    assert any(line.startswith("checkpoint parts: ") and f"{shown} GB" in line for line in best["explain"])
 
 
 def test_the_azure_terminate_window_takes_the_largest_part():

@@ -163,12 +163,31 @@ def test_lora_keeps_frozen_base_in_16_bit_and_trains_adapters():
     assert gpu < memory.model_states(full, Sharding(0), 1, 1)[0] / 8
 
 
-def test_activations_korthikanti_with_and_without_checkpointing():
+def test_activations_counted_with_and_without_checkpointing():
+    """llama-7b (RMSNorm, SwiGLU, 32 heads, 32 key/value heads), per sequence, term by term as the module
+    docstring counts them (tests/test_activation_memory.py measures them on the node's model)."""
     w = Workload(PRESETS["llama-7b"], 10**9, seq_len=2048)
-    s, h, L, v = 2048, 4096, 32, 32000
-    assert memory.activation_bytes(w, 1, False) == L * 34 * s * h + 6 * s * v
-    assert memory.activation_bytes(w, 4, True) == L * 2 * s * 4 * h + 34 * s * 4 * h + 6 * s * 4 * v
+    s, h, L, v, a, f = 2048, 4096, 32, 32000, 32, 11008
+    norm = 4 * s * h + 4 * s + 2 * s * h + 2 * s * h  # fp32 copy, 1/rms, normalized, output: 67,117,056
+    attention = 2 * s * h + 2 * 2 * s * h + 2 * s * h + 4 * s * a  # q, k and v, output, logsumexp: 67,371,008
+    swiglu = 4 * 2 * s * f  # gate, silu(gate), up, product: 180,355,072
+    layer = 2 * norm + attention + swiglu
+    head = norm + 12 * s * v  # final norm + the loss's peak (fp32 log-softmax, its gradient, nll_loss's gradient)
+    assert layer == 381_960_192 and head == 853_549_056
+    assert memory.activation_bytes(w, 1, False) == L * layer + head == 13_076_275_200
+    assert memory.activation_bytes(w, 4, True) == 4 * (L * 2 * s * h + layer + head)
     assert memory.activation_bytes(w, 2, False) > memory.activation_bytes(w, 2, True)
+
+
+def test_activations_of_a_gelu_layernorm_model():
+    """mpt-7b (LayerNorm, GELU MLP of 4h, multi-head): 32 sh per layer plus the norms' statistics and the
+    logsumexp, Korthikanti et al.'s 34 sh without its two dropout masks."""
+    w = Workload(PRESETS["mpt-7b"], 10**9, seq_len=2048)
+    s, h, L, v, a, f = 2048, 4096, 32, 50368, 32, 16384
+    norm = 2 * s * h + 2 * 4 * s + 2 * s * h  # 16-bit input, fp32 mean and 1/std, output
+    layer = 2 * norm + 8 * s * h + 4 * s * a + 2 * 2 * s * f  # q, k, v, output; logsumexp; GELU's input, output
+    assert layer == 32 * s * h + 16 * s + 4 * s * a
+    assert memory.activation_bytes(w, 1, False) == L * layer + norm + 12 * s * v
 
 
 @settings(max_examples=60, deadline=None)
@@ -320,27 +339,28 @@ def test_quick_start_plan_memory_by_hand():
     """The default quick start (`trainfleet plan --model llama-7b --tokens 200B`) plans, at the time of writing,
     1 x p4d.24xlarge:
     8 x A100-40GB (40 GiB = 42,949,672,960 bytes each), ZeRO-3 without offload, micro batch 1, no activation
-    checkpointing. llama-7b: P = 6,738,415,616, L = 32, h = 4096, V = 32000, s = 2048, largest layer =
-    the embedding V x h = 131,072,000 parameters.
+    checkpointing. llama-7b: P = 6,738,415,616, L = 32, h = 4096, 32 heads and key/value heads, SwiGLU f = 11008,
+    V = 32000, s = 2048, largest layer = the embedding V x h = 131,072,000 parameters.
       model states  = 4 x 131,072,000 + int(18 x 6,738,415,616 / 8)   = 524,288,000 + 15,161,435,136
                     = 15,685,723,136 (14.61 GiB)
-      activations   = 32 x 34 x 2048 x 4096 + 6 x 2048 x 32000         = 9,126,805,504 + 393,216,000
-                    = 9,520,021,504 (8.87 GiB)
+      activations   = 32 layers x 381,960,192 (2 RMSNorms 2 x 67,117,056, q k v and output 67,108,864,
+                      logsumexp 262,144, SwiGLU 180,355,072) + final RMSNorm 67,117,056 + loss 12 x 2048 x 32000
+                    = 12,222,726,144 + 67,117,056 + 786,432,000 = 13,076,275,200 (12.18 GiB)
       buffers       = 2 x 2 x 5e8 + 2 x 5e7                            = 2,100,000,000 (1.96 GiB)
-      used          = 27,305,744,640 (25.43 GiB)
+      used          = 30,861,998,336 (28.74 GiB)
       reserved      = 2 GiB + 5% x 40 GiB = 2,147,483,648 + 2,147,483,648 = 4,294,967,296 (4.00 GiB)
-      available     = 42,949,672,960 - 27,305,744,640 - 4,294,967,296 = 11,348,961,024 (10.57 GiB, 26.4%)
-    >= 10% of 40 GiB (4 GiB): it fits. The plan it replaced, ZeRO-1 on 6 x g6e.2xlarge (1 x L40S, 44.7 GiB =
+      available     = 42,949,672,960 - 30,861,998,336 - 4,294,967,296 = 7,792,707,328 (7.26 GiB, 18.1%)
+    >= 10% of 40 GiB (4 GiB): it fits (with Korthikanti's 34 sh a layer and 6 bytes a logit it had 10.57 GiB). The plan it replaced, ZeRO-1 on 6 x g6e.2xlarge (1 x L40S, 44.7 GiB =
     47,996,068,659 bytes), needs model states 4P + int(16P/6) = 26,953,662,464 + 17,969,108,309 =
     44,922,770,773 bytes plus 9e9 of overlap_comm buffers: 53.9e9 before activations, more than the card."""
     w = Workload(PRESETS["llama-7b"], 200 * 10**9)
     m = memory.estimate(w, Sharding(3), 1, False, 40, 8, 1, 1152)
     assert m.model_states_bytes == 15_685_723_136
-    assert m.activation_bytes == 9_520_021_504
+    assert m.activation_bytes == 13_076_275_200
     assert m.comm_buffer_bytes == 2_100_000_000
-    assert m.used_bytes == 27_305_744_640
+    assert m.used_bytes == 30_861_998_336
     assert m.reserved_bytes == 4_294_967_296
-    assert m.available_bytes == 11_348_961_024
+    assert m.available_bytes == 7_792_707_328
     assert m.fits and m.available_bytes >= 0.10 * 40 * memory.GIB
     old = memory.estimate(w, Sharding(1), 1, True, 44.7, 1, 6, 64)
     assert old.model_states_bytes == 44_922_770_773

@@ -29,17 +29,39 @@ def fit():
 # --- 1. tp = pp = 1 is the model as it was ----------------------------------------------------------------
 
 # (model, method, seq, micro batch, recompute, gpus/node, nodes, sharding) -> (model states, activations,
-# comm buffers, host bytes) and the largest micro batch, as the planner computed them before tp/pp existed
-# (cli/planner/memory.py at the parent commit, run once; DeepSpeed's estimators term for term).
+# comm buffers, host bytes) and the largest micro batch. Model states, buffers and host bytes as the planner
+# computed them before tp/pp existed (cli/planner/memory.py at the parent commit, run once; DeepSpeed's estimators
+# term for term). Activations (the per-layer count of issue 30, module docstring) and the largest micro batch
+# worked by hand, per sequence (x b), with s h the sequence x hidden:
+#   llama-7b, s 2048 (sh = 8,388,608): RMSNorm 8sh + 4s = 67,117,056; layer 2 x 67,117,056 + q 2sh + k, v 4sh + out
+#     2sh (16,777,216 + 33,554,432 + 16,777,216) + logsumexp 4 x 2048 x 32 = 262,144 + SwiGLU 8 x 2048 x 11008 =
+#     180,355,072: 381,960,192; head 67,117,056 + 12 x 2048 x 32000 = 853,549,056. Recompute: 32 x 2sh =
+#     536,870,912 + 381,960,192 + 853,549,056 = 1,772,380,160; b 2: 3,544,760,320. Largest: 80 GiB less 10% =
+#     77,309,411,328, less states 21,057,548,800 + buffers 9e9 + reserve 2 GiB + 5% of 80 GiB (6,442,450,944):
+#     40,809,411,584 / 1,772,380,160 = 23.03 -> 23.
+#   llama-70b, s 4096 (sh = 33,554,432; k = 8 heads of 128): RMSNorm 268,435,456 + 16,384 = 268,451,840; layer
+#     2 x 268,451,840 + 2sh + 2 x 2 x 4096 x 1024 + 2sh (67,108,864 + 16,777,216 + 67,108,864) + 4 x 4096 x 64
+#     (1,048,576) + 8 x 4096 x 28672 (939,524,096) = 1,628,471,296; head 268,451,840 + 12 x 4096 x 32000 =
+#     1,841,315,840. Recompute: 80 x 2sh = 5,368,709,120 + 1,628,471,296 + 1,841,315,840 = 8,838,496,256.
+#     Largest: 77,309,411,328 - (5,359,616,512 + 2.1e9 + 6,442,450,944) = 63,407,343,872 / 8,838,496,256 = 7.17 -> 7.
+#   mistral-7b (k = 8 heads of 128, f 14336): layer 134,234,112 + 16,777,216 + 2 x 2 x 2048 x 1024 + 16,777,216 +
+#     262,144 + 8 x 2048 x 14336 (234,881,024) = 411,320,320; head 853,549,056 (as llama-7b); LoRA counted as a
+#     full fine-tune: b 4 x (32 x 411,320,320 + 853,549,056) = 4 x 14,015,799,296 = 56,063,197,184. Largest:
+#     77,309,411,328 - (14,819,008,512 + 33,554,432 + 6,442,450,944) = 56,014,397,440 / 14,015,799,296 = 3.996 -> 3.
+#   mpt-1b (GELU, LayerNorm; h 2048, 16 heads, f 8192, V 50368; sh = 4,194,304): LayerNorm 4sh + 8s = 16,793,600;
+#     layer 2 x 16,793,600 + 8sh (q, k, v, out: 33,554,432) + 4 x 2048 x 16 (131,072) + 4 x 2048 x 8192
+#     (67,108,864) = 134,381,568; head 16,793,600 + 12 x 2048 x 50368 = 1,254,637,568; b 8 x (24 x 134,381,568 +
+#     1,254,637,568) = 8 x 4,479,795,200 = 35,838,361,600. Largest: 77,309,411,328 - (12,252,845,397 + 9e9 +
+#     6,442,450,944) = 49,614,114,987 / 4,479,795,200 = 11.08 -> 11.
 BEFORE = [
     (("llama-7b", "full", 2048, 2, True, 8, 2, (2, False, False)),
-     (21057548800, 2430599168, 9000000000, 323443949568), 33),
+     (21057548800, 3544760320, 9000000000, 323443949568), 23),
     (("llama-70b", "full", 4096, 1, True, 8, 4, (3, True, False)),
-     (5359616512, 7295991808, 2100000000, 413859889152), 8),
+     (5359616512, 8838496256, 2100000000, 413859889152), 7),
     (("mistral-7b", "lora", 2048, 4, False, 4, 1, (0, False, False)),
-     (14819008512, 38080086016, 33554432, 402653184), 5),
+     (14819008512, 56063197184, 33554432, 402653184), 3),
     (("mpt-1b", "full", 2048, 8, False, 1, 3, (1, False, False)),
-     (12252845397, 32331792384, 9000000000, 7876829184), 12),
+     (12252845397, 35838361600, 9000000000, 7876829184), 11),
 ]  # fmt: skip
 
 
@@ -55,13 +77,16 @@ def test_tp_pp_one_is_the_model_before_them(case, figures, largest):
         assert not any("tensor parallel" in line for line in e.explain() + memory.assumptions(e))
 
 
-def test_tp_pp_one_activations_are_korthikanti_34sbh():
-    # llama-7b, s=2048, b=3, h=4096, L=32, V=32000: 32 x 34 sbh + 6 sbV
+def test_tp_pp_one_activations_are_the_counted_layers():
+    # llama-7b, s=2048, b=3, h=4096, L=32, V=32000: per sequence 32 layers of 381,960,192 (45.5 sh + 8s + 4sa, the
+    # BEFORE table's count) + the head 853,549,056 (final RMSNorm 67,117,056 + 12 sV)
     w = Workload(PRESETS["llama-7b"], 10**9, 2048)
     s, b, h = 2048, 3, 4096
-    assert memory.activation_bytes(w, 3, False, tp=1, pp=1) == 32 * 34 * s * b * h + 6 * s * b * 32000
-    # recompute: 2 sbh per layer + one layer rebuilt (34 sbh) + logits
-    assert memory.activation_bytes(w, 3, True, tp=1, pp=1) == 32 * 2 * s * b * h + 34 * s * b * h + 6 * s * b * 32000
+    layer, head = 381_960_192, 853_549_056
+    assert layer == 45.5 * s * h + 8 * s + 4 * s * 32 and head == 8 * s * h + 4 * s + 12 * s * 32000
+    assert memory.activation_bytes(w, 3, False, tp=1, pp=1) == b * (32 * layer + head) == 39_228_825_600
+    # recompute: 2 sh per layer + one layer rebuilt + the head
+    assert memory.activation_bytes(w, 3, True, tp=1, pp=1) == b * (32 * 2 * s * h + layer + head) == 5_317_140_480
 
 
 @pytest.mark.parametrize("sharding", memory.SHARDINGS, ids=lambda s: s.label)
@@ -96,22 +121,36 @@ def test_rank_parameters_by_hand():
     assert memory.data_parallel_layout(W70, 8, 8, tp=8, pp=4) == (1, 2)  # 1 dp device per node, 2 nodes/stage
 
 
+# One llama-70b layer at tp = 8, s = 4096 (sh = 33,554,432), per sequence: the two RMSNorms stay whole on every
+# rank, 2 x (8sh + 4s) = 536,903,680; q 2sh, k and v 2 x 2 x 4096 x 1024 (8 key/value heads of 128), the attention
+# output 2sh, logsumexp 4 x 4096 x 64 and the SwiGLU tensors 8 x 4096 x 28672 are split:
+# (67,108,864 + 16,777,216 + 67,108,864 + 1,048,576 + 939,524,096) / 8 = 1,091,567,616 / 8 = 136,445,952.
+LAYER70_TP8 = 536_903_680 + 136_445_952  # 673,349,632 (20.07 sh, where Korthikanti's sbh(10 + 24/8) was 13 sh)
+# The head on the last of 4 stages: final RMSNorm 268,451,840 + 16 bytes a logit (the loss's 12 + the 16-bit
+# logits of the two micro-batches the pipeline's last stage keeps) x 4096 x 32000 = 2,097,152,000; not split (AutoTP
+# keeps the output layer whole).
+HEAD70_PP4 = 268_451_840 + 2_097_152_000
+
+
 def test_70b_memory_by_hand():
     e = memory.estimate(W70, Sharding(1), 1, False, 80, 8, 8, 2000, tp=8, pp=4)
     # ZeRO-1 over dp = 2: 2P + 2P + 16P/2 = 12 x 2,180,096,256 = 26,161,155,072
     assert e.model_states_bytes == 12 * P_RANK == 26_161_155_072
-    # Korthikanti Table 2, tensor parallel without sequence parallelism and without the 5as/h term:
-    # sbhL(10 + 24/t) = 4096 x 8192 x 80 x (10 + 3) = 34,896,609,280. With 1F1B the first stage holds
-    # min(p, m) = 4 micro-batches of its 20 layers: 4 x 20 = 80 layers' worth, the paper's sec. 4.2.3 figure.
-    s, h, L = 4096, 8192, 80
-    assert e.activation_bytes == s * h * L * (10 + 24 // 8) == 34_896_609_280
+    # With 1F1B the first stage holds min(p, m) = 4 micro-batches of its 20 layers: 4 x 20 = 80 layers' worth
+    # (Korthikanti et al. sec. 4.2.3): 80 x 673,349,632 = 53,867,970,560; the last stage's 20 layers + the head,
+    # 13,466,992,640 + 2,365,603,840 = 15,832,596,480, is less.
+    assert memory.layer_bytes(W70.shape, 4096, tp=8) == LAYER70_TP8 == 673_349_632
+    assert memory.head_bytes(W70.shape, 4096, kept_logits=2) == HEAD70_PP4
+    assert e.activation_bytes == 80 * LAYER70_TP8 == 53_867_970_560
     assert e.in_flight == 4
     # overlap_comm buffers 4.5 x 2 B x (5e8 + 5e8) = 9e9; reserve 2 GiB; fragmentation 5% of 80 GiB
-    # = 4,294,967,296. Total 26,161,155,072 + 34,896,609,280 + 9,000,000,000 + 2,147,483,648 + 4,294,967,296
-    # = 76,500,215,296 <= 80 GiB - 10% = 85,899,345,920 - 8,589,934,592 = 77,309,411,328: fits, just.
-    assert e.device_bytes == 76_500_215_296
+    # = 4,294,967,296. Total 26,161,155,072 + 53,867,970,560 + 9,000,000,000 + 2,147,483,648 + 4,294,967,296
+    # = 95,471,576,576 > 80 GiB - 10% = 85,899,345,920 - 8,589,934,592 = 77,309,411,328: does not fit (with
+    # Korthikanti's 13 sh a layer it fitted, just); with full recompute it does (below).
+    assert e.device_bytes == 95_471_576_576
     assert e.device_capacity_bytes == 77_309_411_328
-    assert e.fits
+    assert not e.fits
+    assert memory.estimate(W70, Sharding(1), 1, True, 80, 8, 8, 2000, tp=8, pp=4).fits
     # host: each of the node's 8 processes loads its rank's fp32 params x 1.5: 8 x 4 x 1.5 x P_RANK
     assert e.host_bytes == 8 * 4 * 3 * P_RANK // 2 == 104_644_620_288
     text = " ".join(e.explain() + memory.assumptions(e))
@@ -120,17 +159,20 @@ def test_70b_memory_by_hand():
 
 def test_70b_activations_with_recompute_and_few_micro_batches():
     s, h = 4096, 8192
-    # full recompute: 2sbh per layer input (not / t without sequence parallelism) for 4 x 20 layers, plus
-    # one layer rebuilt sbh(10 + 24/8): 80 x 2 x 33,554,432 + 13 x 33,554,432 = 5,804,916,736
-    assert memory.activation_bytes(W70, 1, True, tp=8, pp=4, grad_accum=512) == (80 * 2 + 13) * s * h
-    # m = 2 < p = 4: only 2 micro-batches in flight on the first stage: 2 x 20 x 13 sbh = 17,448,304,640
-    assert memory.activation_bytes(W70, 1, False, tp=8, pp=4, grad_accum=2) == 2 * 20 * 13 * s * h
+    # full recompute: 2sh per layer input (not / t without sequence parallelism) for 4 x 20 layers, plus one
+    # layer rebuilt: 80 x 2 x 33,554,432 + 673,349,632 = 6,042,058,752 (the last stage's 20 x 2sh + the layer +
+    # the head, 1,342,177,280 + 673,349,632 + 2,365,603,840 = 4,381,130,752, is less)
+    assert memory.activation_bytes(W70, 1, True, tp=8, pp=4, grad_accum=512) == 80 * 2 * s * h + LAYER70_TP8
+    assert 80 * 2 * s * h + LAYER70_TP8 == 6_042_058_752
+    # m = 2 < p = 4: only 2 micro-batches in flight on the first stage: 2 x 20 x 673,349,632 = 26,933,985,280
+    assert memory.activation_bytes(W70, 1, False, tp=8, pp=4, grad_accum=2) == 2 * 20 * LAYER70_TP8
     w = Workload(PRESETS["llama-70b"], 10**12, 4096, global_batch_tokens=2 * 4096 * 2)  # m = 2 at dp = 2
     assert memory.estimate(W70, Sharding(1), 1, False, 80, 8, 8, 2000, tp=8, pp=4).in_flight == 4
     e = memory.estimate(w, Sharding(1), 1, False, 80, 8, 8, 2000, tp=8, pp=4)
-    assert (e.in_flight, e.activation_bytes) == (2, 17_448_304_640)
-    # pp = 1, tp = 8: every layer once, plus the vocabulary-parallel logits 6 s V / 8 = 98,304,000
-    assert memory.activation_bytes(W70, 1, False, tp=8) == 80 * 13 * s * h + 6 * s * 32000 // 8
+    assert (e.in_flight, e.activation_bytes) == (2, 26_933_985_280)
+    # pp = 1, tp = 8: every layer once, plus the head, whole on every rank: final RMSNorm 268,451,840 + the loss's
+    # 12 x 4096 x 32000 = 1,572,864,000 (no pipeline keeping the logits)
+    assert memory.activation_bytes(W70, 1, False, tp=8) == 80 * LAYER70_TP8 + 268_451_840 + 12 * s * 32000
 
 
 def test_largest_micro_batch_with_a_pipeline_is_a_prefix_that_fits():
@@ -139,9 +181,9 @@ def test_largest_micro_batch_with_a_pipeline_is_a_prefix_that_fits():
         for b in range(1, most + 1):
             assert memory.estimate(W70, Sharding(1), b, ckpt, 80, 8, 8, 2000, tp=8, pp=4).fits
         assert not memory.estimate(W70, Sharding(1), most + 1, ckpt, 80, 8, 8, 2000, tp=8, pp=4).fits
-    # recompute: activations 5,804,916,736 b; room 77,309,411,328 - (26,161,155,072 + 9e9 + 2,147,483,648 +
-    # 4,294,967,296) = 35,705,805,312 -> 6 sequences (6.15)
-    assert memory.largest_micro_batch(W70, Sharding(1), True, 80, 8, 8, 2000, tp=8, pp=4) == 6
+    # recompute: activations 6,042,058,752 b; room 77,309,411,328 - (26,161,155,072 + 9e9 + 2,147,483,648 +
+    # 4,294,967,296) = 35,705,805,312 -> 5 sequences (5.91)
+    assert memory.largest_micro_batch(W70, Sharding(1), True, 80, 8, 8, 2000, tp=8, pp=4) == 5
 
 
 def naive_largest_micro_batch(w, sh, ckpt, mem_gib, gpus, nodes, host_gib, tp, pp) -> int:
@@ -231,10 +273,13 @@ def test_megatron_1t_row_fits_80gb_and_pure_data_parallel_does_not():
     # By hand: 2 layers per stage; E = 51,200 x 25,600 = 1,310,720,000; P - E = 1,006,727,987,200;
     # x 2/128 = 15,730,124,800; + E = 17,040,844,800; / 8 = 2,130,105,600 per rank; ZeRO-0 20 bytes each.
     assert e.model_states_bytes == 20 * 2_130_105_600 == 42_602_112_000
-    # first stage: 64 micro-batches in flight (m = 512) x 2 layers x 2sbh + one layer 13 sbh
-    # = (256 + 13) x 2048 x 25600 = 14,103,347,200
-    assert e.activation_bytes == 269 * 2048 * 25600
-    # without recomputation 64 x 2 x 13 sbh = 87 GB of activations alone: the paper recomputed
+    # first stage: 64 micro-batches in flight (m = 512) x 2 layers x 2sh + one layer rebuilt (GELU, LayerNorm,
+    # 160 heads; sh = 52,428,800): the LayerNorms whole, 2 x (4sh + 8s) = 419,463,168, and q, k, v, out 8sh +
+    # logsumexp 4 x 2048 x 160 + GELU 4 x 2048 x 102400, (419,430,400 + 1,310,720 + 838,860,800) / 8 = 157,450,240:
+    # 256 x 52,428,800 + 576,913,408 = 13,998,686,208 (the last stage's 2 x 2sh + the layer + the head, LayerNorm
+    # 209,731,584 + 16 x 2048 x 51200, is 2,674,081,792)
+    assert e.activation_bytes == 256 * 2048 * 25600 + 419_463_168 + 157_450_240 == 13_998_686_208
+    # without recomputation 64 x 2 x 576,913,408 = 74 GB of activations alone: the paper recomputed
     assert not memory.estimate(GPT_1T, Sharding(0), 1, False, 80, 8, 384, 2000, tp=8, pp=64).fits
     # pure data parallel: 20 bytes x 1.008e12 params per GPU
     assert not memory.estimate(GPT_1T, Sharding(0), 1, True, 80, 8, 384, 2000).fits
@@ -325,6 +370,20 @@ def test_tp_must_divide_the_heads():
     w = Workload(ModelShape("odd", 10**9, 16, 2048, 12, 32000, 8192), 10**9)
     with pytest.raises(ValueError, match="tp=8 does not divide the model's 12 attention heads"):
         memory.model_states(w, Sharding(1), 8, 1, tp=8)
+
+
+def test_tp_must_divide_the_key_value_heads_too():
+    """Grouped-query attention: 16 query heads share 2 key/value heads; tp 4 would cut a k/v head in two, so
+    neither the memory model nor the search's layouts take it (tp 2: one k/v head and 8 query heads a rank)."""
+    from cli.planner.optimizer import layouts
+
+    shape = ModelShape("gqa", 10**9, 16, 2048, 16, 32000, 5632, kv_heads=2, mlp="swiglu", norm="rmsnorm")
+    w = Workload(shape, 10**9)
+    with pytest.raises(ValueError, match="tp=4 does not divide the model's 2 key/value heads"):
+        memory.model_states(w, Sharding(1), 8, 1, tp=4)
+    assert memory.model_states(w, Sharding(1), 8, 1, tp=2)
+    assert {tp for tp, _ in layouts(w, H100, 1)} == {1, 2}
+    assert {tp for tp, _ in layouts(Workload(PRESETS["llama-70b"], 10**9), H100, 1)} == {1, 2, 4, 8}  # 8 k/v heads
 
 
 def test_grad_accum_counts_data_parallel_replicas_only():

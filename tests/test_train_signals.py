@@ -25,6 +25,7 @@ need_module("deepspeed", "pip install --no-build-isolation 'deepspeed>=0.19,<0.2
 TRAIN = Path(__file__).resolve().parents[1] / "templates" / "train.py"
 CHILD = r"""
 import importlib.util, pathlib, sys, time
+sys.path.insert(0, str(pathlib.Path(sys.argv[1]).parent))  # as `python train.py` puts the script's folder first
 spec = importlib.util.spec_from_file_location("train", sys.argv[1])
 train = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(train)

@@ -130,3 +130,15 @@ def test_an_impossible_shape_is_refused_with_its_reason(fields, problem):
     base = {"vocab_size": 64, "hidden": 64, "layers": 1, "heads": 8, "kv_heads": 8, "ffn": 96}
     with pytest.raises(ValueError, match=problem):
         ModelConfig(**{**base, **fields})
+
+
+def test_mfu_counts_flops_as_the_planner_does():
+    """The node's MFU and the plan's must be one measure: llama-7b at 4096 tokens, 6 x 6,738,415,616 + 12 x 32 x
+    4096 x 4096 = 40,430,493,696 + 6,442,450,944 FLOPs a token, the planner's Workload.flops_per_token."""
+    from cli.planner.workload import Workload
+    from templates.trainfleet_model import flops_per_token
+
+    s = PRESETS["llama-7b"]
+    config = ModelConfig(s.vocab, s.hidden, s.layers, s.heads, s.key_value_heads, s.ffn)
+    assert flops_per_token(config, 4096) == 40_430_493_696 + 6_442_450_944
+    assert flops_per_token(config, 4096) == Workload(s, 10**12, 4096).flops_per_token

@@ -55,3 +55,20 @@ def upload_dataset(s3_client, bucket: str, prefix: str) -> int:
     for path in files:
         s3_client.put_object(Bucket=bucket, Key=f"{prefix.strip('/')}/{path.name}", Body=path.read_bytes())
     return len(files)
+
+
+def model_config(hidden: int, layers: int):
+    """The trainer's model at `hidden` x `layers` as the benchmarks size it: 64-wide heads, multi-head attention,
+    Llama's MLP width (2/3 of 4 x hidden, rounded up to 256), the bytes vocabulary."""
+    from templates.trainfleet_model import ModelConfig
+
+    heads = max(1, hidden // 64)
+    return ModelConfig(BYTES_VOCAB, hidden, layers, heads, heads, -(-8 * hidden // (3 * 256)) * 256)
+
+
+def model_args(hidden: int, layers: int) -> tuple[str, ...]:
+    """train.py's arguments for model_config(hidden, layers), the sequence length and the learning rate."""
+    c = model_config(hidden, layers)
+    return ("--vocab-size", str(c.vocab_size), "--hidden", str(c.hidden), "--layers", str(c.layers), "--heads",
+            str(c.heads), "--kv-heads", str(c.kv_heads), "--ffn", str(c.ffn), "--seq-len", str(SEQ_LEN),
+            "--lr", "3e-3")  # fmt: skip

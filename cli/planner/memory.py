@@ -18,11 +18,48 @@ Model states, in bytes, follow DeepSpeed's own estimators term for term where it
 (P = parameters, gpus = nodes x gpus_per_node, buffer = additional_buffer_factor = 1.5; as in
 DeepSpeed 0.19, whose ZeRO-2 estimator counts 2P + 18P/gpus where early releases had 4P + 16P/gpus).
 
-Activations (bytes per device, 16-bit, flash attention so no s^2 score matrix; Korthikanti et al. 2022,
-"Reducing Activation Recomputation in Large Transformer Models", eq. 2 without the 5as/h term):
-  without activation checkpointing: L * 34 * s * b * h
-  with full activation checkpointing: L * 2 * s * b * h (layer inputs) + 34 * s * b * h (one layer rebuilt)
-  plus the output logits: 6 * s * b * V (16-bit logits and an fp32 copy for the loss).
+Activations (bytes per device): counted tensor by tensor, from the architecture (ModelShape: norm, mlp,
+key_value_heads, ffn), as what autograd keeps for the backward of the model the node trains
+(templates/trainfleet_model.py: the module cast to 16-bit as DeepSpeed's bf16 does, no autocast; attention through
+scaled_dot_product_attention's flash kernel, so no s^2 score matrix; no dropout). tests/test_activation_memory.py
+measures every term with torch.autograd.graph.saved_tensors_hooks (each storage once, the weights left out) on
+that model's layers and on Hugging Face's GPT2Block (GELU + LayerNorm) and holds this count to it. Per decoder
+layer and sequence of s tokens (x b for b sequences), h = hidden, a = heads, k = key/value heads, d = h / a the
+head size, f = ffn (the MLP's inner width); 16-bit = 2 bytes, fp32 = 4:
+  RMSNorm (llama/mistral presets, bare --params; two per layer): the fp32 copy of its input 4sh (x.float(), saved
+            by pow and the multiply), 1/rms 4s, the normalized values cast back to 16-bit 2sh (saved by the weight
+            multiply) and its output 2sh (the next projections' input): 8sh + 4s each.
+  LayerNorm (mpt-* presets, ad-hoc shapes; two per layer): its 16-bit input 2sh, mean and 1/std 4s each (fp32 on
+            GPUs: native_layer_norm's accumulate type), its output 2sh: 4sh + 8s each.
+  attention q after RoPE 2sh, k and v 2skd each, the attention output 2sh and the kernel's fp32 logsumexp 4sa:
+            flash attention's autograd node keeps exactly query, key, value, output and logsumexp (PyTorch's
+            derivatives.yaml entries for _scaled_dot_product_flash_attention, CUDA, and
+            _scaled_dot_product_flash_attention_for_cpu: torch/csrc/autograd/generated/Functions.h,
+            ScaledDotProductFlashAttentionBackward0 and ...ForCpuBackward0), k and v at k heads with grouped-query
+            attention (flash takes enable_gqa without repeating them); the output projection's input is a view of
+            that output (counted once): 4sh + 4skd + 4sa.
+  SwiGLU MLP (llama/mistral): gate 2sf, silu(gate) 2sf, up 2sf and their product 2sf (down_proj's input): 8sf.
+  GELU MLP (mpt-*): the first projection's output 2sf (GELU's input) and GELU's output 2sf: 4sf.
+  Not counted: RoPE's cos/sin tables (2 x 2sd per layer, whatever b: 0.3% of a llama-7b layer at b = 1), the
+  residual adds (they save nothing), the token ids, and the backward's transient gradients.
+So llama-7b (f = 2.6875h, k = a) keeps 16 + 4 + 4 + 21.5 = 45.5 sh per layer (+ 8s + 4sa), mistral-7b and
+llama-70b (f = 3.5h, k = a/8) 48.5 sh, mpt-7b (f = 4h, k = a) 8 + 4 + 4 + 16 = 32 sh (+ 16s + 4sa): Korthikanti et
+al. 2022's GELU/LayerNorm count, 34 sh without the 5as/h score term, less its two 1-byte dropout masks.
+  Output head and loss (once, on the last pipeline stage): the final norm as above, and the loss
+            (cross_entropy on logits.float()): its peak is at the start of the backward, when the fp32
+            log-softmax cross_entropy saved (4sV), nll_loss's dense fp32 gradient (4sV) and log_softmax's backward
+            output (4sV) are alive together: 12sV, V = vocabulary (the forward's own peak, the 16-bit logits 2sV
+            and their fp32 copy 4sV beside the log-softmax, is 10sV). A pipeline's last stage also keeps its
+            16-bit logits: DeepSpeed's PipelineEngine stores each micro-batch's stage output in
+            pipe_buffers['outputs'] and its last stage never frees it (_exec_backward_pass returns first), and
+            that stage has two buffers (TrainSchedule.num_pipe_buffers: max(2, ...)), so the previous
+            micro-batch's logits stay beside the current one's: + 2 x 2sV when pp > 1 (2sV when m = 1).
+  Full activation recompute (torch.utils.checkpoint, use_reentrant=False, around each layer): a layer keeps its
+            input, 2sh (checkpoint's _NoopSaveInputs), and the backward rebuilds one layer at a time, holding
+            that layer's tensors as above.
+  Total: without recompute L x layer + head; with it L x 2sh + one layer + head (the loss's peak comes before
+  the first rebuilt layer; the two are added, an upper bound). LoRA plans take the same count, also an upper
+  bound (a frozen projection keeps no input for a weight gradient). Activations are 16-bit whatever --precision.
 
 Communication buffers: those the ds_config that `trainfleet render` writes turns on, read from the one place
 that config reads them (infra/deepspeed_settings.py), as DeepSpeed 0.19.8 allocates them per stage:
@@ -46,7 +83,8 @@ Tensor (tp) and pipeline (pp) parallelism, Megatron-style (tp = pp = 1 gives eve
             pp divides nodes (each pipeline stage is nodes/pp whole nodes); the data-parallel group of one
             (tp rank, stage) has dp = world / (tp x pp) members: g/tp on each of the stage's nodes/pp nodes.
             Megatron also needs tp to divide the attention heads (megatron/core/transformer: "num_attention_heads
-            must be divisible by tensor_model_parallel_size").
+            must be divisible by tensor_model_parallel_size"), and with grouped-query attention the key/value
+            heads as well (each rank's k/v projection holds whole heads).
   Params    one (tp, pp) rank holds the largest stage's parameters / tp (Megatron splits every layer's matrices
             and the vocabulary-parallel embedding over tp; layer norms, replicated, are ignored):
               E = vocab x h (the embedding; the first stage holds it, the last the output layer or its tied copy)
@@ -58,16 +96,18 @@ Tensor (tp) and pipeline (pp) parallelism, Megatron-style (tp = pp = 1 gives eve
   ZeRO      the formulas above with P = P_rank and gpus = dp: each dp group is sized as a job of nodes/pp nodes
             x g/tp devices; a node carries tp such groups (one per tp rank), so host memory per node is tp x the
             group's per-node figure (ZeRO-3 offload: tp x 18 P_rank / (nodes/pp) ~ 18P / nodes, as without tp/pp).
-  Activations (Korthikanti et al. 2022, Table 2, "tensor parallel" without sequence parallelism, no 5as/h term
-            with flash attention), bytes per layer per micro-batch: s x b x h x (10 + 24/tp) (the 24/tp: the
-            tensor-parallel GEMM inputs and outputs; the 10: layer norms, dropout masks and the residual stream,
-            replicated on every tp rank). With 1F1B (non-interleaved) the first stage holds min(pp, m) micro-batches
-            in flight (m = gradient accumulation steps) for its ceil(L/pp) layers: the paper's sec. 4.2.3 "L layers'
-            worth" when m >= pp; the last stage holds one, plus the logits 6 s b V / tp (vocabulary-parallel).
-            Device activations = the larger of the two stages. Full checkpointing stores the layer inputs
-            2 s b h per layer and in-flight micro-batch (not divided by tp without sequence parallelism) plus one
-            layer rebuilt s b h (10 + 24/tp). All divisions by tp round up; the result is b x (bytes for b = 1), so
-            activations stay exactly linear in b at a fixed in-flight count.
+  Activations (the node's AutoTP, templates/trainfleet_model.py TP_PARTITION: q/k/v/gate/up split by output
+            columns, o/down by input rows, norms and the output layer whole; no sequence parallelism), bytes per
+            layer per micro-batch: the norms' terms (their inputs, fp32 copies and outputs, the split projections'
+            input) are replicated on every tp rank; q, k, v, the attention output, its logsumexp and the MLP's inner
+            tensors are the rank's heads and columns: / tp. The head and loss are not split (AutoTP keeps the output
+            layer whole). With 1F1B (non-interleaved) the first stage holds min(pp, m) micro-batches in flight
+            (m = gradient accumulation steps) for its ceil(L/pp) layers (Korthikanti et al. 2022, sec. 4.2.3: "L
+            layers' worth" when m >= pp); the last stage holds one, plus the head and loss. Device activations = the
+            larger of the two stages. Full checkpointing stores the layer inputs 2sh per layer and in-flight
+            micro-batch (not divided by tp without sequence parallelism) plus one layer rebuilt. The split terms'
+            sum is divided by tp rounding up; the result is b x (bytes for b = 1), so activations stay exactly
+            linear in b at a fixed in-flight count.
   Not counted: the pipeline's send/receive buffers (2 s b h bytes each, tens of MB) and the tensor-parallel
   all-reduce staging (NCCL's, inside the NCCL reserve).
 """
@@ -77,6 +117,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from cli.planner.presets import ModelShape
 from cli.planner.workload import Workload
 from infra import deepspeed_settings as ds
 
@@ -257,8 +298,9 @@ class MemoryEstimate:
             layout.append(
                 f"per device = one (tp, pp) rank: tensor parallel {self.tp} x pipeline {self.pp} stages; model "
                 f"states of the largest stage's parameters / tp ({self.trained_params:,} trained), ZeRO over the "
-                f"data-parallel group only; activations s b h (10 + 24/{self.tp}) per layer (Korthikanti 2022, no "
-                f"sequence parallelism) for {self.in_flight} micro-batch(es) in flight on the first stage (1F1B)"
+                f"data-parallel group only; activations per layer: norms whole on every rank, attention and MLP "
+                f"tensors / {self.tp} (no sequence parallelism), for {self.in_flight} micro-batch(es) in flight on "
+                "the first stage (1F1B)"
             )
         return layout + [
             f"device memory used = model states {self.model_states_bytes / g:.2f} GiB + activations "
@@ -345,6 +387,9 @@ def data_parallel_layout(w: Workload, gpus_per_node: int, nodes: int, tp: int = 
     if w.shape.heads % tp:
         raise ValueError(f"tp={tp} does not divide the model's {w.shape.heads} attention heads (Megatron splits "
                          "attention by heads)")  # fmt: skip
+    if w.shape.key_value_heads % tp:
+        raise ValueError(f"tp={tp} does not divide the model's {w.shape.key_value_heads} key/value heads "
+                         "(grouped-query attention splits them by whole heads too)")  # fmt: skip
     return gpus_per_node // tp, nodes // pp
 
 
@@ -419,18 +464,56 @@ def micro_batches_per_step(w: Workload, micro_batch: int, data_parallel: int) ->
     return max(1, math.ceil(w.global_batch_tokens / (micro_batch * w.seq_len * data_parallel)))
 
 
+A16, F32 = 2, 4  # bytes of a 16-bit activation (the module cast to bf16/fp16) and of an fp32 one
+LOSS_PEAK = 3 * F32  # per logit: fp32 log-softmax (saved), nll_loss's gradient, log_softmax's backward output
+PIPELINE_BUFFERS = 2  # micro-batches whose 16-bit logits a pipeline's last stage keeps (TrainSchedule)
+
+
+def norm_bytes(shape: ModelShape, s: int) -> int:
+    """Bytes one norm keeps for backward per sequence (module docstring): RMSNorm its fp32 input copy, 1/rms, the
+    16-bit normalized values and its output; LayerNorm its 16-bit input, fp32 mean and 1/std, and its output."""
+    h = shape.hidden
+    if shape.norm == "rmsnorm":
+        return F32 * s * h + F32 * s + A16 * s * h + A16 * s * h
+    return A16 * s * h + 2 * F32 * s + A16 * s * h
+
+
+def layer_split_bytes(shape: ModelShape, s: int) -> int:
+    """Bytes per sequence of one layer's tensors that tensor parallelism splits (before / tp): q, k, v, the
+    attention output and its logsumexp, and the MLP's inner tensors (SwiGLU: gate, silu(gate), up, product;
+    GELU: its input and output)."""
+    h, kv_width = shape.hidden, shape.hidden * shape.key_value_heads // shape.heads  # k, v: kv heads x d
+    attention = A16 * s * h + 2 * A16 * s * kv_width + A16 * s * h + F32 * s * shape.heads
+    mlp = (4 if shape.mlp == "swiglu" else 2) * A16 * s * shape.ffn
+    return attention + mlp
+
+
+def layer_bytes(shape: ModelShape, s: int, tp: int = 1) -> int:
+    """Bytes one decoder layer keeps for backward per sequence on one tp rank: its two norms whole (replicated),
+    the rest / tp."""
+    return 2 * norm_bytes(shape, s) + _ceil_div(layer_split_bytes(shape, s), tp)
+
+
+def head_bytes(shape: ModelShape, s: int, kept_logits: int = 0) -> int:
+    """Bytes per sequence of the output head and loss on the last stage: the final norm and the loss's peak,
+    12 bytes per logit, + 2 bytes per logit for each of the `kept_logits` micro-batches whose 16-bit logits a
+    pipeline keeps as stage outputs; not split by tp."""
+    return norm_bytes(shape, s) + (LOSS_PEAK + A16 * kept_logits) * s * shape.vocab
+
+
 def activation_bytes(w: Workload, micro_batch: int, checkpointing: bool, *, tp: int = 1, pp: int = 1,
                      grad_accum: int | None = None) -> int:  # fmt: skip
     """Activation bytes per device (module docstring). `grad_accum` (m) bounds the micro-batches a pipeline
     holds in flight, min(pp, m); None: pp (m >= pp, the 1F1B worst case)."""
-    s, b, h, layers, v = w.seq_len, micro_batch, w.shape.hidden, stage_layers(w, pp), w.shape.vocab
+    s, b, h, layers = w.seq_len, micro_batch, w.shape.hidden, stage_layers(w, pp)
     in_flight = min(pp, grad_accum) if grad_accum is not None else pp
     # Per sequence (b = 1), then x b: exactly linear in the micro batch, as largest_micro_batch relies on.
-    per_layer = 10 * s * h + _ceil_div(24 * s * h, tp)  # Korthikanti Table 2: sbh(10 + 24/t); 34 sbh at t = 1
-    stored = 2 * s * h if checkpointing else per_layer  # what each layer keeps per micro-batch in flight
+    per_layer = layer_bytes(w.shape, s, tp)
+    stored = A16 * s * h if checkpointing else per_layer  # what each layer keeps per micro-batch in flight
     rebuilt = per_layer if checkpointing else 0  # recompute rebuilds one layer at a time
     first = in_flight * layers * stored + rebuilt
-    last = layers * stored + rebuilt + _ceil_div(6 * s * v, tp)  # the logits live on the last stage
+    kept = 0 if pp == 1 else min(PIPELINE_BUFFERS, grad_accum if grad_accum is not None else pp)
+    last = layers * stored + rebuilt + head_bytes(w.shape, s, kept)  # the head and loss live on the last stage
     return b * max(first, last)
 
 

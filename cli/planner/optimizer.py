@@ -183,7 +183,7 @@ def layouts(w: Workload, hw: Hardware, nodes: int) -> list[tuple[int, int]]:
     heads), or pipeline stages of whole nodes (a divisor of the nodes, at most the layers), never both: DeepSpeed
     0.19.8's AutoTP cannot train a PipelineModule (infra/parallelism.py)."""
     out = [(1, 1)]
-    out += [(tp, 1) for tp in TP_SIZES[1:] if hw.devices_per_node % tp == 0 and w.shape.heads % tp == 0]
+    out += [(tp, 1) for tp in TP_SIZES[1:] if hw.devices_per_node % tp == 0 and w.shape.heads % tp == w.shape.key_value_heads % tp == 0]
     out += [(1, pp) for pp in divisors(nodes)[1:] if pp <= w.shape.layers]
     return [(tp, pp) for tp, pp in out if unsupported_layout(tp, pp) is None]
 
