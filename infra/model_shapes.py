@@ -68,7 +68,7 @@ PRESETS: dict[str, ModelShape] = {
 def shape_for_params(params: int, vocab: int = 32000) -> ModelShape:
     """A dense-transformer shape for a bare parameter count (when no --model is given).
 
-    Uses params ~= 12 * layers * hidden^2 with hidden = 128 * layers (the aspect ratio of the llama
+    Uses params ~= 12 * layers * hidden^2 + 2 * vocab * hidden with hidden ~= 128 * layers (the aspect ratio of the llama
     and mpt families), hidden rounded to a multiple of 128, and the Llama architecture the node trains
     (templates/trainfleet_model.py): a SwiGLU MLP as wide as Llama's rule makes it (2/3 of 4 x hidden, rounded up
     to a multiple of 256: 11008 at hidden 4096), RMSNorm, multi-head attention. Heads about 128 wide, their count
@@ -77,17 +77,21 @@ def shape_for_params(params: int, vocab: int = 32000) -> ModelShape:
     heads of 142, not 71 of 128).
     """
     layers = max(2, round((params / (12 * 128**2)) ** (1 / 3)))
-    hidden = max(128, round((params / (12 * layers)) ** 0.5 / 128) * 128)
+    # 12 L h^2 in the layers and 2 V h in the embedding and output layer make the count (the embedding is 10% of a
+    # 1.3B model): h is the positive root, so the model the node builds has about the parameters planned.
+    root = (-2 * vocab + ((2 * vocab) ** 2 + 48 * layers * params) ** 0.5) / (24 * layers)
+    hidden = max(128, round(root / 128) * 128)
     ffn = -(-8 * hidden // (3 * 256)) * 256
     name = f"{format_count(params)}-params"
     return ModelShape(name, params, layers, hidden, heads_for(hidden), vocab, ffn, **LLAMA)
 
 
 def heads_for(hidden: int) -> int:
-    """The multiple of 8 dividing `hidden` nearest hidden / 128 (the smaller on a tie); hidden / 128 below 8."""
+    """The multiple of 8 dividing `hidden` into heads of an even size (RoPE rotates pairs) nearest hidden / 128 (the
+    smaller on a tie); hidden / 128 below 8."""
     if hidden < 8 * 128:
         return max(1, hidden // 128)
-    counts = [n for n in range(8, hidden + 1, 8) if hidden % n == 0]
+    counts = [n for n in range(8, hidden + 1, 8) if hidden % n == 0 and (hidden // n) % 2 == 0]
     return min(counts, key=lambda n: (abs(n - hidden / 128), n))
 
 

@@ -322,7 +322,7 @@ def test_stack_total_is_the_hand_worked_sum(estimates, path):
     stack = _ids([path])[0]
     est = estimates(path)
     assets = [r for r in est.resources if r.resource.type in ASSET_TYPES]
-    assert len(assets) == 4, "the agent, train.py, the boot and resize scripts, uploaded on every cloud"
+    assert len(assets) == 6, "the agent, train.py and its 2 modules, the boot and resize scripts, on every cloud"
     assert all(r.status == PRICED and 0 < r.monthly_cost < MAX_ASSET_USD for r in assets), [
         (r.resource.name, r.monthly_cost) for r in assets
     ]

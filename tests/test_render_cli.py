@@ -32,10 +32,13 @@ GOLDEN_PARTS = (
     "trainfleet-launch.sh",
     "trainfleet-trainer.service",
     "trainfleet-agent.service",
+    "model.json",
 )
 # Parts that are template files shipped as they are.
 COPIED_VERBATIM = {
     "train.py": "templates/train.py",
+    "trainfleet_model.py": "templates/trainfleet_model.py",
+    "trainfleet_tokens.py": "templates/trainfleet_tokens.py",
 }
 
 # stack -> (fleet, cloud), from stacks/Pulumi.<stack>.yaml.
@@ -53,11 +56,14 @@ FLEETS = {
 COMMON_FILES = [
     "SUMMARY.json",
     "parts/ds_config.json",
+    "parts/model.json",
     "parts/train.py",
     "parts/trainfleet-agent.service",
     "parts/trainfleet-boot.sh",
     "parts/trainfleet-launch.sh",
     "parts/trainfleet-resize.py",
+    "parts/trainfleet_model.py",
+    "parts/trainfleet_tokens.py",
     "parts/trainfleet-trainer.service",
     "parts/trainfleet.env",
     "parts/trainfleet_agent.pyz",
@@ -103,6 +109,7 @@ LAUNCH_COMMAND = """exec deepspeed --hostfile "$hostfile" --no_ssh --node_rank "
 WRITE_FILES = {
     "/etc/trainfleet/trainfleet.env": ("trainfleet.env", "0644"),
     "/etc/trainfleet/ds_config.json": ("ds_config.json", "0644"),
+    "/etc/trainfleet/model.json": ("model.json", "0644"),
     "/opt/trainfleet/trainfleet-launch.sh": ("trainfleet-launch.sh", "0755"),
     "/etc/systemd/system/trainfleet-agent.service": ("trainfleet-agent.service", "0644"),
     "/etc/systemd/system/trainfleet-trainer.service": ("trainfleet-trainer.service", "0644"),
@@ -275,7 +282,8 @@ def test_assets_are_the_parts_fetched_at_boot_pinned_by_sha256(rendered, stack):
     assets = json.loads((folder / "assets.json").read_text())
     fetch = (folder / "parts" / "trainfleet-fetch.py").read_text()
     prefix = ENV_VALUES[stack]["PREFIX"] + "/_node/"
-    fetched = ["train.py", "trainfleet-boot.sh", "trainfleet-resize.py", "trainfleet_agent.pyz"]
+    fetched = ["train.py", "trainfleet-boot.sh", "trainfleet-resize.py", "trainfleet_agent.pyz", "trainfleet_model.py",
+               "trainfleet_tokens.py"]  # fmt: skip
     assert sorted(a["key"].rsplit("/", 1)[-1] for a in assets) == fetched
     for a in assets:
         text = (folder / "parts" / a["key"].rsplit("/", 1)[-1]).read_bytes()

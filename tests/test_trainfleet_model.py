@@ -142,3 +142,16 @@ def test_mfu_counts_flops_as_the_planner_does():
     config = ModelConfig(s.vocab, s.hidden, s.layers, s.heads, s.key_value_heads, s.ffn)
     assert flops_per_token(config, 4096) == 40_430_493_696 + 6_442_450_944
     assert flops_per_token(config, 4096) == Workload(s, 10**12, 4096).flops_per_token
+
+
+@pytest.mark.parametrize("params, within", [(125e6, 0.10), (350e6, 0.10), (1.3e9, 0.05), (7e9, 0.05),
+                                            (70e9, 0.05), (405e9, 0.05), (1e12, 0.05)])  # fmt: skip
+def test_a_bare_parameter_count_builds_a_model_of_about_that_many(params, within):
+    """`--params N` without a preset: the node builds the shape the planner priced (infra/model_shapes.py), whose
+    parameters, embedding and output layer included, come within 5% of N from 1B up (10% below, where the hidden
+    size's rounding to 128 is a larger step); every head has an even size for RoPE."""
+    from infra.model_shapes import shape_for_params, trainer_model_config
+
+    config = ModelConfig(**trainer_model_config(shape_for_params(int(params))))
+    assert abs(config.params / params - 1) <= within
+    assert config.head_dim % 2 == 0

@@ -6,7 +6,7 @@ A table for benchmarks/mutation.py: each mutant replaces one exact snippet (whic
 MODULE = "planner-memory"
 TESTS = [
     "tests/test_planner_rules.py",
-    "tests/test_planner_memory.py", "tests/test_planner_reference.py"]
+    "tests/test_planner_memory.py", "tests/test_planner_reference.py", "tests/test_activation_memory.py"]
 F = "cli/planner/memory.py"
 
 MUTANTS = [
@@ -66,9 +66,21 @@ MUTANTS = [
     },
     {
         "file": F,
-        "bug": "the fp32 copy of the logits is forgotten (2 bytes per logit, not 6)",
-        "original": "_ceil_div(6 * s * v, tp)",
-        "replacement": "_ceil_div(2 * s * v, tp)",
+        "bug": "the loss's fp32 buffers count one per logit instead of three (4 bytes per logit, not 12)",
+        "original": "LOSS_PEAK = 3 * F32",
+        "replacement": "LOSS_PEAK = 1 * F32",
+    },
+    {
+        "file": F,
+        "bug": "a SwiGLU MLP is counted as a GELU one (2 inner tensors kept, not 4): Llama plans that run out of memory",
+        "original": "mlp = (4 if shape.mlp == \"swiglu\" else 2) * A16 * s * shape.ffn",
+        "replacement": "mlp = 2 * A16 * s * shape.ffn",
+    },
+    {
+        "file": F,
+        "bug": "grouped-query attention's k and v are counted at every head's width, not the key/value heads'",
+        "original": "h, kv_width = shape.hidden, shape.hidden * shape.key_value_heads // shape.heads",
+        "replacement": "h, kv_width = shape.hidden, shape.hidden",
     },
     {
         "file": F,
