@@ -134,11 +134,12 @@ def fitting_setups(w: Workload, hw: Hardware, nodes: int) -> list[RefSetup]:
     recompute, micro batch and (tensor, pipeline) layout DeepSpeed 0.19.8 trains. Its own code says which:
     runtime/pipe/engine.py asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"; AutoTP builds a
     2-D data x tensor mesh (utils/groups.py), so no pipeline beside it. Tensor parallelism stays in a node and
-    splits the heads; pipeline stages are whole nodes holding at least a layer. Setups alike in speed, step time,
+    splits the heads (query and key/value); pipeline stages are whole nodes holding at least a layer. Setups alike in speed, step time,
     ZeRO stage and layout are listed once."""
     devices = hw.devices_per_node * nodes
     layouts = [(tp, pp) for tp in (1, 2, 4, 8) for pp in range(1, nodes + 1)
                if (tp == 1 or pp == 1) and hw.devices_per_node % tp == 0 and w.shape.heads % tp == 0
+               and w.shape.key_value_heads % tp == 0
                and nodes % pp == 0 and pp <= w.shape.layers]  # fmt: skip
     out = set()
     for tp, pp in layouts:
@@ -179,28 +180,39 @@ def checkpoint_parts(w: Workload, setup: RefSetup, nodes: int, ranks_per_node: i
     so 12 P / nodes per node. The 16-bit weights (2 bytes/param; 4 in fp32) are written by data-parallel rank 0
     alone: without a pipeline, the whole model on node 0 (ranks 0..tp-1, one file of P / tp each); with pp stages,
     each stage's P / pp (a file per layer, and a small model-states file) on the first node of the stage; ZeRO-3
-    writes none, but a small model-states file per rank. A node restores its own part and every other node's
-    model-states files (every rank loads them), of a pipeline only its own stage's layers
-    (templates/agent/PROTOCOL.md), never another rank's optimizer shard."""
+    writes none, but a small model-states file per rank. Without ZeRO (stage 0) nothing is sharded: DeepSpeed
+    0.19.8's engine.py `_do_optimizer_sanity_check` keeps fp32's torch optimizer and wraps fp16 and bf16 in
+    FP16_Optimizer (grad_accum_dtype defaults to the model's, `get_data_types`), whose whole state (fp32 master +
+    Adam m, v = 12 bytes/param; fp32: Adam alone, 8) data-parallel rank 0 writes into its model-states file beside
+    the weights; only a bf16 pipeline takes BF16_Optimizer, sharded as above. A node restores its own part and every
+    other node's model-states files (every rank loads them), of a pipeline only its own stage's layers (every layer
+    when there are no optimizer shards to say which stage a node holds: templates/agent/PROTOCOL.md), never another
+    rank's optimizer shard."""
     if w.method == "lora":
         whole = checkpoint_bytes(w)
         return whole / nodes, whole / nodes, whole, whole, 0.0, nodes, whole / nodes
     params = w.shape.params
     weight = 4 if w.precision == "fp32" else 2  # fp8 trains with bf16 on
-    shards = 12 * params / nodes
+    bf16 = w.precision in ("bf16", "fp8")
+    unsharded = setup.zero_stage == 0 and not (bf16 and setup.pp > 1)
+    in_model_states = (8 if w.precision == "fp32" else 12) * params if unsharded else 0.0  # the whole optimizer
+    shards = 0.0 if unsharded else 12 * params / nodes
     shard_file = shards / ranks_per_node
     if setup.zero_stage == 3:
         part = shards + ranks_per_node * SMALL_FILE
         return part, part, part * nodes, part * nodes, shard_file, nodes, part
     if setup.pp == 1:
-        model = weight * params
-        return (model + shards, model + shards, nodes * (model + shards), model + 12 * params,
+        model = weight * params + in_model_states
+        return (model + shards, model + shards, nodes * (model + shards), model + nodes * shards,
                 max(model / setup.tp, shard_file), 1, shards)  # fmt: skip
     stage = weight * params / setup.pp  # one stage's layers
-    restored = shards + stage + setup.pp * SMALL_FILE
+    states_file = in_model_states / setup.pp or SMALL_FILE  # each stage's model-states file
+    # its stage's layers, found by the optimizer shards its ranks hold; with none, every layer (PROTOCOL.md)
+    restored = shards + (weight * params if unsharded else stage) + setup.pp * states_file
     layer_file = stage / (w.shape.layers // setup.pp)
-    return (stage + SMALL_FILE + shards, restored, nodes * restored, 12 * params + weight * params + setup.pp * SMALL_FILE,
-            max(layer_file, shard_file), setup.pp, shards)  # fmt: skip
+    return (stage + states_file + shards, restored, nodes * restored,
+            nodes * shards + weight * params + setup.pp * states_file, max(layer_file, shard_file, states_file),
+            setup.pp, shards)  # fmt: skip
 
 
 def shared_account_s(large: float, large_nodes: int, small: float, nodes: int, node_rate: float, account: float) -> float:
