@@ -40,8 +40,13 @@ class ModelShape:
         return max(self.vocab * self.hidden, self.hidden * self.ffn)
 
 
-LLAMA = {"mlp": "swiglu", "norm": "rmsnorm"}  # the Llama architecture (Mistral 7B's too)
-LLAMA3 = {**LLAMA, "rope_theta": 500000.0}
+def llama(name: str, params: int, layers: int, hidden: int, heads: int, vocab: int, ffn: int, kv_heads: int = 0,
+          rope_theta: float = 10000.0) -> ModelShape:  # fmt: skip
+    """A shape of the Llama architecture (Mistral 7B's too): SwiGLU MLP, RMSNorm."""
+    return ModelShape(name, params, layers, hidden, heads, vocab, ffn, kv_heads, "swiglu", "rmsnorm", rope_theta)
+
+
+LLAMA3_ROPE = 500000.0
 
 PRESETS: dict[str, ModelShape] = {
     s.name: s
@@ -55,12 +60,12 @@ PRESETS: dict[str, ModelShape] = {
         ModelShape("mpt-13b", 12_846_090_240, 40, 5120, 40, 50368, 20480),
         ModelShape("mpt-30b", 29_975_214_080, 48, 7168, 56, 50368, 28672),
         ModelShape("mpt-70b", 64_862_437_376, 80, 8192, 64, 50368, 32768),
-        ModelShape("llama-7b", 6_738_415_616, 32, 4096, 32, 32000, 11008, **LLAMA),
-        ModelShape("llama-13b", 13_015_864_320, 40, 5120, 40, 32000, 13824, **LLAMA),
-        ModelShape("llama-70b", 68_976_648_192, 80, 8192, 64, 32000, 28672, kv_heads=8, **LLAMA),
-        ModelShape("llama3-8b", 8_030_261_248, 32, 4096, 32, 128256, 14336, kv_heads=8, **LLAMA3),
-        ModelShape("llama3-70b", 70_553_706_496, 80, 8192, 64, 128256, 28672, kv_heads=8, **LLAMA3),
-        ModelShape("mistral-7b", 7_241_732_096, 32, 4096, 32, 32000, 14336, kv_heads=8, **LLAMA),
+        llama("llama-7b", 6_738_415_616, 32, 4096, 32, 32000, 11008),
+        llama("llama-13b", 13_015_864_320, 40, 5120, 40, 32000, 13824),
+        llama("llama-70b", 68_976_648_192, 80, 8192, 64, 32000, 28672, kv_heads=8),
+        llama("llama3-8b", 8_030_261_248, 32, 4096, 32, 128256, 14336, kv_heads=8, rope_theta=LLAMA3_ROPE),
+        llama("llama3-70b", 70_553_706_496, 80, 8192, 64, 128256, 28672, kv_heads=8, rope_theta=LLAMA3_ROPE),
+        llama("mistral-7b", 7_241_732_096, 32, 4096, 32, 32000, 14336, kv_heads=8),
     ]
 }
 
@@ -68,8 +73,8 @@ PRESETS: dict[str, ModelShape] = {
 def shape_for_params(params: int, vocab: int = 32000) -> ModelShape:
     """A dense-transformer shape for a bare parameter count (when no --model is given).
 
-    Uses params ~= 12 * layers * hidden^2 + 2 * vocab * hidden with hidden ~= 128 * layers (the aspect ratio of the llama
-    and mpt families), hidden rounded to a multiple of 128, and the Llama architecture the node trains
+    Uses params ~= 12 * layers * hidden^2 + 2 * vocab * hidden with hidden ~= 128 * layers (the aspect ratio of the
+    llama and mpt families), hidden rounded to a multiple of 128, and the Llama architecture the node trains
     (templates/trainfleet_model.py): a SwiGLU MLP as wide as Llama's rule makes it (2/3 of 4 x hidden, rounded up
     to a multiple of 256: 11008 at hidden 4096), RMSNorm, multi-head attention. Heads about 128 wide, their count
     a multiple of 8 that divides the hidden size, as in every published model of 1B and up (llama, mpt, mistral:
@@ -83,7 +88,7 @@ def shape_for_params(params: int, vocab: int = 32000) -> ModelShape:
     hidden = max(128, round(root / 128) * 128)
     ffn = -(-8 * hidden // (3 * 256)) * 256
     name = f"{format_count(params)}-params"
-    return ModelShape(name, params, layers, hidden, heads_for(hidden), vocab, ffn, **LLAMA)
+    return llama(name, params, layers, hidden, heads_for(hidden), vocab, ffn)
 
 
 def heads_for(hidden: int) -> int:

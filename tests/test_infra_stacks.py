@@ -663,7 +663,7 @@ def test_gcp_node_files_are_objects_the_node_account_may_read(runs, env):
     assert fetch["BUCKET"] == bucket.outputs["name"]
     pins = {f["key"]: f for f in fetch["FILES"]}
     objects = {o.inputs["name"]: o for o in run.of_type("gcp:storage/bucketObject:BucketObject")}
-    assert sorted(objects) == sorted(pins) and len(pins) == 4  # agent, train.py, boot and resize scripts
+    assert sorted(objects) == sorted(pins) and len(pins) == 6  # agent, train.py + its 2 modules, boot and resize scripts
     prefix = naming.checkpoint_prefix(env, config)
     (member,) = run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
     (granted,) = re.findall(r'resource\.name\.startsWith\("([^"]+)"\)', member.inputs["condition"]["expression"])
@@ -780,7 +780,7 @@ def test_azure_node_files_are_blobs_the_node_identity_may_read(runs, env):
     assert run.exports["fleets"][fleet.name]["node_files"] == fetch["BUCKET"]
     pins = {f["key"]: f for f in fetch["FILES"]}
     blobs = {b.inputs["blobName"]: b for b in run.of_type("azure-native:storage:Blob")}
-    assert sorted(blobs) == sorted(pins) and len(pins) == 4  # agent, train.py, boot and resize scripts
+    assert sorted(blobs) == sorted(pins) and len(pins) == 6  # agent, train.py + its 2 modules, boot and resize scripts
     grant = run.one("azure-native:authorization:RoleAssignment", f"{fleet.name}-node-node-files")
     identity = run.one("azure-native:managedidentity:UserAssignedIdentity")
     assert grant.inputs["scope"] == container.id and grant.inputs["principalId"] == identity.outputs["principalId"]

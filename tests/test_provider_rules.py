@@ -399,7 +399,7 @@ def test_a_blob_uploaded_into_an_account_without_shared_keys_is_refused(monkeypa
     import infra.azure.storage as storage
 
     run = run_program("azure-dev", _config("azure-dev"), enforce_rules=False)
-    assert len(run.of_type("azure-native:storage:Blob")) == 4 and not _findings(run, "azure-blob-upload-needs-shared-key")
+    assert len(run.of_type("azure-native:storage:Blob")) == 6 and not _findings(run, "azure-blob-upload-needs-shared-key")
 
     def no_shared_keys(*args, **kwargs):
         return storage.harden_account(*args, **{**kwargs, "shared_key_access": False})
