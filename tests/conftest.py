@@ -92,6 +92,26 @@ def trainfleet():
     return run_trainfleet
 
 
+def run_in_process(capsys, *args: str) -> tuple[int, str, str]:
+    """`trainfleet ARGS` in this process (cli.app.main, as the console script runs it): (exit code, stdout, stderr)."""
+    from cli.app import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return exit_.value.code, out, err
+
+
+def one_line_error(capsys, *args: str) -> str:
+    """In process: exit 2, exactly one non-empty line on stderr, no traceback; returns that line."""
+    code, out, err = run_in_process(capsys, *args)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, (code, out, err)
+    assert len(lines) == 1, err
+    assert "Traceback" not in err and "nan" not in out.lower() and "infinity" not in out.lower()
+    return lines[0]
+
+
 def assert_one_line_error(result: Result, *needles: str) -> None:
     """A user error: exit 2, exactly one line on stderr, no traceback, naming what is wrong."""
     assert result.code == 2, (result.code, result.stdout, result.stderr)

@@ -12,34 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from cli.app import main
 from cli.output import print_json
 from infra.catalog import default_catalog
 from infra.catalog.loader import DATA_DIR
 from infra.config import StackConfig
 from infra.errors import ConfigError, TrainfleetError, shown
 from infra.units import parse_count, parse_hours, parse_money, parse_number
-from tests.conftest import STACKS
+from tests.conftest import STACKS, one_line_error
 
 PLAN = ["plan", "--model", "llama-7b", "--tokens", "1B"]
 LONG = "9" * 5000  # a 5,000-character value
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exit_.value.code, out, err
-
-
-def one_line_error(capsys, *args: str) -> str:
-    """Exit 2, exactly one non-empty line on stderr, no traceback; returns that line."""
-    code, out, err = run(capsys, *args)
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2, (code, out, err)
-    assert len(lines) == 1, err
-    assert "Traceback" not in err and "nan" not in out.lower() and "infinity" not in out.lower()
-    return lines[0]
 
 
 def assert_says(line: str, *needles: str) -> None:

@@ -14,25 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli.app import main
 from templates.trainfleet_tokens import TokenData
-from tests.conftest import assert_one_line_error
+from tests.conftest import assert_one_line_error, one_line_error, run_in_process
 
 DOCS = ["héllo wörld\n", "second line doc", "", "third, the last: ✓"]  # the empty one is skipped
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exit_.value.code, out, err
-
-
-def one_line_error(capsys, *args: str) -> str:
-    code, out, err = run(capsys, *args)
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2 and len(lines) == 1 and "Traceback" not in err, (code, out, err)
-    return lines[0]
 
 
 def inputs(tmp_path: Path) -> list[str]:
@@ -53,7 +38,7 @@ def naive_bytes_stream() -> list[int]:
 
 def test_round_trip_with_the_bytes_tokenizer(capsys, tmp_path):
     out = tmp_path / "ds"
-    code, stdout, _ = run(
+    code, stdout, _ = run_in_process(
         capsys, "data", "tokenize", *inputs(tmp_path), "--out", str(out), "--shard-tokens", "7"
     )
     stream = naive_bytes_stream()
@@ -75,17 +60,17 @@ def test_round_trip_with_the_bytes_tokenizer(capsys, tmp_path):
             assert data.window(j, seq_len).tolist() == stream[j * (seq_len + 1) : (j + 1) * (seq_len + 1)]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.jsonl", "ds"]  # no temp folder
 
-    code, stdout, _ = run(capsys, "data", "check", str(out), "--seq-len", "5", "--json")
+    code, stdout, _ = run_in_process(capsys, "data", "check", str(out), "--seq-len", "5", "--json")
     assert code == 0 and json.loads(stdout) == {"tokens": 52, "shards": 8, "dtype": "uint16", "vocab_size": 257,
                                                 "eos_id": 256, "seq_len": 5, "samples": 8}  # fmt: skip
-    code, stdout, _ = run(capsys, "data", "check", str(out), "--seq-len", "12")
+    code, stdout, _ = run_in_process(capsys, "data", "check", str(out), "--seq-len", "12")
     assert code == 0 and "ok, 52 tokens in 8 shard(s)" in stdout and "4 samples of 12 + 1 tokens" in stdout
 
 
 def test_tokenize_writes_into_an_empty_folder_and_refuses_a_full_one(capsys, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert run(capsys, "data", "tokenize", *inputs(tmp_path), "--out", str(empty))[0] == 0
+    assert run_in_process(capsys, "data", "tokenize", *inputs(tmp_path), "--out", str(empty))[0] == 0
     assert TokenData.open(empty).total_tokens == 52
     full = tmp_path / "full"
     full.mkdir()
@@ -134,7 +119,7 @@ def test_bad_input_is_one_line(capsys, tmp_path, files, extra, needle):
 
 def test_text_field_picks_the_jsonl_field(capsys, tmp_path):
     (tmp_path / "d.jsonl").write_text('{"body": "ab"}\n')
-    assert run(capsys, "data", "tokenize", str(tmp_path / "d.jsonl"), "--out", str(tmp_path / "ds"), "--text-field", "body")[0] == 0  # fmt: skip
+    assert run_in_process(capsys, "data", "tokenize", str(tmp_path / "d.jsonl"), "--out", str(tmp_path / "ds"), "--text-field", "body")[0] == 0  # fmt: skip
     assert TokenData.open(tmp_path / "ds").window(0, 2).tolist() == [ord("a"), ord("b"), 256]
 
 
@@ -178,7 +163,7 @@ def damage_index(**changes):
 )
 def test_check_gives_one_line_for_each_damage(capsys, tmp_path, damage, needle):
     ds = tmp_path / "ds"
-    assert run(capsys, "data", "tokenize", *inputs(tmp_path), "--out", str(ds), "--shard-tokens", "7")[0] == 0
+    assert run_in_process(capsys, "data", "tokenize", *inputs(tmp_path), "--out", str(ds), "--shard-tokens", "7")[0] == 0
     damage(ds)
     line = one_line_error(capsys, "data", "check", str(ds))
     assert needle in line and "trainfleet data tokenize" in line, line
@@ -186,7 +171,7 @@ def test_check_gives_one_line_for_each_damage(capsys, tmp_path, damage, needle):
 
 def test_check_refuses_a_sequence_longer_than_the_data(capsys, tmp_path):
     ds = tmp_path / "ds"
-    run(capsys, "data", "tokenize", *inputs(tmp_path), "--out", str(ds))
+    run_in_process(capsys, "data", "tokenize", *inputs(tmp_path), "--out", str(ds))
     assert "fewer than one sample of 54" in one_line_error(
         capsys, "data", "check", str(ds), "--seq-len", "53"
     )
@@ -219,7 +204,7 @@ def test_a_tokenizer_json_gives_its_ids(capsys, tmp_path):
     texts = ["hello world", "foo bar hello", "world"]
     (tmp_path / "d.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
     out = tmp_path / "ds"
-    assert run(capsys, "data", "tokenize", str(tmp_path / "d.jsonl"), "--out", str(out), "--tokenizer", str(path))[0] == 0  # fmt: skip
+    assert run_in_process(capsys, "data", "tokenize", str(tmp_path / "d.jsonl"), "--out", str(out), "--tokenizer", str(path))[0] == 0  # fmt: skip
 
     tok = Tokenizer.from_file(str(path))
     expected = [i for t in texts for i in [*tok.encode(t, add_special_tokens=False).ids, 3]]
@@ -250,7 +235,7 @@ def test_a_tokenizer_without_an_eos_token_needs_eos_id(capsys, tmp_path):
     ]
     assert "pass its id with --eos-id" in one_line_error(capsys, *args)
     assert "--eos-id 9 is outside the tokenizer's 3 ids" in one_line_error(capsys, *args, "--eos-id", "9")
-    assert run(capsys, *args, "--eos-id", "2")[0] == 0
+    assert run_in_process(capsys, *args, "--eos-id", "2")[0] == 0
     assert TokenData.open(tmp_path / "ds").window(0, 1).tolist() == [1, 2]
 
 
