@@ -91,7 +91,7 @@ from cli.planner import memory, throughput  # noqa: E402
 from cli.planner.calibration import default_fit  # noqa: E402
 from cli.planner.workload import Workload  # noqa: E402
 from infra.catalog import default_catalog  # noqa: E402
-from infra.model_shapes import LLAMA, PRESETS, ModelShape, shape_for_params, trainer_model_config  # noqa: E402
+from infra.model_shapes import PRESETS, ModelShape, llama, shape_for_params, trainer_model_config  # noqa: E402
 
 GIB = 2**30
 MIB = 2**20
@@ -149,7 +149,7 @@ def gpu_models(layers_7b: int) -> list[ModelRun]:
 
 def tiny_shape(name: str, layers: int) -> ModelShape:
     """A Llama shape of hidden 64, 4 heads, vocabulary 256, MLP 128; its parameters the trainer's count."""
-    shape = ModelShape(name, 1, layers, 64, 4, 256, 128, **LLAMA)
+    shape = llama(name, 1, layers, 64, 4, 256, 128)
     return dataclasses.replace(shape, params=trainer_config(shape, layers).params)
 
 
