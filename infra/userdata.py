@@ -199,11 +199,11 @@ def accelerator_of(fleet: Fleet) -> tuple[str, int]:
     return offers[0].accelerator, offers[0].accelerators_per_node
 
 
-def peak_tflops(fleet: Fleet, precision: str) -> float:
-    """The fleet's accelerator's dense peak at the job's precision (the trainer's MFU); 0 when not known."""
+def peak_tflops(accelerator: str, precision: str) -> float:
+    """The accelerator's dense peak at the job's precision (the trainer's MFU); 0 when not known."""
     from infra.catalog import default_catalog
 
-    chip = default_catalog().accelerator(accelerator_of(fleet)[0])
+    chip = default_catalog().accelerator(accelerator)
     return (chip.peak(precision) if chip else None) or 0.0
 
 
@@ -354,7 +354,7 @@ def _node_context(stack: str, config: StackConfig, fleet: Fleet, bucket: str, gr
         "model_config_path": f"{NODE_ETC}/model.json",
         "seq_len": config.job.seq_len,
         "data_prefix": data_prefix(stack, config),
-        "peak_tflops": f"{peak_tflops(fleet, config.job.precision):g}",
+        "peak_tflops": f"{peak_tflops(accelerator, config.job.precision):g}",
         "planned_tokens_per_s": f"{planned_tokens_per_s(config):.1f}",
         "script_path": script_path,
         "script_args": config.launch.args,

@@ -23,9 +23,9 @@ loses no completed step:
 
 Every rank agrees on "checkpoint now" / "stop now" at each step boundary (one tiny all-reduce), so a signal
 to one process is enough. Sample g of step s is the window the data's keyed permutation puts at position
-s x global batch + g (`Batches`): a run that is interrupted and resumed ends with the same weights and loss as one that never stopped,
-and a run resumed on fewer or more nodes (templates/node/trainfleet-resize.py: universal checkpoint, the same
-train_batch_size through more or less accumulation) trains each step on the same samples.
+s x global batch + g (`Batches`): a run that is interrupted and resumed ends with the same weights and loss as one
+that never stopped, and a run resumed on fewer or more nodes (templates/node/trainfleet-resize.py: universal
+checkpoint, the same train_batch_size through more or less accumulation) trains each step on the same samples.
 
 Parallelism comes from the ds_config (infra/userdata.py `ds_config`, infra/parallelism.py):
 * `tensor_parallel.autotp_size` > 1: DeepSpeed's AutoTP shards the Linear layers inside deepspeed.initialize.

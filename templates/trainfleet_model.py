@@ -68,10 +68,6 @@ class ModelConfig:
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
-    @classmethod
-    def from_json(cls, text: str) -> ModelConfig:
-        return cls(**json.loads(text))
-
 
 class RMSNorm(nn.Module):
     """x / rms(x) * weight, computed in fp32 and cast back, as Llama's reference does."""
