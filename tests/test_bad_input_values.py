@@ -43,9 +43,10 @@ def test_tokens_below_one_is_refused_not_priced_at_zero(capsys):
 
 
 def test_tokens_fewer_than_one_global_batch_is_refused(capsys):
-    # the default global batch of a full run is 4M = 4,000,000 tokens; 1,000 tokens is no optimizer step
+    # the default global batch of a full run is 2,048 sequences of 2,048 = 4,194,304 tokens; 1,000 tokens is no
+    # optimizer step
     line = one_line_error(capsys, "plan", "--model", "llama-7b", "--tokens", "1000")
-    assert_says(line, "--tokens", "'1000'", "4,000,000", "--global-batch")
+    assert_says(line, "--tokens", "'1000'", "4,194,304", "--global-batch")
 
 
 def test_non_whole_counts_are_refused_whole_ones_parse_exactly():
@@ -246,16 +247,20 @@ def test_refresh_with_empty_regions_is_an_error_not_all(capsys, tmp_path):
 # ---------------------------------------------------------------- case 4: messages that are true and short
 
 
+MILLION_SEQUENCES = ("--global-batch", str(10**6 * 2048))
+
+
 def test_estimate_on_demand_failure_does_not_suggest_on_demand(capsys):
-    # 1,000,000 A100s = 125,000 eight-GPU nodes: failures alone interrupt the run every few minutes
-    line = one_line_error(capsys, "estimate", "--model", "llama-7b", "--tokens", "1B",
+    # 1,000,000 A100s = 125,000 eight-GPU nodes: failures alone interrupt the run every few minutes (a batch of
+    # one sequence per device, so that the batch is not what is refused)
+    line = one_line_error(capsys, "estimate", "--model", "llama-7b", "--tokens", "10T", *MILLION_SEQUENCES,
                           "--accelerator", "A100-80GB", "--devices", "1000000")  # fmt: skip
     assert "--purchase on-demand" not in line
     assert_says(line, "1,000,000 x A100-80GB", "125,000 nodes", "on-demand", "hardware failures", "fewer --devices")
 
 
 def test_estimate_spot_failure_suggests_on_demand(capsys):
-    line = one_line_error(capsys, "estimate", "--model", "llama-7b", "--tokens", "1B",
+    line = one_line_error(capsys, "estimate", "--model", "llama-7b", "--tokens", "10T", *MILLION_SEQUENCES,
                           "--accelerator", "A100-80GB", "--devices", "1000000", "--purchase", "spot")  # fmt: skip
     assert_says(line, "spot", "--purchase on-demand")
 

@@ -41,7 +41,7 @@ DEEPSPEED_CANNOT_DRIVE = {"Trainium1", "Trainium2", "Qualcomm-AI100", "Radeon-MI
 # reliability.py docstring: AWS Spot Advisor bucket midpoints per month, >20% taken as 25%, unknown as >20%.
 MONTHLY_INTERRUPTED_SHARE = {0: 0.025, 1: 0.075, 2: 0.125, 3: 0.175, 4: 0.25}
 FAILURES_PER_DEVICE_HOUR = 5e-5  # failure_rates.md: between MegaScale's 1-2e-5 and Aegis' 1-2e-4
-STALL_SHARE = 0.27  # evaluation and data stalls: training_runs.csv's median reported / predicted, less one
+STALL_SHARE = 0.26  # evaluation and data stalls: training_runs.csv's median reported / predicted, less one
 NOTICE_SECONDS = {"aws": 120.0, "gcp": 30.0, "azure": 30.0}
 PROVISION_SECONDS = 900.0
 # checkpoint_io.md's conservative rates: local NVMe save, upload per node (never over half the node's network)
@@ -149,8 +149,12 @@ def fitting_setups(w: Workload, hw: Hardware, nodes: int) -> list[RefSetup]:
                 continue
             for checkpointing in (False, True):
                 for mb in MICRO_BATCHES:
-                    tokens = mb * w.seq_len
-                    if mb > 1 and (tokens > MAX_MICRO_BATCH_TOKENS or tokens * data_parallel > w.global_batch_tokens):
+                    # DeepSpeed trains batch == mb x accumulation x data parallel: each rank an equal whole share,
+                    # in whole micro batches
+                    sequences = w.global_batch_tokens // w.seq_len
+                    if sequences % data_parallel or (sequences // data_parallel) % mb:
+                        continue
+                    if mb > 1 and mb * w.seq_len > MAX_MICRO_BATCH_TOKENS:
                         continue
                     fits = memory.estimate(w, sharding, mb, checkpointing, hw.device_memory_gib,
                                            hw.devices_per_node, nodes, hw.host_memory_gib, tp=tp, pp=pp).fits  # fmt: skip
@@ -476,8 +480,9 @@ JOBS = {
 
 
 def job_for(region: str, model: str, tokens: int, method: str = "full", **bounds) -> Job:
-    # The CLI's default global batch: 4M tokens for full training, 256K for LoRA (SI suffixes).
-    batch = 4_000_000 if method == "full" else 256_000
+    # The CLI's default global batch at 2,048-token sequences: 2,048 sequences (2^22 tokens) for full training,
+    # 128 (2^18) for LoRA.
+    batch = 2048 * 2048 if method == "full" else 128 * 2048
     w = Workload(PRESETS[model], tokens, method=method, global_batch_tokens=batch)
     return Job(w, regions=frozenset({region}), **bounds)
 

@@ -28,7 +28,8 @@ MethodOpt = Annotated[str, typer.Option("--method", help="full (pre-training / f
 RankOpt = Annotated[int, typer.Option("--lora-rank", min=1, max=1024, help="LoRA rank")]
 BatchOpt = Annotated[
     str | None,
-    typer.Option("--global-batch", help="tokens per optimizer step; default 4M (full), 256K (lora)"),
+    typer.Option("--global-batch", help="tokens per optimizer step, a whole number of sequences, trained exactly; "
+                 "default: the power of two of sequences nearest 4Mi tokens (full) or 256Ki (lora)"),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of tables.")]
 HeadroomOpt = Annotated[
@@ -81,6 +82,7 @@ def _elastic(value: str | None) -> tuple[int, float] | None:
 
 
 def _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch):
+    from cli.planner.batch import default_batch_sequences, whole_sequences_problem
     from cli.planner.workload import Workload, resolve_shape
     from infra.units import parse_count
 
@@ -88,8 +90,13 @@ def _workload(model, params, tokens, seq_len, precision, method, lora_rank, glob
     _choice(method, ("full", "lora"), "--method")
     shape = resolve_shape(model, parse_count(params, "--params") if params is not None else None)
     n_tokens = parse_count(tokens, "--tokens")
-    batch = parse_count(global_batch if global_batch is not None else ("4M" if method == "full" else "256K"),
-                        "--global-batch")  # fmt: skip
+    if global_batch is None:
+        batch = default_batch_sequences(method, seq_len) * seq_len
+    else:
+        batch = parse_count(global_batch, "--global-batch")
+        problem = whole_sequences_problem(batch, seq_len)
+        if problem:
+            raise TrainfleetError(problem)
     if n_tokens < batch:
         raise TrainfleetError(
             f"--tokens {shown(tokens)} is less than one optimizer step of --global-batch {batch:,} tokens; "
@@ -150,7 +157,7 @@ def plan_command(
     t0 = time.perf_counter()
     from cli.planner.calibration import default_fit
     from cli.planner.optimizer import Request, alternatives, search
-    from cli.planner.report import impossible, notes, plan_dict
+    from cli.planner.report import impossible, notes, plan_dict, unsplit_line
     from infra.catalog import default_catalog
     from infra.catalog.capacity import default_placement_scores
     from infra.units import MAX_HOURS, parse_hours, parse_money
@@ -218,12 +225,13 @@ def plan_command(
         "best": plan_dict(best, req, explain, fit),
         "alternatives": [plan_dict(c, req, explain, fit) for c in alts],
         "frontier": [plan_dict(c, req, False, fit) for c in front],
-        "notes": notes(best, front, req),
+        "notes": notes(best, front, req) + ([unsplit_line(result)] if result.stats.unsplit else []),
         "search": {
             "offers": result.stats.offers_considered,
             "candidates": result.stats.candidates,
             "feasible": selection.count,
             "hardware_node_pairs": result.stats.hardware_evaluated,
+            "fleets_not_splitting_batch": sum(result.stats.unsplit.values()),
             "setups_evaluated": result.stats.setups_evaluated,
             "seconds": {
                 "setup": round(t_setup - t0, 4),
@@ -362,8 +370,8 @@ def _breakdown_table(bd: dict, total: float, wide: bool):
     )  # fmt: skip
 
 
-def _fixed_setup(zero_stage: int | None, offload: str | None, micro_batch: int | None, work, devices: int,
-                 tp: int | None = None, pp: int | None = None):  # fmt: skip
+def _fixed_setup(zero_stage: int | None, offload: str | None, micro_batch: int | None, tp: int | None = None,
+                 pp: int | None = None):  # fmt: skip
     from cli.planner.optimizer import FixedSetup
     from infra.parallelism import TP_SIZES, unsupported
 
@@ -381,13 +389,6 @@ def _fixed_setup(zero_stage: int | None, offload: str | None, micro_batch: int |
     if reason:
         reason = reason.replace("tensor_parallel", "--tp").replace("pipeline_parallel", "--pp")
         raise TrainfleetError(reason.replace("zero_stage", "--zero-stage").replace("set one of them to 1", "drop one"))
-    data_parallel = devices // ((tp or 1) * (pp or 1))
-    if micro_batch is not None and micro_batch * work.seq_len * data_parallel > work.global_batch_tokens:
-        raise TrainfleetError(
-            f"--micro-batch {micro_batch} x {work.seq_len} tokens x {data_parallel} data-parallel ranks is more than one "
-            f"optimizer step of --global-batch {work.global_batch_tokens:,} tokens; lower --micro-batch or raise "
-            "--global-batch"
-        )
     return FixedSetup(zero_stage, offload, micro_batch, tp, pp)
 
 
@@ -439,7 +440,15 @@ def estimate_command(
 ) -> None:
     """Price a fixed hardware choice (accelerator x devices): time, cost, MFU, no search over hardware."""
     from cli.planner.calibration import default_fit
-    from cli.planner.optimizer import FixedSetup, Request, best_setup, candidate, hardware_for, price_points
+    from cli.planner.optimizer import (
+        FixedSetup,
+        Request,
+        batch_problem,
+        best_setup,
+        candidate,
+        hardware_for,
+        price_points,
+    )
     from cli.planner.outliers import conservative_spot
     from cli.planner.report import (
         assumptions,
@@ -455,7 +464,7 @@ def estimate_command(
 
     work = _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch)
     _choice(purchase, ("spot", "on-demand"), "--purchase")
-    fixed = _fixed_setup(zero_stage, offload, micro_batch, work, devices, tp, pp)
+    fixed = _fixed_setup(zero_stage, offload, micro_batch, tp, pp)
     catalog = default_catalog()
     known = sorted({o.accelerator for o in catalog.all_offers if o.accelerator})
     if accelerator not in known:
@@ -492,10 +501,10 @@ def estimate_command(
                 f"{accelerator} has no peak TFLOP/s for {precision} in the catalog; try --precision bf16"
             )
         nodes = devices // hw.devices_per_node
-        layout = layout_error(tp or 1, pp or 1, hw.devices_per_node, nodes)
+        layout = layout_error(tp or 1, pp or 1, hw.devices_per_node, nodes) or batch_problem(work, hw, nodes, fixed)
         if layout:
             misfit = layout
-            continue  # another node size of the accelerator may take the pinned layout
+            continue  # another node size of the accelerator may take the pinned layout (or split the batch)
         setup = best_setup(work, hw, nodes, fit, headroom=memory_headroom, fixed=fixed)
         if setup is None and fixed != FixedSetup():
             raise TrainfleetError(

@@ -460,7 +460,9 @@ def model_states(w: Workload, sharding: Sharding, gpus_per_node: int, nodes: int
 
 
 def micro_batches_per_step(w: Workload, micro_batch: int, data_parallel: int) -> int:
-    """Gradient accumulation steps m: the global batch over micro batch x sequence x data-parallel size."""
+    """Gradient accumulation steps m: the global batch over micro batch x sequence x data-parallel size (exact for
+    the micro batches a plan may use, which divide each rank's share: cli/planner/batch.py; rounded up for the
+    hypothetical ones `largest_micro_batch` steps through)."""
     return max(1, math.ceil(w.global_batch_tokens / (micro_batch * w.seq_len * data_parallel)))
 
 

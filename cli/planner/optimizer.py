@@ -33,6 +33,7 @@ from functools import cached_property
 from itertools import groupby
 
 from cli.planner import memory, reliability, throughput
+from cli.planner.batch import split_fix, split_problem
 from cli.planner.calibration import Fit
 from cli.planner.capacity import FULL, Capacity, spot_capacity
 from cli.planner.memory import SHARDINGS, MemoryEstimate, Sharding
@@ -150,6 +151,8 @@ class Stats:
     price_points: int = 0  # offer x purchase pairs with usable hardware
     zones_not_priced: int = 0  # spot zones dearer than another zone of the same region, type and bucket
     pruned: int = 0  # hardware x node counts that could not meet the deadline or budget at any speed
+    # hardware x node counts no layout of which splits the global batch evenly: devices in the fleet -> how many
+    unsplit: dict[int, int] = field(default_factory=dict)
     unbearable: int = 0  # fit memory but interruptions would dominate the run
     unobtainable: int = 0  # spot plans whose measured placement score says the nodes cannot be had
     setups_evaluated: int = 0
@@ -169,23 +172,56 @@ def hardware_for(offer: Offer, accel: Accelerator | None, precision: str) -> Har
                     offer.memory_gib, offer.vcpus, offer.network_gbps, offer.fabric)  # fmt: skip
 
 
-def micro_batch_allowed(w: Workload, devices: int, mb: int) -> bool:
-    """Micro batches the search may use: one sequence always; more only while one micro-step over all
-    devices stays within the global batch (the optimizer never grows the batch the user trains with)
-    and within the calibrated range of tokens per micro-batch."""
-    if mb == 1:
-        return True
-    return mb * w.seq_len <= MAX_MICRO_TOKENS and mb * w.seq_len * devices <= w.global_batch_tokens
+def micro_batch_allowed(w: Workload, data_parallel: int, mb: int) -> bool:
+    """Micro batches the search may use over `data_parallel` ranks: those that divide each rank's equal share of
+    the global batch (which is then trained exactly: cli/planner/batch.py), one sequence or more within the
+    calibrated range of tokens per micro-batch."""
+    share, rest = divmod(w.batch_sequences, data_parallel)
+    if rest or not share or share % mb:
+        return False
+    return mb == 1 or mb * w.seq_len <= MAX_MICRO_TOKENS
 
 
 def layouts(w: Workload, hw: Hardware, nodes: int) -> list[tuple[int, int]]:
     """(tp, pp) the search tries: tensor parallelism inside a node (a divisor of its devices and of the model's
     heads), or pipeline stages of whole nodes (a divisor of the nodes, at most the layers), never both: DeepSpeed
-    0.19.8's AutoTP cannot train a PipelineModule (infra/parallelism.py)."""
+    0.19.8's AutoTP cannot train a PipelineModule (infra/parallelism.py); each with a data-parallel size that splits
+    the global batch evenly (none: this fleet cannot train the batch, `unsplit_batch`)."""
+    devices = hw.devices_per_node * nodes
+    return [(tp, pp) for tp, pp in model_layouts(w, hw, nodes)
+            if split_problem(w.batch_sequences, devices // (tp * pp)) is None]  # fmt: skip
+
+
+def model_layouts(w: Workload, hw: Hardware, nodes: int) -> list[tuple[int, int]]:
+    """`layouts` before the batch is asked to split: what the model, the node and DeepSpeed allow."""
     out = [(1, 1)]
     out += [(tp, 1) for tp in TP_SIZES[1:] if hw.devices_per_node % tp == 0 and w.shape.heads % tp == w.shape.key_value_heads % tp == 0]
     out += [(1, pp) for pp in divisors(nodes)[1:] if pp <= w.shape.layers]
     return [(tp, pp) for tp, pp in out if unsupported_layout(tp, pp) is None]
+
+
+def batch_problem(w: Workload, hw: Hardware, nodes: int, fixed: FixedSetup | None = None) -> str | None:
+    """Why no layout (of those `fixed` allows) on this fleet can train the global batch exactly, and what to
+    change; None when one can (with the pinned micro batch dividing its ranks' share)."""
+    devices = hw.devices_per_node * nodes
+    allowed = [(tp, pp) for tp, pp in model_layouts(w, hw, nodes) if fixed is None or fixed.allows_layout(tp, pp)]
+    if not allowed:
+        return None  # the layout itself is refused elsewhere, with its own reason
+    batch, mb = w.batch_sequences, fixed.micro_batch if fixed is not None else None
+    splitting = [devices // (tp * pp) for tp, pp in allowed if split_problem(batch, devices // (tp * pp)) is None]
+    if splitting and (mb is None or any(batch // dp % mb == 0 for dp in splitting)):
+        return None
+    if splitting:
+        dp = splitting[0]
+        share = batch // dp
+        fits = ", ".join(str(d) for d in range(1, share + 1) if share % d == 0)
+        return (f"--micro-batch {mb} does not divide the {share:,} sequences each of {dp:,} data-parallel ranks "
+                f"trains per step ({batch:,} / {dp:,}); use one of {fits}, or another --global-batch")  # fmt: skip
+    tp, pp = allowed[0]
+    dp = devices // (tp * pp)
+    layout = f"tensor parallel {tp} x pipeline {pp}: " if tp * pp > 1 else ""
+    others = "" if len(allowed) == 1 else " (nor does any tensor or pipeline layout)"
+    return f"{layout}{split_problem(batch, dp)}{others}; {split_fix(batch, w.seq_len, dp)}"
 
 
 def unsupported_layout(tp: int, pp: int) -> str | None:
@@ -209,7 +245,7 @@ def setups(w: Workload, hw: Hardware, nodes: int, fit: Fit, headroom: float = me
             for ckpt in (False, True):
                 for mb in (micro_batch,) if micro_batch else MICRO_BATCHES:
                     if not micro_batch and not micro_batch_allowed(w, dp, mb):
-                        break
+                        continue
                     mem = memory.estimate(w, sharding, mb, ckpt, hw.device_memory_gib, hw.devices_per_node, nodes,
                                           hw.host_memory_gib, headroom, tp=tp, pp=pp)  # fmt: skip
                     if not mem.fits:
@@ -667,6 +703,10 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
     for hw, groups in by_hardware.items():
         cheapest_rate = min(point[3] for group in groups.values() for point in group)
         for nodes in counts:
+            if not layouts(w, hw, nodes):
+                devices = hw.devices_per_node * nodes
+                stats.unsplit[devices] = stats.unsplit.get(devices, 0) + 1
+                continue
             if prune and not can_meet_bounds(req, hw, nodes, cheapest_rate, fit):
                 stats.pruned += 1
                 continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from cli.planner import reliability
+from cli.planner.batch import nearest_batches
 from cli.planner.calibration import Fit, default_fit
 from cli.planner.memory import GIB, MemoryEstimate
 from cli.planner.memory import assumptions as memory_assumptions
@@ -56,7 +57,10 @@ def assumptions(c: Candidate, req: Request, fit: Fit | None = None) -> list[str]
         out.append(f"elastic recovery (--elastic {e.min_nodes}:{e.wait_s:g}): a lost node's survivors shrink to "
                    f"{e.shrink_nodes} of {c.nodes} nodes after {e.wait_s:g} s; "
                    f"{reliability.convert_rate_note()}, benchmarks/elastic_recovery.py")  # fmt: skip
-    out.append(f"global batch {w.global_batch_tokens:,} tokens; flash attention; 16-bit gradients")
+    st = c.setup.step
+    out.append(f"global batch {w.batch_sequences:,} sequences of {w.seq_len:,} tokens ({w.global_batch_tokens:,} tokens), "
+               f"trained exactly: micro batch {st.micro_batch} x accumulation {st.grad_accum} x "
+               f"{c.devices // (st.tp * st.pp):,} data-parallel ranks; flash attention; 16-bit gradients")  # fmt: skip
     out += parallelism_assumptions(c.setup.tp, c.setup.pp)
     out += memory_assumptions(c.setup.memory)
     return out
@@ -505,6 +509,8 @@ def impossible(result: Search) -> TrainfleetError:
             f"every plan that fits {what} in memory would spend most of its time on interruptions and "
             f"restarts ({stats.unbearable} candidates); {fix}"
         )
+    if not result.unbounded and stats.unsplit and not stats.hardware_evaluated:
+        return TrainfleetError(f"{unsplit_line(result)}; give a --global-batch they split, or raise --max-nodes")
     if not result.unbounded:
         return TrainfleetError(
             f"no offer fits {what} in memory with up to {req.max_nodes} nodes and {priced} price"
@@ -531,3 +537,14 @@ def impossible(result: Search) -> TrainfleetError:
         f"deadline {dl:g} h and budget ${budget:,.0f} cannot both be met: the cheapest plan within the "
         f"deadline needs {describe(closest)}; raise --budget or --deadline"
     )
+
+
+def unsplit_line(result: Search) -> str:
+    """The fleets not offered because no layout of theirs splits the global batch, with the nearest batches the
+    largest of them could train (cli/planner/batch.py)."""
+    w, unsplit = result.request.workload, result.stats.unsplit
+    largest = max(unsplit)
+    return (f"{sum(unsplit.values())} fleets of {', '.join(f'{d:,}' for d in sorted(unsplit))} devices not offered: no "
+            f"layout of theirs splits the global batch of {w.batch_sequences:,} sequences evenly over its data-parallel "
+            f"ranks ({largest:,} devices could train "
+            f"{' or '.join(f'{b:,}' for b in nearest_batches(w.batch_sequences, largest))} sequences)")  # fmt: skip

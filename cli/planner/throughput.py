@@ -25,7 +25,8 @@ step = grad_accum * (compute + exposed micro comm) + exposed step comm + offload
 
 Tensor (t = tp) and pipeline (p = pp) parallelism (layout and memory: cli/planner/memory.py; t = p = 1 gives
 every figure above unchanged). dp = world / (t x p); one (t, p) rank holds P_rank parameters (memory.rank_params).
-    grad accumulation m = ceil(global batch tokens / (b x s x dp)) (every micro-batch passes every stage)
+    grad accumulation m = global batch sequences / (b x dp), exactly: b divides each rank's share
+        (cli/planner/batch.py; every micro-batch passes every stage)
     compute   = b * s * F / (t * p * MFU * peak) per micro-step and device: a step's b s m dp F FLOPs are spread
                 evenly over the world's t p dp devices. MFU stays the calibration's per-device figure at the
                 world's device count: tensor parallelism's smaller GEMMs are not modelled as slower.

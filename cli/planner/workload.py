@@ -26,11 +26,21 @@ class Workload:
     precision: str = "bf16"
     method: str = "full"  # full | lora
     lora_rank: int = 16
-    global_batch_tokens: int = 4 * 1024 * 1024
+    global_batch_tokens: int = 4 * 1024 * 1024  # whole sequences (cli/planner/batch.py)
+
+    def __post_init__(self) -> None:
+        if self.global_batch_tokens < self.seq_len or self.global_batch_tokens % self.seq_len:
+            raise ValueError(f"a global batch of {self.global_batch_tokens:,} tokens is not a whole number of "
+                             f"{self.seq_len:,}-token sequences")  # fmt: skip
 
     @property
     def params(self) -> int:
         return self.shape.params
+
+    @property
+    def batch_sequences(self) -> int:
+        """Sequences per optimizer step: the batch every plan trains exactly (cli/planner/batch.py)."""
+        return self.global_batch_tokens // self.seq_len
 
     @cached_property
     def trainable_params(self) -> int:
