@@ -107,7 +107,7 @@ def test_a_months_long_cheapest_plan_comes_with_a_note():
     assert f"{fastest:,.1f} h" in note
     # a deadline: no note about the run's length (its one note is the price outlier, tested below)
     assert not [n for n in plan_json("--model", "llama-7b", "--tokens", "200B", "--deadline", "72h")["notes"]
-                if "--deadline" in n]  # fmt: skip
+                if "--deadline" in n and "interval" not in n]  # fmt: skip
 
 
 def test_regions_filter_and_on_demand_purchase():
@@ -350,7 +350,7 @@ def test_multi_node_spot_plan_by_hand_nodes_price_and_interruption_overhead():
     tau = math.sqrt(2 * d * m)  # Young's interval
     spot_per_s = nodes * -math.log(1 - 0.25) / 730 / 3600
     lossy_restart = restart + upload + 10  # a failure also loses the step not yet durable
-    overhead = 1.26 * (1 + d / tau + (tau + d) / (2 * m) + lossy_restart / m) / (1 - spot_per_s * (emergency + restart))
+    overhead = 1.29 * (1 + d / tau + (tau + d) / (2 * m) + lossy_restart / m) / (1 - spot_per_s * (emergency + restart))
     overhead += wait / 3600 / best["useful_hours"]
     assert best["wallclock_hours"] / best["useful_hours"] == pytest.approx(overhead, rel=1e-3)
     assert best["breakdown"]["interruption_loss_usd"] > 0

@@ -70,7 +70,7 @@ def test_waiting_for_capacity_adds_the_wait_before_the_start_and_to_every_restar
     m = 1 / fail
     restart = 900 + w_s + up + d
     tau = math.sqrt(2 * d * m) * (1 + math.sqrt(d / (2 * m)) / 3 + d / (18 * m)) - d
-    daly = m * math.exp((restart + up + 10) / m) * math.expm1((tau + d) / m) * 100 * 3600 * 1.26 / tau
+    daly = m * math.exp((restart + up + 10) / m) * math.expm1((tau + d) / m) * 100 * 3600 * 1.29 / tau
     wall = daly / (1 - spot * (5 + d + up + 10 + restart)) + w_s
     assert rel.wall_hours == pytest.approx(wall / 3600, rel=1e-9)
     assert rel.start_wait_hours == pytest.approx(w_s / 3600)

@@ -35,13 +35,13 @@ CATALOG_DATA = REPO / "infra" / "catalog" / "data"
 # --- the model, as documented ----------------------------------------------------------------------------
 # The search space (optimizer.py docstring): these node counts up to --max-nodes, plus --max-nodes itself.
 NODE_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
-MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+MOST_MICRO_BATCH = 64  # sequences per device per micro-step
 MAX_MICRO_BATCH_TOKENS = 65536  # the calibration table's largest micro-batch
 DEEPSPEED_CANNOT_DRIVE = {"Trainium1", "Trainium2", "Qualcomm-AI100", "Radeon-MI25"}  # need their own SDKs
 # reliability.py docstring: AWS Spot Advisor bucket midpoints per month, >20% taken as 25%, unknown as >20%.
 MONTHLY_INTERRUPTED_SHARE = {0: 0.025, 1: 0.075, 2: 0.125, 3: 0.175, 4: 0.25}
 FAILURES_PER_DEVICE_HOUR = 5e-5  # failure_rates.md: between MegaScale's 1-2e-5 and Aegis' 1-2e-4
-STALL_SHARE = 0.26  # evaluation and data stalls: training_runs.csv's median reported / predicted, less one
+STALL_SHARE = 0.29  # evaluation and data stalls: training_runs.csv's median reported / predicted, less one
 NOTICE_SECONDS = {"aws": 120.0, "gcp": 30.0, "azure": 30.0}
 PROVISION_SECONDS = 900.0
 # checkpoint_io.md's conservative rates: local NVMe save, upload per node (never over half the node's network)
@@ -148,7 +148,7 @@ def fitting_setups(w: Workload, hw: Hardware, nodes: int) -> list[RefSetup]:
             if pp > 1 and sharding.zero_stage >= 2:
                 continue
             for checkpointing in (False, True):
-                for mb in MICRO_BATCHES:
+                for mb in range(1, MOST_MICRO_BATCH + 1):
                     # DeepSpeed trains batch == mb x accumulation x data parallel: each rank an equal whole share,
                     # in whole micro batches
                     sequences = w.global_batch_tokens // w.seq_len

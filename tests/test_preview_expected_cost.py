@@ -75,7 +75,7 @@ def test_the_useful_hours_are_what_trainfleet_estimate_says_for_the_same_setup(t
     )  # fmt: skip
     assert result.code == 0, result.stderr
     useful = result.json()["useful_hours"]
-    assert e.ideal_hours == pytest.approx(useful * 1.26, rel=1e-3)  # + 26% evaluation and data stalls
+    assert e.ideal_hours == pytest.approx(useful * 1.29, rel=1e-3)  # + 29% evaluation and data stalls
 
 
 def test_an_all_on_demand_fleet_only_fails():

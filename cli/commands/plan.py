@@ -282,7 +282,9 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
         f"  ZeRO-{b['zero_stage']}, offload {b['offload']}, micro batch {b['micro_batch']}, grad accum "
         f"{b['grad_accum']}, activation checkpointing {'on' if b['activation_checkpointing'] else 'off'}, "
         f"checkpoint every {b['checkpoint_interval_minutes']:g} min\n"
-        f"  {b['wallclock_hours']:,.1f} h wall clock (expected), {money(b['expected_cost_usd'])} expected, "
+        f"  {b['wallclock_hours']:,.1f} h wall clock (expected; 80% interval {b['wallclock_hours_low']:,.1f}-"
+        f"{b['wallclock_hours_high']:,.1f} h), {money(b['expected_cost_usd'])} expected "
+        f"({short_money(b['expected_cost_usd_low'])}-{short_money(b['expected_cost_usd_high'])}), "
         f"{b['tokens_per_second']:,.0f} tokens/s, MFU {b['mfu']:.1%}\n"
         f"  memory per device: {_memory_line(b)}"
         + (f"\n  capacity: {_capacity_line(b)}" if b["purchase"] == "spot" else ""),
@@ -293,8 +295,10 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
     def rows(plans):
         return [
             (f"{p['nodes']} x {p['instance_type']}",
-             p["purchase"], f"{p['cloud']} {p['region']}", f"{p['wallclock_hours']:,.1f}",
-             money(p["expected_cost_usd"]), p["interruption"], f"{p['devices']} x {p['accelerator']}",
+             p["purchase"], f"{p['cloud']} {p['region']}",
+             f"{p['wallclock_hours']:,.1f} ({p['wallclock_hours_low']:,.0f}-{p['wallclock_hours_high']:,.0f})",
+             f"{money(p['expected_cost_usd'])} ({short_money(p['expected_cost_usd_low'])}-"
+             f"{short_money(p['expected_cost_usd_high'])})", p["interruption"], f"{p['devices']} x {p['accelerator']}",
              f"ZeRO-{p['zero_stage']}, offload {p['offload']}",
              _capacity_cell(p), ",".join(p["zones"]))
             for p in plans
@@ -305,8 +309,8 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
         Col("nodes x instance"),
         Col("purchase"),
         Col("where"),
-        Col("wall (h)", "right"),
-        Col("expected cost", "right"),
+        Col("wall (h), 80%", "right"),
+        Col("expected cost, 80%", "right"),
         Col("interruption", drop=1),
         Col("devices", drop=2),
         Col("setup", drop=3),
@@ -331,6 +335,14 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
     )
     if "stack_file" in out:
         console.print(f"wrote {out['stack_file']}", highlight=False)
+
+
+def short_money(usd: float) -> str:
+    """$5.4K, $11.6K, $1.2M: an interval's ends, to the precision an interval has."""
+    for unit, size in (("M", 1e6), ("K", 1e3)):
+        if usd >= size:
+            return f"${usd / size:,.1f}{unit}"
+    return f"${usd:,.0f}"
 
 
 def _capacity_cell(p: dict) -> str:
@@ -454,10 +466,12 @@ def estimate_command(
         assumptions,
         capacity_dict,
         explain_lines,
+        interval_figures,
         memory_figures,
         offload_label,
         price_outlier,
     )
+    from cli.planner.uncertainty import PLAN_INTERVAL
     from infra.catalog import default_catalog
     from infra.catalog.capacity import default_placement_scores
     from infra.parallelism import layout_error
@@ -547,6 +561,9 @@ def estimate_command(
         "wallclock_hours": round(best.wall_hours, 3),
         "useful_hours": round(best.rel.useful_hours, 3),
         "cost_usd": round(best.cost_usd, 2),
+        "cost_usd_low": round(PLAN_INTERVAL.around(best.cost_usd)[0], 2),
+        "cost_usd_high": round(PLAN_INTERVAL.around(best.cost_usd)[1], 2),
+        **interval_figures(best.wall_hours, devices, best.cost_usd),
         "mfu": round(st.effective_mfu, 4),
         "tokens_per_second": round(st.tokens_per_second, 1),
         "tokens_per_second_per_device": round(st.tokens_per_second_per_device, 1),
@@ -588,8 +605,10 @@ def estimate_command(
 
     console.print(
         f"{work.shape.name} on {devices} x {accelerator} ({best.nodes} x {best.offer.instance_type}, {purchase}, "
-        f"{best.offer.cloud} {best.offer.region}): {out['wallclock_hours']:,.1f} h wall clock, "
-        f"{out['gpu_hours']:,.0f} device-hours, {money(out['cost_usd'])} expected, "
+        f"{best.offer.cloud} {best.offer.region}): {out['wallclock_hours']:,.1f} h wall clock "
+        f"({out['wallclock_hours_low']:,.1f}-{out['wallclock_hours_high']:,.1f} h, 80%), "
+        f"{out['gpu_hours']:,.0f} device-hours ({out['device_hours_low']:,.0f}-{out['device_hours_high']:,.0f}), "
+        f"{money(out['cost_usd'])} expected ({short_money(out['cost_usd_low'])}-{short_money(out['cost_usd_high'])}), "
         f"{out['tokens_per_second']:,.0f} tokens/s, MFU {out['mfu']:.1%}\n"
         f"  memory per device: {_memory_line(out)}",
         highlight=False,

@@ -2,8 +2,8 @@
 
 Search space: catalog offers that pass the filters and have a price for the purchase option (spot per
 zone, on-demand per region) x NODE_COUNTS up to --max-nodes x SHARDINGS x activation checkpointing
-on/off x MICRO_BATCHES (one sequence, or more while a micro-step over all devices stays within the
-global batch). A candidate is feasible when it fits device and host memory, meets the deadline,
+on/off x micro batches (`micro_batches`: each divisor of a data-parallel rank's share of the global batch, which
+is then trained exactly). A candidate is feasible when it fits device and host memory, meets the deadline,
 the budget, and its interruption load is bearable. The objective is expected cost, wall time, or
 cost + time-value x hours.
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from itertools import groupby
 
 from cli.planner import memory, reliability, throughput
@@ -48,7 +48,7 @@ from infra.parallelism import TP_SIZES, divisors, unsupported
 from infra.placement import shares_cluster_placement_group
 
 NODE_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
-MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+MAX_MICRO_BATCH = 64  # sequences per device per micro-step the search tries at most
 MAX_MICRO_TOKENS = 65536  # the largest micro-batch the calibration table covers
 
 
@@ -172,14 +172,19 @@ def hardware_for(offer: Offer, accel: Accelerator | None, precision: str) -> Har
                     offer.memory_gib, offer.vcpus, offer.network_gbps, offer.fabric)  # fmt: skip
 
 
-def micro_batch_allowed(w: Workload, data_parallel: int, mb: int) -> bool:
-    """Micro batches the search may use over `data_parallel` ranks: those that divide each rank's equal share of
-    the global batch (which is then trained exactly: cli/planner/batch.py), one sequence or more within the
-    calibrated range of tokens per micro-batch."""
-    share, rest = divmod(w.batch_sequences, data_parallel)
-    if rest or not share or share % mb:
-        return False
-    return mb == 1 or mb * w.seq_len <= MAX_MICRO_TOKENS
+def micro_batches(w: Workload, data_parallel: int) -> tuple[int, ...]:
+    """The micro batches the search tries over `data_parallel` ranks: every divisor of each rank's equal share of
+    the global batch (which is then trained exactly: cli/planner/batch.py), up to MAX_MICRO_BATCH sequences and,
+    above one sequence, within the calibrated range of tokens per micro-batch. None when the share is not whole."""
+    return _divisors_within(w.batch_sequences, data_parallel, max(1, MAX_MICRO_TOKENS // w.seq_len))
+
+
+@cache
+def _divisors_within(batch: int, data_parallel: int, most: int) -> tuple[int, ...]:
+    share, rest = divmod(batch, data_parallel)
+    if rest or not share:
+        return ()
+    return tuple(mb for mb in range(1, min(share, most, MAX_MICRO_BATCH) + 1) if share % mb == 0)
 
 
 def layouts(w: Workload, hw: Hardware, nodes: int) -> list[tuple[int, int]]:
@@ -236,16 +241,14 @@ def sharding_supported(sh: Sharding, tp: int, pp: int) -> bool:
 def setups(w: Workload, hw: Hardware, nodes: int, fit: Fit, headroom: float = memory.DEFAULT_HEADROOM,
            micro_batch: int | None = None) -> Iterable[Setup]:  # fmt: skip
     """Every setup in the search space that fits memory with `headroom` of it left (the brute-force view);
-    with `micro_batch`, only that micro batch (which may be outside MICRO_BATCHES)."""
+    with `micro_batch`, only that micro batch (which may be outside `micro_batches`)."""
     for tp, pp in layouts(w, hw, nodes):
         dp = hw.devices_per_node * nodes // (tp * pp)
         for sharding in SHARDINGS:
             if not sharding_supported(sharding, tp, pp):
                 continue
             for ckpt in (False, True):
-                for mb in (micro_batch,) if micro_batch else MICRO_BATCHES:
-                    if not micro_batch and not micro_batch_allowed(w, dp, mb):
-                        continue
+                for mb in (micro_batch,) if micro_batch else micro_batches(w, dp):
                     mem = memory.estimate(w, sharding, mb, ckpt, hw.device_memory_gib, hw.devices_per_node, nodes,
                                           hw.host_memory_gib, headroom, tp=tp, pp=pp)  # fmt: skip
                     if not mem.fits:
@@ -388,7 +391,7 @@ def best_layout_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, 
     depend on the network, vCPUs or price, so the offers of one accelerator and node shape share it."""
     dp = hw.devices_per_node * nodes // (tp * pp)
     pinned_mb = fixed.micro_batch if fixed is not None else None
-    batches = (pinned_mb,) if pinned_mb else tuple(mb for mb in MICRO_BATCHES if micro_batch_allowed(w, dp, mb))
+    batches = (pinned_mb,) if pinned_mb else micro_batches(w, dp)
     shardings = [sh for sh in SHARDINGS if (fixed is None or fixed.allows_sharding(sh))
                  and (stages is None or sh.zero_stage in stages) and sharding_supported(sh, tp, pp)]  # fmt: skip
     layout = (tp, pp)
@@ -764,7 +767,7 @@ def can_meet_bounds(req: Request, hw: Hardware, nodes: int, cheapest_usd_per_nod
     # the fewest data-parallel ranks of any layout allow the most micro batches
     dp = min(hw.devices_per_node * nodes // (tp * pp) for tp, pp in layouts(w, hw, nodes))
     fastest = max(throughput.compute_only_tokens_per_second(w, hw, nodes, mb, ckpt, fit)
-                  for ckpt in (False, True) for mb in MICRO_BATCHES if micro_batch_allowed(w, dp, mb))  # fmt: skip
+                  for ckpt in (False, True) for mb in micro_batches(w, dp))  # fmt: skip
     hours = w.tokens / fastest / 3600
     if req.deadline_hours is not None and hours > req.deadline_hours:
         return False

@@ -90,7 +90,7 @@ PROVISION_S = 900.0
 # Evaluation, data stalls, logging and the rest whole published runs lose beyond what is modelled here: the
 # median of reported / predicted device-hours over the development set of published runs, less one
 # (training_runs.csv; benchmarks/plan_calibration.py prints the fit and each run's error).
-STALL_SHARE = 0.26
+STALL_SHARE = 0.29
 STORAGE_USD_PER_GB_MONTH = {"aws": 0.023, "gcp": 0.020, "azure": 0.018}  # standard object storage
 KEEP_LAST = 3  # checkpoints kept (the schema's default keep_last)
 MAX_SAFE_LOAD = 0.5  # refuse plans that would spend half their time restarting

@@ -12,6 +12,7 @@ from cli.planner.memory import assumptions as memory_assumptions
 from cli.planner.optimizer import Candidate, FixedSetup, Request, Search, assess_group, rank
 from cli.planner.outliers import OUTLIER_NOTE, neighbours_median
 from cli.planner.throughput import explain_step, parallelism_assumptions
+from cli.planner.uncertainty import LEVEL, PLAN_INTERVAL
 from infra.errors import TrainfleetError
 
 
@@ -58,6 +59,7 @@ def assumptions(c: Candidate, req: Request, fit: Fit | None = None) -> list[str]
                    f"{e.shrink_nodes} of {c.nodes} nodes after {e.wait_s:g} s; "
                    f"{reliability.convert_rate_note()}, benchmarks/elastic_recovery.py")  # fmt: skip
     st = c.setup.step
+    out.append(PLAN_INTERVAL.describe())
     out.append(f"global batch {w.batch_sequences:,} sequences of {w.seq_len:,} tokens ({w.global_batch_tokens:,} tokens), "
                f"trained exactly: micro batch {st.micro_batch} x accumulation {st.grad_accum} x "
                f"{c.devices // (st.tp * st.pp):,} data-parallel ranks; flash attention; 16-bit gradients")  # fmt: skip
@@ -114,6 +116,7 @@ def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None
         "useful_hours": round(c.rel.useful_hours, 3),
         "gpu_hours": round(c.wall_hours * c.devices, 1),
         "expected_cost_usd": round(c.cost_usd, 2),
+        **interval_figures(c.wall_hours, c.devices, c.cost_usd),
         "breakdown": {k: round(v, 2) for k, v in c.breakdown.items()},
         "tokens_per_second": round(st.tokens_per_second, 1),
         "tokens_per_second_per_device": round(st.tokens_per_second_per_device, 1),
@@ -131,6 +134,37 @@ def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None
     if explain:
         d["explain"] = explain_lines(c, req, fit)
     return d
+
+
+def interval_figures(wall_hours: float, devices: int, cost_usd: float) -> dict:
+    """Device-hours, wall-clock hours and expected cost with their 80% interval (cli/planner/uncertainty.py)."""
+    (wall_low, wall_high), (cost_low, cost_high) = PLAN_INTERVAL.around(wall_hours), PLAN_INTERVAL.around(cost_usd)
+    return {
+        "device_hours": round(wall_hours * devices, 1),
+        "device_hours_low": round(wall_low * devices, 1),
+        "device_hours_high": round(wall_high * devices, 1),
+        "wallclock_hours_low": round(wall_low, 3),
+        "wallclock_hours_high": round(wall_high, 3),
+        "expected_cost_usd_low": round(cost_low, 2),
+        "expected_cost_usd_high": round(cost_high, 2),
+    }
+
+
+def interval_note(c: Candidate, req: Request) -> str | None:
+    """When the interval's upper end passes the deadline or the budget the point estimate meets."""
+    _, wall_high = PLAN_INTERVAL.around(c.wall_hours)
+    _, cost_high = PLAN_INTERVAL.around(c.cost_usd)
+    passed = []
+    if req.deadline_hours is not None and wall_high > req.deadline_hours:
+        passed.append(f"{wall_high:,.0f} h passes the {req.deadline_hours:g} h deadline")
+    if req.budget_usd is not None and cost_high > req.budget_usd:
+        passed.append(f"${cost_high:,.0f} passes the ${req.budget_usd:,.0f} budget")
+    if not passed:
+        return None
+    return (f"the {LEVEL:.0%} interval's upper end, {' and '.join(passed)}: the planner's error on published whole "
+            f"runs (x{PLAN_INTERVAL.low:.2f} to x{PLAN_INTERVAL.high:.2f}) leaves that much room"
+            + (f"; plan with --deadline {req.deadline_hours / PLAN_INTERVAL.high:.0f}h to keep it inside the deadline"
+               if req.deadline_hours is not None and wall_high > req.deadline_hours else ""))  # fmt: skip
 
 
 def parts_dict(c: Candidate) -> dict:
@@ -404,6 +438,8 @@ def notes(best: Candidate, front: list[Candidate], req: Request) -> list[str]:
             f"{(rel.interval_s + t.durable_lag_s) / 60:,.0f} min of work (priced in the interruption loss); "
             + emergency_remedy(rel.times.parts)
         )
+    if (line := interval_note(best, req)) is not None:
+        out.append(line)
     if best.purchase == "spot":
         out += capacity_options(best, req)
     if (line := elastic_note(best, req)) is not None:

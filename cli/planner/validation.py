@@ -14,6 +14,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from cli.planner.batch import DEFAULT_BATCH_TOKENS
 from cli.planner.calibration import Fit, Row
 from cli.planner.memory import Sharding
 from cli.planner.presets import LLMFOUNDRY_MODELS, ModelShape, shape_for_params
@@ -114,6 +115,14 @@ class RunError:
         return self.run.device_hours / self.predicted_device_hours
 
 
+def run_batch_tokens(run: PublishedRun) -> int:
+    """A run's global batch, which the table does not record: the whole number of sequences per device nearest the
+    default 4Mi tokens per step (cli/planner/batch.py), over all its devices. A run must split its batch evenly
+    over its data-parallel ranks; this gives each run a batch of the usual size that its own devices split."""
+    per_device = max(1, round(DEFAULT_BATCH_TOKENS["full"] / (run.seq_len * run.devices)))
+    return per_device * run.devices * run.seq_len
+
+
 def replay_run(run: PublishedRun, fit: Fit, accelerators: dict[str, Accelerator], stall_share: float) -> RunError:
     """The run as `trainfleet estimate` prices it: its devices on 8-GPU RDMA nodes, on demand, the fastest
     DeepSpeed setup that fits (its checkpoint laid out as DeepSpeed writes it), failures, restarts and stalls
@@ -124,7 +133,7 @@ def replay_run(run: PublishedRun, fit: Fit, accelerators: dict[str, Accelerator]
     shape = shape_for_params(int(run.params))
     if run.layers and run.hidden:
         shape = ModelShape(run.name, int(run.params), run.layers, run.hidden, shape.heads, shape.vocab, 4 * run.hidden)
-    w = Workload(shape, int(run.tokens), run.seq_len)
+    w = Workload(shape, int(run.tokens), run.seq_len, global_batch_tokens=run_batch_tokens(run))
     accel = accelerators[run.accelerator]
     g = 8 if run.devices >= 8 else run.devices
     hw = Hardware(run.accelerator, accel.peak("bf16") or 0.0, g, accel.memory_gib, 1152.0, 96.0,

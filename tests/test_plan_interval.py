@@ -1,0 +1,82 @@
+"""Issue 31 #4: every figure that carries uncertainty carries an 80% interval, from the leave-one-out residuals of the
+whole runs the planner is calibrated on (cli/planner/uncertainty.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli.planner.calibration import default_fit
+from cli.planner.uncertainty import PLAN_INTERVAL
+from cli.planner.validation import load_runs, replay_run
+from infra.catalog import default_catalog
+from tests.conftest import run_in_process
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Linear interpolation between closest ranks at position (n - 1) p (the 'inclusive' definition)."""
+    xs = sorted(values)
+    pos = (len(xs) - 1) * p
+    lo = int(pos)
+    return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (pos - lo)
+
+
+def test_the_interval_is_the_10th_to_90th_percentile_of_the_leave_one_out_ratios():
+    runs, fit, accelerators = load_runs(), default_fit(), default_catalog().accelerators
+    assert len(runs) >= 10
+    # the stall share each run is priced with: the median ratio of the OTHER runs with no stalls, less one
+    bare = [run.device_hours / replay_run(run, fit, accelerators, 0.0).predicted_device_hours for run in runs]
+    ratios = []
+    for i, run in enumerate(runs):
+        others = sorted(bare[:i] + bare[i + 1 :])
+        mid = len(others) // 2
+        median = others[mid] if len(others) % 2 else (others[mid - 1] + others[mid]) / 2
+        predicted = replay_run(run, fit, accelerators, max(0.0, median - 1.0)).predicted_device_hours
+        ratios.append(run.device_hours / predicted)
+    assert PLAN_INTERVAL.low == pytest.approx(percentile(ratios, 0.1), abs=0.005)
+    assert PLAN_INTERVAL.high == pytest.approx(percentile(ratios, 0.9), abs=0.005)
+    # the interval lies between the smallest and largest left-out ratio: it is no wider than the evidence
+    assert min(ratios) < PLAN_INTERVAL.low < 1 < PLAN_INTERVAL.high < max(ratios)
+
+
+def plan(capsys, *args: str) -> dict:
+    code, out, err = run_in_process(capsys, "plan", *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_every_plan_shown_carries_the_interval_on_hours_device_hours_and_cost(capsys):
+    data = plan(capsys, "--model", "llama-7b", "--tokens", "200B", "--deadline", "72h")
+    for p in [data["best"], *data["alternatives"], *data["frontier"]]:
+        for key in ("wallclock_hours", "device_hours", "expected_cost_usd"):
+            low, point, high = p[f"{key}_low"], p[key], p[f"{key}_high"]
+            assert low < point < high
+            assert low == pytest.approx(point * PLAN_INTERVAL.low, rel=1e-3, abs=0.1)
+            assert high == pytest.approx(point * PLAN_INTERVAL.high, rel=1e-3, abs=0.1)
+        assert p["device_hours"] == pytest.approx(p["wallclock_hours"] * p["devices"], rel=1e-3)
+    assert any(line.startswith("80% interval x0.68 to x1.47") for line in data["best"]["assumptions"])
+
+
+def test_a_plan_whose_upper_end_passes_the_deadline_says_so_with_the_deadline_that_keeps_it_inside(capsys):
+    data = plan(capsys, "--model", "llama-7b", "--tokens", "200B", "--deadline", "72h")
+    high = data["best"]["wallclock_hours_high"]
+    assert high > 72
+    (note,) = [n for n in data["notes"] if "interval's upper end" in n]
+    assert f"{high:,.0f} h passes the 72 h deadline" in note and f"--deadline {72 / PLAN_INTERVAL.high:.0f}h" in note
+    # with that deadline the plan's upper end is inside the asked-for 72 h, and no note is printed
+    tighter = plan(capsys, "--model", "llama-7b", "--tokens", "200B", "--deadline", f"{72 / PLAN_INTERVAL.high:.0f}h")
+    assert tighter["best"]["wallclock_hours_high"] <= 72
+    assert not [n for n in tighter["notes"] if "interval's upper end" in n and "72 h" in n]
+
+
+def test_the_tables_and_estimate_show_the_range(capsys):
+    code, out, _ = run_in_process(capsys, "plan", "--model", "llama-7b", "--tokens", "200B", "--deadline", "72h")
+    assert code == 0 and "80% interval" in out and "80%" in out.split("Runners-up")[1]
+    code, out, err = run_in_process(capsys, "estimate", "--params", "6.7B", "--tokens", "1000B", "--accelerator",
+                                    "A100-80GB", "--devices", "2048", "--json")  # fmt: skip
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["device_hours_low"] < d["gpu_hours"] < d["device_hours_high"]
+    assert d["cost_usd_low"] == pytest.approx(d["cost_usd"] * PLAN_INTERVAL.low, abs=0.01)
+    assert d["wallclock_hours_high"] == pytest.approx(d["wallclock_hours"] * PLAN_INTERVAL.high, abs=0.001)
