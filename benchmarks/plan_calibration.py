@@ -8,6 +8,8 @@
    against each published row's, in-sample and with the row's model left out of the factor and the cap.
 3. Whole runs (training_runs.csv, the development set): reported vs predicted device-hours per run, with the
    calibrated evaluation/stall share, and with that share fitted leaving each run out.
+4. The plan's 80% interval: its coverage on the development set's left-out runs and on the held-out runs
+   (held_out_runs.csv), which no fit uses.
 """
 
 from __future__ import annotations
@@ -24,8 +26,12 @@ from dataclasses import replace  # noqa: E402
 from cli.planner import evidence, reliability  # noqa: E402
 from cli.planner.calibration import attention_share, default_fit, fit_rows, load_rows  # noqa: E402
 from cli.planner.presets import LLMFOUNDRY_MODELS  # noqa: E402
+from cli.planner.uncertainty import PLAN_INTERVAL, interval_from_ratios  # noqa: E402
 from cli.planner.validation import calibrated_stall_share, load_runs, replay, replay_run, summary  # noqa: E402
 from infra.catalog import default_catalog  # noqa: E402
+from infra.catalog.loader import DATA_DIR  # noqa: E402
+
+HELD_OUT = DATA_DIR / "calibration" / "held_out_runs.csv"
 
 
 def show(title: str, stats: dict) -> None:
@@ -118,11 +124,35 @@ def runs(fit, accelerators) -> None:
         print(f"  {run.name[:42]:<42} {run.accelerator:<9} x{run.devices:<5} reported {run.device_hours:>11,.0f} "
               f"predicted {e.predicted_device_hours:>11,.0f}  reported/predicted {e.ratio:5.2f}  left out "
               f"{h.ratio:5.2f}")
+    interval_coverage(dev, held, fit, accelerators)
     for title, ratios in (("in-sample", errs), ("leave-one-run-out", held)):
         logs = [abs(math.log(x)) for x in ratios]
         print(f"  {title:<18} median reported/predicted {statistics.median(ratios):.2f}, median |log error| "
               f"{statistics.median(logs):.2f} (x{math.exp(statistics.median(logs)):.2f}), runs under-predicted "
               f"{sum(x > 1 for x in ratios)} of {len(ratios)}")
+
+
+def interval_coverage(dev, loo_ratios, fit, accelerators) -> None:
+    """The plan's 80% interval (cli/planner/uncertainty.py): how often it holds on the development set's left-out
+    runs, and on the held-out runs no fit ever saw (held_out_runs.csv: LLaMA, Llama 2/3, OPT, BLOOM, MPT; only
+    those with a device count and metered hours can be replayed)."""
+    iv = PLAN_INTERVAL
+
+    def inside(r: float) -> bool:
+        return iv.low <= r <= iv.high
+
+    print(f"\n80% interval x{iv.low:.2f} to x{iv.high:.2f} (recomputed from the left-out ratios: "
+          f"{interval_from_ratios(loo_ratios)})")
+    print(f"  development set, each run left out: {sum(map(inside, loo_ratios))} of {len(loo_ratios)} inside")
+    held_out = load_runs(HELD_OUT)
+    hits = 0
+    for run in held_out:
+        e = replay_run(run, fit, accelerators, reliability.STALL_SHARE)
+        hits += inside(e.ratio)
+        print(f"  held out: {run.name[:34]:<34} {run.accelerator:<9} x{run.devices:<6} reported "
+              f"{run.device_hours:>12,.0f} predicted {e.predicted_device_hours:>12,.0f}  reported/predicted "
+              f"{e.ratio:5.2f}  {'inside' if inside(e.ratio) else 'OUTSIDE'}")
+    print(f"  held-out runs: {hits} of {len(held_out)} inside the interval")
 
 
 if __name__ == "__main__":

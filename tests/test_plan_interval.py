@@ -80,3 +80,13 @@ def test_the_tables_and_estimate_show_the_range(capsys):
     assert d["device_hours_low"] < d["gpu_hours"] < d["device_hours_high"]
     assert d["cost_usd_low"] == pytest.approx(d["cost_usd"] * PLAN_INTERVAL.low, abs=0.01)
     assert d["wallclock_hours_high"] == pytest.approx(d["wallclock_hours"] * PLAN_INTERVAL.high, abs=0.001)
+
+
+def test_the_held_out_runs_are_only_the_families_no_fit_sees():
+    from infra.catalog.loader import DATA_DIR
+
+    held = load_runs(DATA_DIR / "calibration" / "held_out_runs.csv")
+    assert len(held) >= 4  # the replayable ones: a device count and metered hours
+    for run in held:
+        assert any(family in run.name.lower() for family in ("llama", "opt", "bloom", "mpt")), run.name
+    assert not {r.name for r in held} & {r.name for r in load_runs()}

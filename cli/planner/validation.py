@@ -117,8 +117,8 @@ class RunError:
 
 def run_batch_tokens(run: PublishedRun) -> int:
     """A run's global batch, which the table does not record: the whole number of sequences per device nearest the
-    default 4Mi tokens per step (cli/planner/batch.py), over all its devices. A run must split its batch evenly
-    over its data-parallel ranks; this gives each run a batch of the usual size that its own devices split."""
+    default 4Mi tokens per step (cli/planner/batch.py; at least one), over all its devices. A run must split its
+    batch evenly over its data-parallel ranks; this is one of the usual size that its own devices split."""
     per_device = max(1, round(DEFAULT_BATCH_TOKENS["full"] / (run.seq_len * run.devices)))
     return per_device * run.devices * run.seq_len
 
@@ -133,12 +133,12 @@ def replay_run(run: PublishedRun, fit: Fit, accelerators: dict[str, Accelerator]
     shape = shape_for_params(int(run.params))
     if run.layers and run.hidden:
         shape = ModelShape(run.name, int(run.params), run.layers, run.hidden, shape.heads, shape.vocab, 4 * run.hidden)
-    w = Workload(shape, int(run.tokens), run.seq_len, global_batch_tokens=run_batch_tokens(run))
     accel = accelerators[run.accelerator]
     g = 8 if run.devices >= 8 else run.devices
     hw = Hardware(run.accelerator, accel.peak("bf16") or 0.0, g, accel.memory_gib, 1152.0, 96.0,
                   RUN_NODE_GBITS[run.accelerator], "infiniband")  # fmt: skip
     nodes = max(1, run.devices // g)
+    w = Workload(shape, int(run.tokens), run.seq_len, global_batch_tokens=run_batch_tokens(run))
     setup = best_setup(w, hw, nodes, fit)
     if setup is None:
         return RunError(run, math.inf)
