@@ -149,6 +149,10 @@ def plan_command(
         bool,
         typer.Option(help="update the plan's keys in an existing stack file (all else kept; old file kept as .bak-<UTC time>)"),
     ] = False,
+    plot: Annotated[
+        str | None,
+        typer.Option("--plot", metavar="FILE.svg|-", help="draw the cost/time frontier: FILE.svg, or - for the terminal"),
+    ] = None,
     json_out: JsonOpt = False,
     explain: ExplainOpt = False,
     wide: WideOpt = False,
@@ -193,6 +197,11 @@ def plan_command(
                 "checkpoint interval; the rest is kept and the old file backed up) or pick another ENV"
             )
         check_writable_stack(stack_target)  # a folder, or a file that is no stack: refused before the search
+    plot_target = None
+    if plot is not None:  # a bad path fails here, not after the search
+        from cli.planner.plot import check_target
+
+        plot_target = check_target(plot, json_out)
     scores = default_placement_scores()
     t_setup = time.perf_counter()
     fit = default_fit()
@@ -247,8 +256,25 @@ def plan_command(
         from cli.output import print_json
 
         print_json(out)
+    else:
+        _print_plans(out, req, best, explain, wide)
+    if plot is not None:
+        _plot(out, req, plot_target, json_out)
+
+
+def _plot(out: dict, req, target: Path | None, json_out: bool) -> None:
+    """The picture after the tables: characters on stdout for `-`, else the SVG (its "wrote" line on stderr
+    under --json, so the JSON stays clean)."""
+    from cli.output import console, err_console, output_width
+    from cli.planner.plot import text_plot, write_svg
+
+    if target is None:
+        console.print("\n" + text_plot(out, output_width()), highlight=False, markup=False, soft_wrap=True)
         return
-    _print_plans(out, req, best, explain, wide)
+    w = req.workload
+    job = f"{w.shape.name} ({w.params / 1e9:.3g}B params, {w.tokens / 1e9:,.4g}B tokens, {w.method})"
+    written = write_svg(out, target, job, req.objective)
+    (err_console if json_out else console).print(f"wrote {written}", highlight=False, markup=False)
 
 
 def _write(best, req, target: Path) -> Path:
