@@ -71,8 +71,11 @@ def test_a_plan_whose_upper_end_passes_the_deadline_says_so_with_the_deadline_th
 
 
 def test_the_tables_and_estimate_show_the_range(capsys):
-    code, out, _ = run_in_process(capsys, "plan", "--model", "llama-7b", "--tokens", "200B", "--deadline", "72h")
-    assert code == 0 and "80% interval" in out and "80%" in out.split("Runners-up")[1]
+    code, out, _ = run_in_process(capsys, "plan", "--model", "llama-7b", "--tokens", "200B", "--deadline", "72h",
+                                  "--wide")  # fmt: skip
+    assert code == 0 and "80% interval 47.7-103.0 h" in out
+    runners_up = out.split("Runners-up")[1]
+    assert "80% interval" in runners_up and "48-103 h, $5.5K-$11.9K" in runners_up  # 32 x ND96amsr in eastus2
     code, out, err = run_in_process(capsys, "estimate", "--params", "6.7B", "--tokens", "1000B", "--accelerator",
                                     "A100-80GB", "--devices", "2048", "--json")  # fmt: skip
     assert code == 0, err

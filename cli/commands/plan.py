@@ -321,10 +321,11 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
     def rows(plans):
         return [
             (f"{p['nodes']} x {p['instance_type']}",
-             p["purchase"], f"{p['cloud']} {p['region']}",
-             f"{p['wallclock_hours']:,.1f} ({p['wallclock_hours_low']:,.0f}-{p['wallclock_hours_high']:,.0f})",
-             f"{money(p['expected_cost_usd'])} ({short_money(p['expected_cost_usd_low'])}-"
-             f"{short_money(p['expected_cost_usd_high'])})", p["interruption"], f"{p['devices']} x {p['accelerator']}",
+             p["purchase"], f"{p['cloud']} {p['region']}", f"{p['wallclock_hours']:,.1f}",
+             money(p["expected_cost_usd"]),
+             f"{p['wallclock_hours_low']:,.0f}-{p['wallclock_hours_high']:,.0f} h, "
+             f"{short_money(p['expected_cost_usd_low'])}-{short_money(p['expected_cost_usd_high'])}",
+             p["interruption"], f"{p['devices']} x {p['accelerator']}",
              f"ZeRO-{p['zero_stage']}, offload {p['offload']}",
              _capacity_cell(p), ",".join(p["zones"]))
             for p in plans
@@ -335,12 +336,13 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
         Col("nodes x instance"),
         Col("purchase"),
         Col("where"),
-        Col("wall (h), 80%", "right"),
-        Col("expected cost, 80%", "right"),
-        Col("interruption", drop=1),
-        Col("devices", drop=2),
-        Col("setup", drop=3),
-        Col("capacity", drop=4),
+        Col("wall (h)", "right"),
+        Col("expected cost", "right"),
+        Col("80% interval", "right", drop=1),
+        Col("interruption", drop=2),
+        Col("devices", drop=3),
+        Col("setup", drop=4),
+        Col("capacity", drop=5),
         Col("zones", wide=True),
     ]
     if out["alternatives"]:
