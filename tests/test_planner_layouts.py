@@ -75,6 +75,13 @@ def test_a_70b_month_long_plan_uses_tensor_parallelism_and_says_why():
     assert "TP 1 x PP 1: " in text and "layouts tried on" in text  # the pure data-parallel alternative, priced
     assert any(f"tensor parallel {best['tensor_parallel']}: 82% of the calibrated MFU" in a
                for a in best["assumptions"])  # fmt: skip
+    # the 3D layout published runs of this size use is not offered, and the plan says why (issue 31 #2)
+    assert any("tensor and pipeline parallelism together" in a and "AutoTP cannot shard a PipelineModule" in a
+               for a in best["assumptions"])  # fmt: skip
+    # a 7B plan on pure data parallel at 256 devices has no such line
+    small = plan("--model", "llama-7b", "--tokens", "200B", "--deadline", "72h")["best"]
+    assert small["tensor_parallel"] * small["pipeline_parallel"] == 1 and small["devices"] <= 1024
+    assert not any("tensor and pipeline parallelism together" in a for a in small["assumptions"])
 
 
 def test_a_405b_plan_uses_pipeline_stages_with_zero_0_or_1():

@@ -64,8 +64,18 @@ def assumptions(c: Candidate, req: Request, fit: Fit | None = None) -> list[str]
                f"trained exactly: micro batch {st.micro_batch} x accumulation {st.grad_accum} x "
                f"{c.devices // (st.tp * st.pp):,} data-parallel ranks; flash attention; 16-bit gradients")  # fmt: skip
     out += parallelism_assumptions(c.setup.tp, c.setup.pp)
+    if c.setup.tp * c.setup.pp > 1 or c.devices > THREE_D_SCALE:
+        out.append(NO_THREE_D)
     out += memory_assumptions(c.setup.memory)
     return out
+
+
+# Where the layout the launch cannot run starts to matter: a plan already splitting the model, or past the scale of
+# the development set's runs (cli/planner/uncertainty.py).
+THREE_D_SCALE = 1024
+NO_THREE_D = ("tensor and pipeline parallelism together (Megatron-DeepSpeed's 3D layout, which published runs at "
+              "this scale use) are not offered: the launch runs DeepSpeed 0.19.8, whose AutoTP cannot shard a "
+              "PipelineModule (infra/parallelism.py); such a run may be faster than this plan")  # fmt: skip
 
 
 def memory_figures(m: MemoryEstimate) -> dict:
