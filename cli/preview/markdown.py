@@ -32,6 +32,7 @@ import re
 import zlib
 from typing import Any
 
+from cli.planner.uncertainty import PLAN_INTERVAL
 from cli.preview.diff import CostDiff, DiffRow, ExpectedChange, InputChange, cents_delta
 from cli.preview.model import FREE, PRICED, CostComponent, Estimate, FleetExpectation, PricedResource
 
@@ -280,10 +281,12 @@ def _expected_fleet_line(c: ExpectedChange, base_assessed: bool) -> str:
     hours = _hours(h.wall_hours) if b is None else f"{_hours(b.wall_hours)} → {_hours(h.wall_hours)}"
     events = f"~{h.interruptions:,.1f}" if b is None else f"~{b.interruptions:,.1f} → ~{h.interruptions:,.1f}"
     added = _pct(h.list_job_usd, h.expected_job_usd - h.list_job_usd).removeprefix(", ")
+    low, high = PLAN_INTERVAL.around(h.expected_job_usd)
     return (
         f"fleet `{_cell(c.fleet, 40)}`: **{cost}**; {hours} wall clock, {events} interruptions and failures;"
         f" at head the same work with nothing lost is {_money(h.list_job_usd)} ({_hours(h.ideal_hours)}),"
-        f" interruptions add {added or '0%'}; no 80% range: the planner gives none yet"
+        f" interruptions add {added or '0%'}; 80% range {_money(low)} to {_money(high)} (the planner's error on"
+        " published whole runs)"
     )
 
 

@@ -13,6 +13,7 @@ from rich.console import Console, Group
 from rich.text import Text
 
 from cli.output import Col, Footnotes, money, table
+from cli.planner.uncertainty import PLAN_INTERVAL
 from cli.preview.diff import CostDiff
 from cli.preview.markdown import OP_LABEL
 from cli.preview.model import FREE, Estimate, PricedResource
@@ -111,8 +112,10 @@ def expected_lines(est: Estimate) -> list[Text]:
     for e in est.expected:
         out.append(Text(
             f"Expected planned job, fleet {e.fleet}: {money(e.expected_job_usd)} over {e.wall_hours:,.1f} h "
-            f"(list {money(e.list_job_usd)} over {e.ideal_hours:,.1f} h with no interruption; "
-            f"{e.interruptions:,.1f} interruptions and failures expected)", style="bold",
+            f"(80% range {money(PLAN_INTERVAL.around(e.expected_job_usd)[0])} to "
+            f"{money(PLAN_INTERVAL.around(e.expected_job_usd)[1])}; list {money(e.list_job_usd)} over "
+            f"{e.ideal_hours:,.1f} h with no interruption; {e.interruptions:,.1f} interruptions and failures "
+            "expected)", style="bold",
         ))  # fmt: skip
         out += [Text(f"  {a}") for a in e.assumptions]
     if est.expected_note:
