@@ -141,8 +141,9 @@ def interval_coverage(dev, loo_ratios, fit, accelerators) -> None:
     def inside(r: float) -> bool:
         return iv.low <= r <= iv.high
 
-    print(f"\n80% interval x{iv.low:.2f} to x{iv.high:.2f} (recomputed from the left-out ratios: "
-          f"{interval_from_ratios(loo_ratios)})")
+    again = interval_from_ratios(loo_ratios)
+    print(f"\n80% interval x{iv.low:.2f} to x{iv.high:.2f} (recomputed from the left-out ratios: x{again.low:.3f} to "
+          f"x{again.high:.3f})")
     print(f"  development set, each run left out: {sum(map(inside, loo_ratios))} of {len(loo_ratios)} inside")
     held_out = load_runs(HELD_OUT)
     hits = 0

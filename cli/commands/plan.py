@@ -271,10 +271,13 @@ def _plot(out: dict, req, target: Path | None, json_out: bool) -> None:
     if target is None:
         console.print("\n" + text_plot(out, output_width()), highlight=False, markup=False, soft_wrap=True)
         return
-    w = req.workload
-    job = f"{w.shape.name} ({w.params / 1e9:.3g}B params, {w.tokens / 1e9:,.4g}B tokens, {w.method})"
-    written = write_svg(out, target, job, req.objective)
+    written = write_svg(out, target, _job_label(req.workload), req.objective)
     (err_console if json_out else console).print(f"wrote {written}", highlight=False, markup=False)
+
+
+def _job_label(w, more: str = "") -> str:
+    """'llama-7b (6.74B params, 200B tokens, full)': the job as the plan's header and its picture name it."""
+    return f"{w.shape.name} ({w.params / 1e9:.3g}B params, {w.tokens / 1e9:,.4g}B tokens, {w.method}{more})"
 
 
 def _write(best, req, target: Path) -> Path:
@@ -298,8 +301,7 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
     b = out["best"]
     w = req.workload
     console.print(
-        f"[bold]Best plan[/] for {w.shape.name} ({w.params / 1e9:.3g}B params, {w.tokens / 1e9:,.4g}B tokens, "
-        f"{w.method}, objective {req.objective}):",
+        f"[bold]Best plan[/] for {_job_label(w, f', objective {req.objective}')}:",
         highlight=False,
     )
     console.print(
@@ -499,7 +501,6 @@ def estimate_command(
         offload_label,
         price_outlier,
     )
-    from cli.planner.uncertainty import PLAN_INTERVAL
     from infra.catalog import default_catalog
     from infra.catalog.capacity import default_placement_scores
     from infra.parallelism import layout_error
@@ -584,14 +585,15 @@ def estimate_command(
             "use fewer --devices" + (" or --purchase on-demand" if purchase == "spot" else "")
         )
     st = best.setup.step
+    interval = interval_figures(best.wall_hours, devices, best.cost_usd)
     out = {
         "gpu_hours": round(best.wall_hours * devices, 1),
         "wallclock_hours": round(best.wall_hours, 3),
         "useful_hours": round(best.rel.useful_hours, 3),
         "cost_usd": round(best.cost_usd, 2),
-        "cost_usd_low": round(PLAN_INTERVAL.around(best.cost_usd)[0], 2),
-        "cost_usd_high": round(PLAN_INTERVAL.around(best.cost_usd)[1], 2),
-        **interval_figures(best.wall_hours, devices, best.cost_usd),
+        "cost_usd_low": interval["expected_cost_usd_low"],
+        "cost_usd_high": interval["expected_cost_usd_high"],
+        **interval,
         "mfu": round(st.effective_mfu, 4),
         "tokens_per_second": round(st.tokens_per_second, 1),
         "tokens_per_second_per_device": round(st.tokens_per_second_per_device, 1),

@@ -162,19 +162,16 @@ def interval_figures(wall_hours: float, devices: int, cost_usd: float) -> dict:
 
 def interval_note(c: Candidate, req: Request) -> str | None:
     """When the interval's upper end passes the deadline or the budget the point estimate meets."""
-    _, wall_high = PLAN_INTERVAL.around(c.wall_hours)
-    _, cost_high = PLAN_INTERVAL.around(c.cost_usd)
-    passed = []
-    if req.deadline_hours is not None and wall_high > req.deadline_hours:
-        passed.append(f"{wall_high:,.0f} h passes the {req.deadline_hours:g} h deadline")
+    wall_high, cost_high, dl = c.wall_hours * PLAN_INTERVAL.high, c.cost_usd * PLAN_INTERVAL.high, req.deadline_hours
+    late = dl is not None and wall_high > dl
+    passed = [f"{wall_high:,.0f} h passes the {dl:g} h deadline"] if late else []
     if req.budget_usd is not None and cost_high > req.budget_usd:
         passed.append(f"${cost_high:,.0f} passes the ${req.budget_usd:,.0f} budget")
     if not passed:
         return None
     return (f"the {LEVEL:.0%} interval's upper end, {' and '.join(passed)}: the planner's error on published whole "
             f"runs (x{PLAN_INTERVAL.low:.2f} to x{PLAN_INTERVAL.high:.2f}) leaves that much room"
-            + (f"; plan with --deadline {req.deadline_hours / PLAN_INTERVAL.high:.0f}h to keep it inside the deadline"
-               if req.deadline_hours is not None and wall_high > req.deadline_hours else ""))  # fmt: skip
+            + (f"; plan with --deadline {dl / PLAN_INTERVAL.high:.0f}h to keep it inside the deadline" if late else ""))  # fmt: skip
 
 
 def parts_dict(c: Candidate) -> dict:

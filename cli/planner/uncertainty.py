@@ -45,14 +45,3 @@ def interval_from_ratios(ratios: list[float]) -> Interval:
     deciles = statistics.quantiles(ratios, n=10, method="inclusive")
     return Interval(deciles[0], deciles[-1])
 
-
-def leave_one_out_ratios(runs, fit, accelerators) -> list[float]:
-    """reported / predicted device-hours of each run, priced with the stall share fitted on the others."""
-    from cli.planner.validation import replay_run
-
-    unstalled = [replay_run(r, fit, accelerators, 0.0).ratio for r in runs]
-    out = []
-    for i, run in enumerate(runs):
-        share = max(0.0, statistics.median(unstalled[:i] + unstalled[i + 1 :]) - 1.0)
-        out.append(replay_run(run, fit, accelerators, share).ratio)
-    return out

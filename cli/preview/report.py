@@ -110,10 +110,10 @@ def expected_lines(est: Estimate) -> list[Text]:
     """Each fleet's planned job: list price with nothing going wrong vs expected with interruptions."""
     out = []
     for e in est.expected:
+        low, high = PLAN_INTERVAL.around(e.expected_job_usd)
         out.append(Text(
             f"Expected planned job, fleet {e.fleet}: {money(e.expected_job_usd)} over {e.wall_hours:,.1f} h "
-            f"(80% range {money(PLAN_INTERVAL.around(e.expected_job_usd)[0])} to "
-            f"{money(PLAN_INTERVAL.around(e.expected_job_usd)[1])}; list {money(e.list_job_usd)} over "
+            f"(80% range {money(low)} to {money(high)}; list {money(e.list_job_usd)} over "
             f"{e.ideal_hours:,.1f} h with no interruption; {e.interruptions:,.1f} interruptions and failures "
             "expected)", style="bold",
         ))  # fmt: skip
