@@ -175,7 +175,7 @@ def hardware_for(offer: Offer, accel: Accelerator | None, precision: str) -> Har
 def micro_batches(w: Workload, data_parallel: int) -> tuple[int, ...]:
     """The micro batches the search tries over `data_parallel` ranks: every divisor of each rank's equal share of
     the global batch (which is then trained exactly: cli/planner/batch.py), up to MAX_MICRO_BATCH sequences and,
-    above one sequence, within the calibrated range of tokens per micro-batch. None when the share is not whole."""
+    above one sequence, within the calibrated range of tokens per micro-batch. Empty when the share is not whole."""
     return _divisors_within(w.batch_sequences, data_parallel, max(1, MAX_MICRO_TOKENS // w.seq_len))
 
 
@@ -184,14 +184,14 @@ def _divisors_within(batch: int, data_parallel: int, most: int) -> tuple[int, ..
     share, rest = divmod(batch, data_parallel)
     if rest or not share:
         return ()
-    return tuple(mb for mb in range(1, min(share, most, MAX_MICRO_BATCH) + 1) if share % mb == 0)
+    return tuple(mb for mb in divisors(share) if mb <= min(most, MAX_MICRO_BATCH))
 
 
 def layouts(w: Workload, hw: Hardware, nodes: int) -> list[tuple[int, int]]:
     """(tp, pp) the search tries: tensor parallelism inside a node (a divisor of its devices and of the model's
     heads), or pipeline stages of whole nodes (a divisor of the nodes, at most the layers), never both: DeepSpeed
     0.19.8's AutoTP cannot train a PipelineModule (infra/parallelism.py); each with a data-parallel size that splits
-    the global batch evenly (none: this fleet cannot train the batch, `unsplit_batch`)."""
+    the global batch evenly (none: this fleet cannot train the batch, counted in `Stats.unsplit`)."""
     devices = hw.devices_per_node * nodes
     return [(tp, pp) for tp, pp in model_layouts(w, hw, nodes)
             if split_problem(w.batch_sequences, devices // (tp * pp)) is None]  # fmt: skip
@@ -219,7 +219,7 @@ def batch_problem(w: Workload, hw: Hardware, nodes: int, fixed: FixedSetup | Non
     if splitting:
         dp = splitting[0]
         share = batch // dp
-        fits = ", ".join(str(d) for d in range(1, share + 1) if share % d == 0)
+        fits = ", ".join(map(str, divisors(share)))
         return (f"--micro-batch {mb} does not divide the {share:,} sequences each of {dp:,} data-parallel ranks "
                 f"trains per step ({batch:,} / {dp:,}); use one of {fits}, or another --global-batch")  # fmt: skip
     tp, pp = allowed[0]
