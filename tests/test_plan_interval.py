@@ -54,7 +54,10 @@ def test_every_plan_shown_carries_the_interval_on_hours_device_hours_and_cost(ca
             assert low < point < high
             assert low == pytest.approx(point * PLAN_INTERVAL.low, rel=1e-3, abs=0.1)
             assert high == pytest.approx(point * PLAN_INTERVAL.high, rel=1e-3, abs=0.1)
-        assert p["device_hours"] == pytest.approx(p["wallclock_hours"] * p["devices"], rel=1e-3)
+        # device-hours are billed ones: a spot fleet without a placement score holds 7.9% of its nodes while it
+        # waits for the rest before the start (capacity.py)
+        unheld_h = (1 - 0.079) * p["capacity"]["expected_wait_minutes"] / 60 if p["capacity"]["score"] is None else 0
+        assert p["device_hours"] == pytest.approx((p["wallclock_hours"] - unheld_h) * p["devices"], rel=1e-3)
     assert any(line.startswith("80% interval x0.68 to x1.47") for line in data["best"]["assumptions"])
 
 
@@ -73,9 +76,9 @@ def test_a_plan_whose_upper_end_passes_the_deadline_says_so_with_the_deadline_th
 def test_the_tables_and_estimate_show_the_range(capsys):
     code, out, _ = run_in_process(capsys, "plan", "--model", "llama-7b", "--tokens", "200B", "--deadline", "72h",
                                   "--wide")  # fmt: skip
-    assert code == 0 and "80% interval 47.7-103.0 h" in out
+    assert code == 0 and "80% interval 37.4-80.9 h" in out
     runners_up = out.split("Runners-up")[1]
-    assert "80% interval" in runners_up and "48-103 h, $5.5K-$11.9K" in runners_up  # 32 x ND96amsr in eastus2
+    assert "80% interval" in runners_up and "37-81 h, $5.8K-$12.5K" in runners_up  # 8 x p6-b200 in us-east-2
     code, out, err = run_in_process(capsys, "estimate", "--params", "6.7B", "--tokens", "1000B", "--accelerator",
                                     "A100-80GB", "--devices", "2048", "--json")  # fmt: skip
     assert code == 0, err

@@ -229,25 +229,28 @@ def shared_account_s(large: float, large_nodes: int, small: float, nodes: int, n
     return together + (large - small) / min(node_rate, account / large_nodes)
 
 
-def capacity_wait_seconds(devices_per_node: int, nodes: int) -> float:
-    """capacity.py's docstring, with no placement score measured: an assumed score of 5 (8+ accelerators per
-    node), 7 (4+) or 9 for one node, less one per doubling of the nodes, at least 2; each try for the full set
-    succeeds with chance (score - 1) / 9, one try every 15 min: the expected wait is 900 s x (1 - q) / q."""
-    single = 5 if devices_per_node >= 8 else 7 if devices_per_node >= 4 else 9
-    doublings = 0
-    while 2**doublings < nodes:
-        doublings += 1
-    q = (max(2, single - doublings) - 1) / 9
-    return 900.0 * (1 - q) / q
+def capacity_wait_seconds(nodes: int) -> float:
+    """capacity.py's docstring, with no placement score measured: the published spot traces' mean wait, 205 min
+    (12,280 s) for one node times N^0.188, whatever the instance size (tests/test_capacity_traces.py)."""
+    return 12_280.0 * math.exp(0.188 * math.log(nodes))
+
+
+def spot_nodes_per_event(nodes: int) -> float:
+    """capacity.py: one interruption event takes 1 node of 1, 1.28 of 4 or more, linearly between."""
+    return 1.0 + 0.28 * (min(nodes, 4) - 1) / 3
+
+
+HELD_WHILE_WAITING = 0.079  # capacity.py: the traces held 7.9% of the nodes while waiting to start; that bills
 
 
 def expected_wall_hours(useful_hours: float, nodes: int, hw: Hardware, cloud: str, spot: bool,
-                        bucket: float | None, parts: tuple[float, ...], step_s: float) -> float | None:  # fmt: skip
-    """Daly's expected wall time, spot interruptions and failures included (reliability.py's docstring);
-    None when the plan is refused (restarts would take half the time, or useful work under a third). A spot
-    fleet waits for a full set of nodes before the start and in every restart (capacity.py)."""
+                        bucket: float | None, parts: tuple[float, ...], step_s: float) -> tuple | None:  # fmt: skip
+    """(wall hours, billed hours): Daly's expected wall time, spot interruptions and failures included
+    (reliability.py's docstring); None when the plan is refused (restarts would take half the time, or useful work
+    under a third). A spot fleet waits for a full set of nodes before the start and in every restart (capacity.py),
+    holding and paying for 7.9% of them before the start; its nodes are interrupted together, a few per event."""
     share = MONTHLY_INTERRUPTED_SHARE[4 if bucket is None else int(bucket)]
-    spot_per_node_hour = -math.log(1 - share) / HOURS_PER_MONTH if spot else 0.0
+    spot_per_node_hour = -math.log(1 - share) / HOURS_PER_MONTH / spot_nodes_per_event(nodes) if spot else 0.0
     failures_per_node_hour = hw.devices_per_node * FAILURES_PER_DEVICE_HOUR
     # The node protocol: each node saves its part locally (the trainer blocks until the largest is saved), its
     # agent uploads it; on a notice the step in flight finishes first; rank 0 commits once all parts are in. A
@@ -266,7 +269,7 @@ def expected_wall_hours(useful_hours: float, nodes: int, hw: Hardware, cloud: st
         upload = max(upload, shared_account_s(saved, round(saved_nodes * 1e9), small, nodes, node_rate, 7.5))
         download = max(download, restored_all / nodes / min(node_rate, 25.0 / nodes))  # every node restores as much
     d = saved / LOCAL_SAVE_GB_PER_S  # seconds the trainer blocks per checkpoint
-    waiting = capacity_wait_seconds(hw.devices_per_node, nodes) if spot else 0.0
+    waiting = capacity_wait_seconds(nodes) if spot else 0.0
     restart = PROVISION_SECONDS + waiting + download + restored / LOCAL_SAVE_GB_PER_S  # replace, fetch, load
     emergency = step_s + d + upload + COMMIT_SECONDS
     noticed = emergency <= NOTICE_SECONDS[cloud]  # an emergency checkpoint fits the notice: no work lost
@@ -287,11 +290,11 @@ def expected_wall_hours(useful_hours: float, nodes: int, hw: Hardware, cloud: st
     wall_s = daly_s / (1 - load) + waiting
     if useful_s < wall_s / 3:
         return None
-    return wall_s / 3600
+    return wall_s / 3600, (wall_s - (1 - HELD_WHILE_WAITING) * waiting) / 3600
 
 
 def least_wall_hours(w: Workload, setups: list[RefSetup], nodes: int, hw: Hardware, cloud: str, spot: bool,
-                     bucket: float | None) -> float | None:  # fmt: skip
+                     bucket: float | None) -> tuple | None:  # fmt: skip
     """The least expected wall time (None: every one is refused) of the fastest setup of each checkpoint split
     (optimizer.py's docstring: setups whose checkpoints lie alike, to the megabyte, differ only in speed and
     step time, and the fastest is best). Storage is priced on the workload's bytes whatever the setup, so at
@@ -302,7 +305,7 @@ def least_wall_hours(w: Workload, setups: list[RefSetup], nodes: int, hw: Hardwa
         fastest.setdefault(tuple(round(b / 1e6) for b in (parts[0], parts[1], parts[3])), (s, parts))
     walls = [expected_wall_hours(w.tokens / s.tokens_per_s / 3600, nodes, hw, cloud, spot, bucket, parts, s.step_s)
              for s, parts in fastest.values()]  # fmt: skip
-    return min((h for h in walls if h is not None), default=None)
+    return min((h for h in walls if h is not None), default=None)  # the least wall time bills the least too
 
 
 # --- the reference planner -------------------------------------------------------------------------------
@@ -383,7 +386,7 @@ def reference_plans(rows: list[dict], job: Job, max_hours: float = TEN_YEARS_HOU
     ckpt = checkpoint_bytes(w)
     counts = sorted({n for n in NODE_COUNTS if n <= job.max_nodes} | {job.max_nodes})
     setups: dict[tuple, list[RefSetup]] = {}  # (hardware, nodes) -> every setup that fits, a memo
-    walls: dict[tuple, float | None] = {}  # (hardware, nodes, cloud, spot, bucket) -> least wall hours, a memo
+    walls: dict[tuple, tuple | None] = {}  # (hardware, nodes, cloud, spot, bucket) -> least (wall, billed) hours
     plans = []
     for row, purchase, zones, price in price_points([r for r in rows if allowed(r, job)], job.purchase):
         hw = hardware(row, w.precision)
@@ -399,11 +402,13 @@ def reference_plans(rows: list[dict], job: Job, max_hours: float = TEN_YEARS_HOU
             key = (hw, nodes, row["cloud"], purchase == "spot", number(row["interruption_bucket"]))
             if key not in walls:
                 walls[key] = least_wall_hours(w, setups[hw, nodes], nodes, hw, *key[2:])
-            wall = walls[key]
-            if wall is None or wall > max_hours:
+            if walls[key] is None:
+                continue
+            wall, billed = walls[key]
+            if wall > max_hours:
                 continue
             kept_gb_months = CHECKPOINTS_KEPT * ckpt / 1e9 * wall / HOURS_PER_MONTH
-            cost = price * nodes * wall + kept_gb_months * STORAGE_USD_PER_GB_MONTH[row["cloud"]]
+            cost = price * nodes * billed + kept_gb_months * STORAGE_USD_PER_GB_MONTH[row["cloud"]]
             if job.deadline_hours is not None and wall > job.deadline_hours:
                 continue
             if job.budget_usd is not None and cost > job.budget_usd:

@@ -18,9 +18,27 @@ MUTANTS = [
     },
     {
         "file": CAP,
-        "bug": "the assumed capacity does not shrink as the fleet grows",
-        "original": "return max(DEFAULT_LEAST_SCORE, single - math.ceil(math.log2(nodes)))",
-        "replacement": "return max(DEFAULT_LEAST_SCORE, single)",
+        "bug": "the traces' wait does not grow with the fleet",
+        "original": "return TRACE_SINGLE_NODE_WAIT_S * nodes**TRACE_NODES_EXPONENT",
+        "replacement": "return TRACE_SINGLE_NODE_WAIT_S",
+    },
+    {
+        "file": CAP,
+        "bug": "every node bills while the job waits for its spot nodes before the start",
+        "original": "return 1.0 if self.score is not None else TRACE_HELD_SHARE",
+        "replacement": "return 1.0",
+    },
+    {
+        "file": "cli/planner/reliability.py",
+        "bug": "spot nodes are lost one at a time: a restart per lost node",
+        "original": "per_event = nodes_lost_per_event(interruptible) if spot else 1.0",
+        "replacement": "per_event = 1.0",
+    },
+    {
+        "file": CAP,
+        "bug": "an interruption event takes more nodes than any trace measured",
+        "original": "(min(nodes, 4) - 1) / 3",
+        "replacement": "(nodes - 1) / 3",
     },
     {
         "file": CAP,
@@ -43,8 +61,8 @@ MUTANTS = [
     {
         "file": "cli/planner/reliability.py",
         "bug": "a restart does not wait for capacity",
-        "original": "restart = PROVISION_S + capacity_wait_s + times.download_s + times.save_s",
-        "replacement": "restart = PROVISION_S + times.download_s + times.save_s",
+        "original": "restart = PROVISION_S + capacity_wait_s + times.download_s + times.load_s",
+        "replacement": "restart = PROVISION_S + times.download_s + times.load_s",
     },
     {
         "file": OPT,
@@ -67,7 +85,7 @@ MUTANTS = [
     {
         "file": OPT,
         "bug": "tensor parallelism tried on attention heads it cannot split evenly",
-        "original": "if hw.devices_per_node % tp == 0 and w.shape.heads % tp == 0]",
+        "original": "if hw.devices_per_node % tp == 0 and w.shape.heads % tp == w.shape.key_value_heads % tp == 0]",
         "replacement": "if hw.devices_per_node % tp == 0]",
     },
 ]

@@ -379,13 +379,16 @@ def _capacity_cell(p: dict) -> str:
     if p["purchase"] != "spot":
         return "on-demand"
     cap = p["capacity"]
+    if cap["score"] is None:
+        return f"{cap['expected_wait_minutes'] / 60:.1f} h assumed"
     return f"{cap['score']}/10 {'measured' if cap['measured'] else 'assumed'}"
 
 
 def _capacity_line(p: dict) -> str:
     cap, n = p["capacity"], p["nodes"]
-    return (f"{cap['score']}/10 ({'measured placement score' if cap['measured'] else 'assumed, no placement score'}"
-            f"): {cap['chance_full_set_within_1h']:.0%} chance of holding {f'all {n} nodes' if n > 1 else 'the node'} within "
+    what = ("no placement score: published spot traces' wait" if cap["score"] is None else
+            f"{cap['score']}/10 {'measured placement score' if cap['measured'] else 'assumed, no placement score'}")
+    return (f"{what}: {cap['chance_full_set_within_1h']:.0%} chance of holding {f'all {n} nodes' if n > 1 else 'the node'} within "
             f"1 h, {cap['expected_wait_minutes']:,.0f} min expected wait for a full set, {cap['replace_node_minutes']:,.0f} "
             f"min to replace a lost node; waiting for capacity adds "
             f"${cap['risk_usd']:,.2f} to the expected cost")  # fmt: skip
@@ -585,9 +588,9 @@ def estimate_command(
             "use fewer --devices" + (" or --purchase on-demand" if purchase == "spot" else "")
         )
     st = best.setup.step
-    interval = interval_figures(best.wall_hours, devices, best.cost_usd)
+    interval = interval_figures(best.wall_hours, best.rel.billed_hours * devices, best.cost_usd)
     out = {
-        "gpu_hours": round(best.wall_hours * devices, 1),
+        "gpu_hours": round(best.rel.billed_hours * devices, 1),
         "wallclock_hours": round(best.wall_hours, 3),
         "useful_hours": round(best.rel.useful_hours, 3),
         "cost_usd": round(best.cost_usd, 2),

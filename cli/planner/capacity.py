@@ -18,14 +18,28 @@ Model (each assumption is printed with the plan that relies on it):
   a request that fails is tried again every RETRY_S, each try succeeding with chance q, independently:
   wait = RETRY_S (1 - q) / q            expected time to hold the full set (geometric number of failed tries)
   P(full set within t) = 1 - (1 - q)^(floor(t / RETRY_S) + 1)   (a try at once, then every RETRY_S)
-  The job waits `wait` before it starts, with the nodes it already holds billing (conservatively: all N),
-  and after every lost node, because a replacement must come from the same pool that just shrank
-  (conservatively: the N-node score again, not the 1-node one). Interruption hazards stay the catalog's.
+  The job waits `wait` before it starts (billing the nodes it holds meanwhile: all N with a measured score,
+  TRACE_HELD_SHARE of them with the traces' wait below), and after every lost event, because a replacement must come from the same pool that just shrank
+  (conservatively: the N-node score again, not the 1-node one), with the survivors billing. Interruption
+  hazards per node stay the catalog's.
 Where nothing is measured (no score fetched; GCP and Azure publish no equivalent that can be fetched here),
-a conservative default per instance size (accelerators per node) and node count stands in and the plan says so:
-  DEFAULT_SINGLE_NODE_SCORE[size] - ceil(log2 N), at least 2 (a guess never rules a plan out; a measurement may)
-Large accelerator nodes are the scarcest spot capacity, and each doubling of the set asks the same pool for
-twice the nodes. On-demand capacity is taken as available (capacity blocks and reservations are not modelled).
+published traces stand in and the plan says so (cli/planner/capacity_traces.py; SkyPilot's spot-traces, the data of
+"Can't Be Late", NSDI '24: AWS V100 and K80 spot, 2022-2023, up to 16 nodes):
+  wait(N) = TRACE_SINGLE_NODE_WAIT_S x N^TRACE_NODES_EXPONENT
+  TRACE_SINGLE_NODE_WAIT_S: the mean wait from a random moment until one node is held, over the 17 single-node
+  availability traces (1- and 8-GPU sizes alike: on average they waited as long, 205 and 201 min);
+  TRACE_NODES_EXPONENT: how the zones' mean wait grows from 1 to 16 nodes in the 16-node availability traces.
+  Held out of both fits, the 4-node preemption traces: their mean wait for 4 nodes is 1.27x their wait for one,
+  the exponent says 1.30x; their level (486 min for 4) is 1.8x the formula's (266 min), the spread between zones
+  and months the traces show (a single node: 9 min to 23 h).
+  q = RETRY_S / (RETRY_S + wait(N)) per try, so the geometric model above has that mean.
+While a job waits for its start, the traces held TRACE_HELD_SHARE of the nodes asked for (16-node traces; the
+held-out 4-node traces held 8.3%): that share bills, not all N. Past 16 nodes the exponent is extrapolated.
+Nodes are lost together: an interruption event of the 4-node preemption traces took 1.28-1.94 of the 4 nodes a
+zone was running (the least is taken: more nodes per event would mean fewer restarts than the evidence shows), as
+over 92% of 2,635 co-interruptions in one instance type and zone came within 3 minutes of each other (Kim et al.,
+"Spot-and-Scoot: Peeking Into Spot Instance Availability", arXiv 2604.16457, 2026). `nodes_lost_per_event`.
+On-demand capacity is taken as available (capacity blocks and reservations are not modelled).
 """
 
 from __future__ import annotations
@@ -40,9 +54,12 @@ MAX_SCORE = 10
 # takes to boot and join (reliability.PROVISION_S) is taken as that time, rather than the Auto Scaling group's
 # own faster retries, because a drought outlasts a few retries.
 RETRY_S = 900.0
-# Assumed single-node score by instance size (accelerators per node) where none was measured.
-DEFAULT_SINGLE_NODE_SCORE = ((8, 5), (4, 7), (1, 9))  # (at least this many accelerators, score)
-DEFAULT_LEAST_SCORE = 2
+# From the vendored spot traces (tests/fixtures/skypilot_spot_traces; tests/test_capacity_traces.py recomputes each):
+TRACE_SINGLE_NODE_WAIT_S = 12_280.0  # mean wait for one node over the 17 single-node availability traces (205 min)
+TRACE_NODES_EXPONENT = 0.188  # ln(mean wait for 16 / for 1) / ln 16 over the three 16-node availability traces
+TRACE_HELD_SHARE = 0.079  # share of the nodes asked for that were held while waiting (16-node traces, mean)
+TRACE_NODES_LOST_AT_4 = 1.28  # nodes one interruption event took from 4 running (least of the three zones)
+TRACE_MOST_NODES = 16  # the largest count any trace asked for
 HOLD_WITHIN_S = 3600.0  # the horizon the plan's "chance of holding N nodes" is quoted for
 
 
@@ -50,16 +67,32 @@ HOLD_WITHIN_S = 3600.0  # the horizon the plan's "chance of holding N nodes" is 
 class Capacity:
     """The obtainable capacity a spot plan relies on: a measured score or an assumed one."""
 
-    score: int  # 1..10
+    score: int | None  # 1..10 measured; None: no score, the traces' wait stands in
     nodes: int
     where: str  # the zone, or the region for a regional score
     source: str  # what the score is: a measured placement score (with its date) or the assumed default
 
     measured: bool = False
+    assumed_wait_s: float = 0.0  # without a score: the traces' expected wait for this many nodes
 
     @property
     def q(self) -> float:
+        if self.score is None:
+            return RETRY_S / (RETRY_S + self.assumed_wait_s)
         return (self.score - 1) / (MAX_SCORE - 1)
+
+    @property
+    def key(self) -> tuple:
+        """What prices the same: one score, or one assumed wait."""
+        return (self.score, self.assumed_wait_s)
+
+    @property
+    def held_share(self) -> float:
+        """Share of the nodes held, and billing, while waiting for the full set before the start."""
+        return 1.0 if self.score is not None else TRACE_HELD_SHARE
+
+    def label(self) -> str:
+        return f"{self.score}/10" if self.score is not None else f"assumed wait {self.wait_s / 3600:.1f} h"
 
     @property
     def obtainable(self) -> bool:
@@ -78,21 +111,30 @@ class Capacity:
         return (
             f"capacity: {self.source}; chance of holding {f'all {self.nodes} nodes' if self.nodes > 1 else 'the node'} "
             f"within {HOLD_WITHIN_S / 3600:.0f} h {self.held_within(HOLD_WITHIN_S):.0%}, expected wait for a full "
-            f"set {self.wait_s / 60:.0f} min before the start and after each lost node (q = (score - 1)/9 per try, "
-            f"a try every {RETRY_S / 60:.0f} min)"
+            f"set {self.wait_s / 60:.0f} min before the start and after each lost node ("
+            + ("q = (score - 1)/9" if self.score is not None else "q = 1 / (1 + wait / try)")
+            + f" per try, a try every {RETRY_S / 60:.0f} min)"
+            + (f"; while waiting to start, {self.held_share:.0%} of the nodes are held and bill, as in the traces"
+               if self.held_share < 1 else "")
         )
 
 
 FULL = Capacity(MAX_SCORE, 1, "", "on-demand: capacity taken as available", measured=False)
 
 
-def default_score(accelerators_per_node: int, nodes: int) -> int:
-    single = next(score for least, score in DEFAULT_SINGLE_NODE_SCORE if accelerators_per_node >= least)
-    return max(DEFAULT_LEAST_SCORE, single - math.ceil(math.log2(nodes)))
+def trace_wait_s(nodes: int) -> float:
+    """The spot traces' expected wait to hold `nodes` nodes of one type, asked for at a random moment."""
+    return TRACE_SINGLE_NODE_WAIT_S * nodes**TRACE_NODES_EXPONENT
+
+
+def nodes_lost_per_event(nodes: int) -> float:
+    """Nodes of a fleet of `nodes` in one type and zone that one spot interruption event takes, from the traces:
+    1 of 1, rising linearly to TRACE_NODES_LOST_AT_4 at 4 and held there (no trace measured more per event)."""
+    return 1 + (TRACE_NODES_LOST_AT_4 - 1) * (min(nodes, 4) - 1) / 3
 
 
 def spot_capacity(scores: PlacementScores | None, cloud: str, region: str, zones: tuple[str, ...],
-                  instance_type: str, accelerators_per_node: int, nodes: int) -> Capacity:  # fmt: skip
+                  instance_type: str, nodes: int) -> Capacity:  # fmt: skip
     """The capacity a spot fleet of `nodes` in `zones` of `region` can count on: the measured single-AZ score
     of its one zone, or its region's score when it may use several zones; else the assumed default."""
     zone = zones[0] if len(zones) == 1 else ""
@@ -103,10 +145,12 @@ def spot_capacity(scores: PlacementScores | None, cloud: str, region: str, zones
         return Capacity(found.score, nodes, where,
                         f"placement score {found.score}/10 for {found.target_capacity} x {instance_type} in {scope} "
                         f"({found.source}, {found.as_of})", measured=True)  # fmt: skip
-    score = default_score(accelerators_per_node, nodes)
+    wait = trace_wait_s(nodes)
     how = ("measure it with `trainfleet catalog refresh --cloud aws --placement-scores`" if cloud == "aws" else
            f"trainfleet fetches no {cloud} capacity score")  # fmt: skip
-    return Capacity(score, nodes, where,
-                    f"no placement score for {nodes} x {instance_type} in {where}: assumed {score}/10 (default for "
-                    f"a {accelerators_per_node}-accelerator size, less one per doubling of the nodes, at least "
-                    f"{DEFAULT_LEAST_SCORE}; {how})")  # fmt: skip
+    past = f", extrapolated past the traces' {TRACE_MOST_NODES}" if nodes > TRACE_MOST_NODES else ""
+    return Capacity(None, nodes, where,
+                    f"no placement score for {nodes} x {instance_type} in {where}: assumed wait {wait / 3600:.1f} h "
+                    f"for {nodes} node{'s' if nodes > 1 else ''}, the mean of published AWS spot traces (2022-2023, "
+                    f"{TRACE_SINGLE_NODE_WAIT_S / 60:.0f} min for one node x N^{TRACE_NODES_EXPONENT}{past}; zones "
+                    f"and months ranged 9 min to 23 h for one node); {how}", assumed_wait_s=wait)  # fmt: skip

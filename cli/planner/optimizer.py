@@ -114,7 +114,7 @@ class Candidate:
             "eval_and_stalls_usd": rate * rel.stall_hours,
             "interruption_loss_usd": rate * rel.interruption_loss_hours,
             "checkpoint_overhead_usd": rate * rel.checkpoint_overhead_hours,
-            "capacity_wait_usd": rate * rel.start_wait_hours,
+            "capacity_wait_usd": rate * rel.start_wait_hours * rel.start_held_share,
             "storage_usd": self.storage_usd,
             "egress_usd": 0.0,
         }
@@ -497,7 +497,8 @@ def assess_group(w: Workload, hw: Hardware, nodes: int, setup: Setup, cloud: str
         setting, _ = reliability.elastic_setting(nodes, setup.step.grad_accum, setup.tp, setup.pp, *elastic)
     rel = reliability.assess(useful_h, nodes, hw.devices_per_node, cloud, purchase == "spot", bucket,
                              w.checkpoint_bytes, hw.network_gbits, setup.step.step_s,
-                             capacity_wait_s=wait, elastic=setting, parts=setup_parts(w, hw, nodes, setup))  # fmt: skip
+                             capacity_wait_s=wait, elastic=setting, parts=setup_parts(w, hw, nodes, setup),
+                             start_held_share=capacity.held_share)  # fmt: skip
     return rel, reliability.storage_usd(cloud, w.checkpoint_bytes, rel.wall_hours) if rel.feasible else 0.0
 
 
@@ -522,8 +523,8 @@ def candidate(req: Request, offer: Offer, purchase: str, zones: tuple[str, ...],
     this hardware and node count: the zones and regions of one instance type share it (a pure function of
     them for one job). `capacity` defaults to what `scores` (or the assumed default) says of this fleet."""
     if capacity is None:
-        capacity = capacity_for(offer, purchase, zones, nodes, hw.devices_per_node, scores)
-    key = (offer.cloud, purchase, offer.interruption_bucket, capacity.score)
+        capacity = capacity_for(offer, purchase, zones, nodes, scores)
+    key = (offer.cloud, purchase, offer.interruption_bucket, capacity.key)
     held = assessed.get(key) if assessed is not None else None
     if held is None:
         held = assess_group(req.workload, hw, nodes, setup, *key[:3], capacity, req.elastic)
@@ -532,7 +533,7 @@ def candidate(req: Request, offer: Offer, purchase: str, zones: tuple[str, ...],
     rel, storage = held
     price = offer.price(purchase) or math.inf
     rate = price * nodes
-    cost = rate * rel.wall_hours + storage if rel.feasible else math.inf
+    cost = rate * rel.billed_hours + storage if rel.feasible else math.inf
     if shares_cluster_placement_group(offer.cloud, nodes):
         zones = zones[:1]  # the placement group lives in one zone
     return Candidate(offer, zones, purchase, nodes, hw, setup, rel, price, cost, storage, capacity)
@@ -629,7 +630,7 @@ class Search:
             wall = b.rel.wall_hours
             if wall > deadline:
                 continue
-            per_usd, storage = b.nodes * wall, b.storage_usd
+            per_usd, storage = b.nodes * b.rel.billed_hours, b.storage_usd
             rep = None
             for point in b.points:
                 cost = point[3] * per_usd + storage
@@ -725,7 +726,7 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
                         stats.unobtainable += len(held)
                         continue
                     setup, priced = assess_options(w, hw, nodes, options, *key, capacity, req.elastic)
-                    rel, storage = assessed[(*key, capacity.score)] = priced
+                    rel, storage = assessed[(*key, capacity.key)] = priced
                     stats.candidates += len(held)
                     if not rel.feasible:
                         stats.unbearable += len(held)
@@ -734,26 +735,26 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
     return Search(req, blocks, stats, pruned=prune and stats.pruned > 0)
 
 
-def capacity_for(offer: Offer, purchase: str, zones: tuple[str, ...], nodes: int, devices_per_node: int,
+def capacity_for(offer: Offer, purchase: str, zones: tuple[str, ...], nodes: int,
                  scores: PlacementScores | None) -> Capacity:  # fmt: skip
     """What a fleet can count on holding: spot by its placement score; on-demand capacity taken as available."""
     if purchase != "spot":
         return FULL
     where = zones[:1] if shares_cluster_placement_group(offer.cloud, nodes) else zones
-    return spot_capacity(scores, offer.cloud, offer.region, where, offer.instance_type, devices_per_node, nodes)
+    return spot_capacity(scores, offer.cloud, offer.region, where, offer.instance_type, nodes)
 
 
 def with_capacity(group: list[tuple], nodes: int, devices_per_node: int,
                   scores: PlacementScores | None) -> dict[Capacity, list[tuple]]:  # fmt: skip
     """A group's price points by the capacity score a fleet of `nodes` can count on (spot only; on-demand
     capacity is taken as available): the first point's Capacity stands for its score, each point keeps its own."""
-    out: dict[int, tuple[Capacity, list[tuple]]] = {}
+    out: dict[tuple, tuple[Capacity, list[tuple]]] = {}
     for point in group:
         offer, purchase, zones = point[:3]
         if purchase == "spot" and len(zones) > 1 and shares_cluster_placement_group(offer.cloud, nodes):
             continue  # several nodes share one zone's placement group: the any-zone point is for one node
-        capacity = capacity_for(*point[:3], nodes, devices_per_node, scores)
-        out.setdefault(capacity.score, (capacity, []))[1].append((*point[:6], capacity))
+        capacity = capacity_for(*point[:3], nodes, scores)
+        out.setdefault(capacity.key, (capacity, []))[1].append((*point[:6], capacity))
     return {capacity: held for capacity, held in out.values()}
 
 

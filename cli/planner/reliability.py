@@ -7,7 +7,9 @@ Hazards (events per hour):
   failure, per node = devices x FAILURES_PER_DEVICE_HOUR, spot or not (failure_rates.csv/.md beside the
                      catalog's calibration data: MegaScale's >100 restarts on >10k GPUs over weeks is 1-2e-5;
                      Alibaba's Aegis and ByteDance's fleet 1-2e-4; 5e-5 taken, the conservative middle)
-  job              = nodes x node hazard
+  job              = nodes x failure hazard + spot nodes x spot hazard / nodes_lost_per_event(spot nodes): spot
+                     interruptions in one type and zone come together (capacity.py: 1.28 nodes per event from 4
+                     up, the least published AWS preemption traces show), each event one restart
 Checkpoints follow the node's protocol (templates/agent: every node saves its own part, its agent uploads
 it while training goes on, node rank 0 commits the manifest; on a restore every node downloads its own part
 and the other parts' files its ranks load: every model-states file, and of a pipeline its own stage's layers).
@@ -51,7 +53,8 @@ commit of the largest part at n nodes, + c_N). The job loses, in full-speed seco
     E[loss] = G(w) + (1 - S(w)) (download + load) + S(w) (c_n + g) + (1 - n/N) (E[T] - G(w + c_n))
 against PROVISION_S + capacity wait + download + load without; E[loss] stands in for the restart R above (as the
 mean capacity wait does without elastic). Every node bills the whole time either way (the price is unchanged, only
-the wall time moves). Not modelled: a second loss while shrunk, a different step speed on n nodes than n/N.
+the wall time moves). Not modelled: a second loss while shrunk, a different step speed on n nodes than n/N, an
+event that takes several nodes at once (elastic recovery is priced per event as for one lost node).
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+
+from cli.planner.capacity import nodes_lost_per_event
 
 # The node's save and upload rates are infra's too (the Azure terminate-notice window is sized by them).
 from infra.checkpoint_io import (  # noqa: F401 (re-exported: the planner's tests and benchmarks read them here)
@@ -498,6 +503,13 @@ class Reliability:
     start_wait_hours: float = 0.0  # waiting for a full set of spot nodes before the job can start
     capacity_wait_s: float = 0.0  # expected wait for a full set, in every restart too (cli/planner/capacity.py)
     elastic: ElasticRecovery | None = None  # checkpoint.elastic: a lost node's cost with it (is restart_s)
+    start_held_share: float = 1.0  # share of the nodes held (and billing) while waiting for the start
+    nodes_per_spot_event: float = 1.0  # spot nodes one interruption event takes (capacity.nodes_lost_per_event)
+
+    @property
+    def billed_hours(self) -> float:
+        """Hours every node bills: the wall time, less what the nodes not yet held do not bill before the start."""
+        return self.wall_hours - (1 - self.start_held_share) * self.start_wait_hours
 
     @property
     def checkpoint_overhead_hours(self) -> float:
@@ -510,18 +522,18 @@ class Reliability:
 
     @property
     def expected_interruptions(self) -> float:
-        return (
-            self.nodes
-            * (self.spot_hazard_per_node_hour + self.failure_hazard_per_node_hour)
-            * self.wall_hours
-        )
+        """Events that cost a restart: spot interruption events (each taking nodes_per_spot_event) and failures."""
+        spot = self.spot_hazard_per_node_hour / self.nodes_per_spot_event
+        return self.nodes * (spot + self.failure_hazard_per_node_hour) * self.wall_hours
 
     def explain(self) -> list[str]:
         t = self.times
         return [
             f"hazard per node: spot {self.spot_hazard_per_node_hour:.2e}/h, failure "
             f"{self.failure_hazard_per_node_hour:.2e}/h; job ({self.nodes} nodes) expects "
-            f"{self.expected_interruptions:.1f} interruptions",
+            f"{self.expected_interruptions:.1f} interruptions"
+            + (f" (spot interruptions come together: {self.nodes_per_spot_event:.2f} nodes per event, as in published "
+               "AWS preemption traces)" if self.nodes_per_spot_event > 1 else ""),
             *([f"checkpoint parts: {t.parts.explain()}; the largest decides every save, upload and restore below"]
               if t.parts is not None else []),
             f"emergency checkpoint {t.emergency_s:.0f} s = step boundary {t.step_boundary_s:.1f} s + save "
@@ -598,16 +610,20 @@ def assess(
     capacity_wait_s: float = 0.0,
     elastic: ElasticSetting | None = None,
     parts: CheckpointParts | None = None,
+    start_held_share: float = 1.0,
 ) -> Reliability:
     """`interval_s` fixes the checkpoint interval (a stack's declared one; default Daly's optimum),
     `spot_nodes` how many of the nodes are spot (a mixed fleet; default all of them when `spot`), and
     `capacity_wait_s` the expected wait for a full set of spot nodes (cli/planner/capacity.py): before the
-    start, and in every restart, since a lost node's replacement comes from the pool that just shrank. `elastic`:
+    start, and in every restart, since a lost node's replacement comes from the pool that just shrank;
+    `start_held_share` the share of the nodes held (billing) while waiting for the start. `elastic`:
     a lost node costs what elastic recovery expects instead (`elastic_recovery`). `parts`: how the checkpoint lies
     over the nodes (`layout_parts`); without them, `checkpoint_bytes` split evenly."""
     stall = STALL_SHARE if stall_share is None else stall_share
     spot_node = spot_hazard(interruption_bucket) if spot else 0.0
     interruptible = nodes if spot_nodes is None else spot_nodes
+    per_event = nodes_lost_per_event(interruptible) if spot else 1.0
+    spot_events = interruptible * spot_node / per_event  # spot interruption events per hour, for the job
     fail_node = devices_per_node * FAILURES_PER_DEVICE_HOUR
     checkpoint = checkpoint_bytes if parts is None else parts
     times = checkpoint_times(cloud, checkpoint, nodes, node_network_gbits, step_s)
@@ -620,8 +636,8 @@ def assess(
     lossy_restart = restart + times.durable_lag_s  # a step not yet durable is lost as well
     notice = NOTICE_S.get(cloud, 30.0)
     fits = times.emergency_s <= notice
-    loss_rate = (nodes * fail_node + interruptible * (0.0 if fits else spot_node)) / 3600  # per second
-    safe_rate = interruptible * (spot_node if fits else 0.0) / 3600
+    loss_rate = (nodes * fail_node + (0.0 if fits else spot_events)) / 3600  # per second
+    safe_rate = (spot_events if fits else 0.0) / 3600
     mtbf = 1 / loss_rate
     tau = daly_interval(write, mtbf) if interval_s is None else interval_s
     useful_s = useful_hours * 3600
@@ -633,7 +649,7 @@ def assess(
         feasible, wall = False, math.inf
     return Reliability(spot_node, fail_node, nodes, notice, write, times, lossy_restart, fits, tau, mtbf / 3600,
                        useful_hours, useful_hours * stall, daly / 3600, wall / 3600, feasible,
-                       capacity_wait_s / 3600, capacity_wait_s, recovery)  # fmt: skip
+                       capacity_wait_s / 3600, capacity_wait_s, recovery, start_held_share, per_event)  # fmt: skip
 
 
 def storage_usd(cloud: str, checkpoint_bytes: float, wall_hours: float) -> float:

@@ -124,9 +124,9 @@ def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None
         "checkpoint_interval_minutes": c.checkpoint_interval_minutes,
         "wallclock_hours": round(c.wall_hours, 3),
         "useful_hours": round(c.rel.useful_hours, 3),
-        "gpu_hours": round(c.wall_hours * c.devices, 1),
+        "gpu_hours": round(c.rel.billed_hours * c.devices, 1),
         "expected_cost_usd": round(c.cost_usd, 2),
-        **interval_figures(c.wall_hours, c.devices, c.cost_usd),
+        **interval_figures(c.wall_hours, c.rel.billed_hours * c.devices, c.cost_usd),
         "breakdown": {k: round(v, 2) for k, v in c.breakdown.items()},
         "tokens_per_second": round(st.tokens_per_second, 1),
         "tokens_per_second_per_device": round(st.tokens_per_second_per_device, 1),
@@ -146,13 +146,15 @@ def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None
     return d
 
 
-def interval_figures(wall_hours: float, devices: int, cost_usd: float) -> dict:
-    """Device-hours, wall-clock hours and expected cost with their 80% interval (cli/planner/uncertainty.py)."""
+def interval_figures(wall_hours: float, device_hours: float, cost_usd: float) -> dict:
+    """Device-hours (billed: spot nodes not yet held before the start bill nothing), wall-clock hours and expected
+    cost with their 80% interval (cli/planner/uncertainty.py)."""
     (wall_low, wall_high), (cost_low, cost_high) = PLAN_INTERVAL.around(wall_hours), PLAN_INTERVAL.around(cost_usd)
+    (hours_low, hours_high) = PLAN_INTERVAL.around(device_hours)
     return {
-        "device_hours": round(wall_hours * devices, 1),
-        "device_hours_low": round(wall_low * devices, 1),
-        "device_hours_high": round(wall_high * devices, 1),
+        "device_hours": round(device_hours, 1),
+        "device_hours_low": round(hours_low, 1),
+        "device_hours_high": round(hours_high, 1),
         "wallclock_hours_low": round(wall_low, 3),
         "wallclock_hours_high": round(wall_high, 3),
         "expected_cost_usd_low": round(cost_low, 2),
@@ -204,7 +206,7 @@ def capacity_risk_usd(c: Candidate, req: Request) -> float:
         return 0.0
     key = (c.offer.cloud, c.purchase, c.offer.interruption_bucket)
     rel, storage = assess_group(req.workload, c.hardware, c.nodes, c.setup, *key, elastic=req.elastic)
-    return max(0.0, c.cost_usd - (c.price_usd_per_node_hour * c.nodes * rel.wall_hours + storage))
+    return max(0.0, c.cost_usd - (c.price_usd_per_node_hour * c.nodes * rel.billed_hours + storage))
 
 
 def capacity_dict(c: Candidate, req: Request) -> dict:
@@ -238,7 +240,7 @@ class _Priced:
 
     def __init__(self, c: Candidate, rel: reliability.Reliability, storage: float) -> None:
         self.rel, self.hours = rel, rel.wall_hours
-        self.usd = c.price_usd_per_node_hour * c.nodes * rel.wall_hours + storage if rel.feasible else float("inf")
+        self.usd = c.price_usd_per_node_hour * c.nodes * rel.billed_hours + storage if rel.feasible else float("inf")
 
 
 def elastic_comparison(c: Candidate, req: Request) -> tuple[tuple[int, float], _Priced | None, _Priced, str] | None:  # fmt: skip
@@ -477,8 +479,8 @@ def capacity_options(c: Candidate, req: Request) -> list[str]:
             cost, spot_capacity = mixed
             out.append(
                 f"an on-demand base of 1 node (stack: purchase: mixed, on_demand_base: 1) keeps rank 0 running and "
-                f"asks spot for {c.nodes - 1} nodes ({spot_capacity.score}/10 "
-                f"{'measured' if spot_capacity.measured else 'assumed'}): ${cost:,.0f} expected, "
+                f"asks spot for {c.nodes - 1} nodes ({spot_capacity.label()}"
+                f"{', measured' if spot_capacity.measured else ''}): ${cost:,.0f} expected, "
                 f"{(cost / c.cost_usd - 1):+.1%} against this plan"
             )
     sizes = [x for x in default_catalog().offers(cloud=o.cloud, region=o.region, accelerator=o.accelerator)
@@ -502,8 +504,7 @@ def mixed_fleet_cost(c: Candidate, req: Request):
     from infra.catalog.capacity import default_placement_scores
 
     spot_nodes = c.nodes - 1
-    capacity = capacity_for(c.offer, "spot", c.zones, spot_nodes, c.hardware.devices_per_node,
-                            default_placement_scores())  # fmt: skip
+    capacity = capacity_for(c.offer, "spot", c.zones, spot_nodes, default_placement_scores())
     if not capacity.obtainable:
         return None
     from cli.planner.optimizer import setup_parts
@@ -515,12 +516,13 @@ def mixed_fleet_cost(c: Candidate, req: Request):
     rel = reliability.assess(w.tokens / st.tokens_per_second / 3600, c.nodes, c.hardware.devices_per_node,
                              c.offer.cloud, True, c.offer.interruption_bucket, w.checkpoint_bytes,
                              c.hardware.network_gbits, st.step_s, spot_nodes=spot_nodes,
-                             capacity_wait_s=capacity.wait_s, elastic=setting,
+                             capacity_wait_s=capacity.wait_s, start_held_share=capacity.held_share, elastic=setting,
                              parts=setup_parts(w, c.hardware, c.nodes, c.setup))  # fmt: skip
     if not rel.feasible:
         return None
-    rate = c.offer.on_demand_usd_per_hour + spot_nodes * c.price_usd_per_node_hour
-    return rate * rel.wall_hours + reliability.storage_usd(c.offer.cloud, w.checkpoint_bytes, rel.wall_hours), capacity
+    # the on-demand node runs (and bills) while the spot nodes are awaited; spot nodes not yet held bill nothing
+    usd = c.offer.on_demand_usd_per_hour * rel.wall_hours + spot_nodes * c.price_usd_per_node_hour * rel.billed_hours
+    return usd + reliability.storage_usd(c.offer.cloud, w.checkpoint_bytes, rel.wall_hours), capacity
 
 
 def impossible(result: Search) -> TrainfleetError:

@@ -93,13 +93,14 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
     per_hour = sum(
         c.unit_price * n for c, n in zip(lines, [x for x in (on_demand, spot) if x > 0], strict=True)
     )
+    spot_per_hour = lines[-1].unit_price * spot if spot > 0 else 0.0
     buckets = [o.interruption_bucket for o in in_zones]
     bucket = None if any(b is None for b in buckets) else max(buckets)
     useful_h = work.tokens / setup.step.tokens_per_second / 3600
     capacity = None
     if spot > 0:
         capacity = spot_capacity(default_placement_scores(), fleet.cloud, fleet.region, tuple(fleet.zones),
-                                 fleet.instance_type, hw.devices_per_node, spot)  # fmt: skip
+                                 fleet.instance_type, spot)  # fmt: skip
         if not capacity.obtainable:
             raise _NoExpectation(f"{capacity.source}: \"not likely to succeed\", so no expected cost")
     declared = config.checkpoint.elastic
@@ -113,16 +114,21 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
             useful_h, fleet.nodes, hw.devices_per_node, fleet.cloud, spot > 0, bucket, work.checkpoint_bytes,
             hw.network_gbits, setup.step.step_s, interval_s=config.checkpoint.interval_minutes * 60, spot_nodes=spot,
             capacity_wait_s=capacity.wait_s if capacity else 0.0, elastic=elastic,
+            start_held_share=capacity.held_share if capacity else 1.0,
             parts=setup_parts(work, hw, fleet.nodes, setup),  # node 0's part under ZeRO-0/1/2 (issue 29)
         )  # fmt: skip
+
+    def billed(rel):  # fleet-hours at per_hour: spot nodes not yet held bill nothing before the start
+        return rel.wall_hours - (rel.wall_hours - rel.billed_hours) * spot_per_hour / per_hour
 
     rel = assess(elastic)
     if not rel.feasible:
         raise _NoExpectation(
             f"{fleet.nodes} nodes would spend most of the run restarting (the planner refuses such a plan)"
         )
-    interruptions = (
-        spot * rel.spot_hazard_per_node_hour + fleet.nodes * rel.failure_hazard_per_node_hour
+    interruptions = (  # events: spot nodes go several at a time (capacity.nodes_lost_per_event)
+        spot * rel.spot_hazard_per_node_hour / rel.nodes_per_spot_event
+        + fleet.nodes * rel.failure_hazard_per_node_hour
     ) * rel.wall_hours
     assumptions = [
         f"{useful_h:,.1f} h of useful work at {setup.step.tokens_per_second:,.0f} tokens/s (the planner's "
@@ -149,8 +155,8 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
             f"within the wait ({e.shrink_chance:.0%} of losses), converting the checkpoint in {e.shrink_s:,.0f} s and "
             f"back in {e.grow_s:,.0f} s at {reliability.convert_rate_note()} (benchmarks/elastic_recovery.py): "
             f"{e.expected_loss_s:,.0f} s lost per lost node "
-            f"against {e.without_loss_s:,.0f} s; expected ${per_hour * rel.wall_hours:,.0f} ({rel.wall_hours:,.1f} h) "
-            + (f"against ${per_hour * without.wall_hours:,.0f} ({without.wall_hours:,.1f} h) without it"
+            f"against {e.without_loss_s:,.0f} s; expected ${per_hour * billed(rel):,.0f} ({rel.wall_hours:,.1f} h) "
+            + (f"against ${per_hour * billed(without):,.0f} ({without.wall_hours:,.1f} h) without it"
                if without.feasible else "; without it the fleet would spend most of the run restarting")
         )  # fmt: skip
     elif declared is not None:
@@ -158,6 +164,7 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
     return FleetExpectation(
         fleet=fleet.name, usd_per_hour=per_hour, ideal_hours=useful_h + rel.stall_hours,
         wall_hours=rel.wall_hours, interruptions=interruptions,
+        billed_hours=billed(rel),
         emergency_checkpoint_fits=rel.emergency_checkpoint_fits, assumptions=tuple(assumptions),
     )  # fmt: skip
 

@@ -233,6 +233,8 @@ class FleetExpectation:
     interruptions: float  # expected interruptions and failures over the run
     emergency_checkpoint_fits: bool
     assumptions: tuple[str, ...] = ()
+    # hours every node bills: the wall time less what spot nodes not yet held do not bill before the start
+    billed_hours: float | None = None  # None: the wall time
 
     @property
     def list_job_usd(self) -> float:
@@ -240,7 +242,7 @@ class FleetExpectation:
 
     @property
     def expected_job_usd(self) -> float:
-        return self.usd_per_hour * self.wall_hours
+        return self.usd_per_hour * (self.wall_hours if self.billed_hours is None else self.billed_hours)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -250,6 +252,7 @@ class FleetExpectation:
             "usd_per_hour": self.usd_per_hour,
             "ideal_hours": self.ideal_hours,
             "wall_hours": self.wall_hours,
+            "billed_hours": self.wall_hours if self.billed_hours is None else self.billed_hours,
             "list_job_usd": money_round(self.list_job_usd),
             "expected_job_usd": money_round(self.expected_job_usd),
             "expected_interruptions": _round(self.interruptions, 2),
@@ -267,6 +270,7 @@ class FleetExpectation:
             interruptions=float(data.get("expected_interruptions") or 0.0),
             emergency_checkpoint_fits=bool(data.get("emergency_checkpoint_fits")),
             assumptions=tuple(str(a) for a in data.get("assumptions") or ()),
+            billed_hours=float(data["billed_hours"]) if data.get("billed_hours") is not None else None,
         )
 
 
