@@ -124,7 +124,8 @@ def runs(fit, accelerators) -> None:
         print(f"  {run.name[:42]:<42} {run.accelerator:<9} x{run.devices:<5} reported {run.device_hours:>11,.0f} "
               f"predicted {e.predicted_device_hours:>11,.0f}  reported/predicted {e.ratio:5.2f}  left out "
               f"{h.ratio:5.2f}")
-    interval_coverage(dev, held, fit, accelerators)
+    held_out = interval_coverage(dev, held, fit, accelerators)
+    by_scale([(run.devices, r) for run, r in zip(dev, held, strict=True)], held_out)
     for title, ratios in (("in-sample", errs), ("leave-one-run-out", held)):
         logs = [abs(math.log(x)) for x in ratios]
         print(f"  {title:<18} median reported/predicted {statistics.median(ratios):.2f}, median |log error| "
@@ -146,14 +147,36 @@ def interval_coverage(dev, loo_ratios, fit, accelerators) -> None:
           f"x{again.high:.3f})")
     print(f"  development set, each run left out: {sum(map(inside, loo_ratios))} of {len(loo_ratios)} inside")
     held_out = load_runs(HELD_OUT)
-    hits = 0
+    hits, out = 0, []
     for run in held_out:
         e = replay_run(run, fit, accelerators, reliability.STALL_SHARE)
         hits += inside(e.ratio)
+        out.append((run.devices, e.ratio))
         print(f"  held out: {run.name[:34]:<34} {run.accelerator:<9} x{run.devices:<6} reported "
               f"{run.device_hours:>12,.0f} predicted {e.predicted_device_hours:>12,.0f}  reported/predicted "
               f"{e.ratio:5.2f}  {'inside' if inside(e.ratio) else 'OUTSIDE'}")
     print(f"  held-out runs: {hits} of {len(held_out)} inside the interval")
+    return out
+
+
+SCALES = ((1, 512), (513, 4096), (4097, 10**9))  # devices: the issue's three bands
+
+
+def by_scale(left_out: list[tuple[int, float]], held_out: list[tuple[int, float]]) -> None:
+    """Reported / predicted device-hours by the run's device count: each development run priced with the stall
+    share fitted without it, each held-out run as the planner prices it."""
+    print("\nerror by scale (reported / predicted device-hours; |log error| as a factor)")
+    for title, pairs in (("development, left out", left_out), ("held out", held_out)):
+        for low, high in SCALES:
+            ratios = [r for n, r in pairs if low <= n <= high]
+            band = f"{low:,}-{high:,}" if high < 10**9 else f"> {low - 1:,}"
+            if not ratios:
+                print(f"  {title:<22} {band:>12} devices: no runs")
+                continue
+            logs = [abs(math.log(r)) for r in ratios]
+            print(f"  {title:<22} {band:>12} devices: {len(ratios):>2} runs, median ratio "
+                  f"{statistics.median(ratios):.2f}, median |log error| x{math.exp(statistics.median(logs)):.2f}, "
+                  f"worst x{math.exp(max(logs)):.2f}")
 
 
 if __name__ == "__main__":
