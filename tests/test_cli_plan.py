@@ -457,3 +457,23 @@ def test_a_spot_zone_priced_far_below_its_neighbours_is_not_bet_on(trainfleet, t
     at_own = float(note.split("at the row's own price it would cost $")[1].split(";")[0].replace(",", ""))
     # compute scales with the price; the checkpoint storage (under $1 here) does not
     assert at_own == pytest.approx(best["expected_cost_usd"] * 6.836 / 16.8642, abs=2)
+
+
+def test_estimate_leaves_out_aws_local_zones_as_plan_does(tmp_path):
+    """offers.csv: p6-b200.48xlarge spot in us-east-1's Local Zone use1-atl2-az1 at $13.0338/h, far under the
+    region's zones. A Local Zone needs an account opt-in, so plan skips it unless --local-zones; estimate priced it
+    by default. An overlay row in a Local Zone alone (zone ids with a city: tfl1-xyz1-az1) needs the flag."""
+    args = ("estimate", "--params", "7B", "--tokens", "200B", "--accelerator", "B200", "--devices", "64",
+            "--purchase", "spot", "--json")  # fmt: skip
+    default = run_trainfleet(*args).json()
+    assert default["zones"] != ["use1-atl2-az1"]
+    opted = run_trainfleet(*args, "--local-zones").json()
+    assert opted["zones"] == ["use1-atl2-az1"] and opted["cost_usd"] < default["cost_usd"]
+    header = next(iter((REPO / "infra" / "catalog" / "data" / "offers.csv").open())).strip()
+    row = "aws,tfref-lz-1,tfl1-xyz1-az1,ref.lz.48xlarge,B200,8,179.062,192,2048,113.9328,13.0338,,,3200,efa,test,"
+    (tmp_path / "catalog-overlay.csv").write_text(f"{header},as_of\n{row},2026-11-28\n")
+    env = {"TRAINFLEET_HOME": str(tmp_path)}
+    only = ("estimate", "--params", "7B", "--tokens", "20B", "--accelerator", "B200", "--devices", "8",
+            "--instance-type", "ref.lz.48xlarge", "--purchase", "spot")  # fmt: skip
+    assert_one_line_error(run_trainfleet(*only, env=env), "AWS Local Zone", "--local-zones")
+    assert run_trainfleet(*only, "--local-zones", env=env).code == 0

@@ -32,6 +32,9 @@ BatchOpt = Annotated[
                  "default: the power of two of sequences nearest 4Mi tokens (full) or 256Ki (lora)"),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of tables.")]
+LocalZonesOpt = Annotated[
+    bool, typer.Option("--local-zones", help="also use AWS Local Zones (they need an account opt-in)")
+]
 HeadroomOpt = Annotated[
     float,
     typer.Option(
@@ -65,10 +68,10 @@ def _csv(value: str | None, known: list[str], option: str) -> frozenset[str] | N
 
 def _elastic(value: str | None) -> tuple[int, float] | None:
     """--elastic MIN_NODES[:WAIT_S] -> (min_nodes, wait s), checked by the stack schema's own checkpoint.elastic."""
-    from infra.config import Elastic
-
     if value is None:
         return None
+    from infra.config import Elastic  # pydantic: ~60 ms of a plan's start-up, paid only with --elastic
+
     least, _, wait = value.strip().partition(":")
     try:  # int() first: the schema would take "2.0" as 2; pydantic's ValidationError is a ValueError
         given = {"min_nodes": int(least), **({"wait_for_replacement_s": float(wait)} if wait.strip() else {})}
@@ -128,9 +131,7 @@ def plan_command(
         typer.Option(parser=finite_float("--time-value", minimum=0, maximum=1e6, example="50"),
                      help="USD per hour of wall time, added to cost"),
     ] = 0.0,
-    local_zones: Annotated[
-        bool, typer.Option("--local-zones", help="also plan in AWS Local Zones (they need an account opt-in)")
-    ] = False,
+    local_zones: LocalZonesOpt = False,
     memory_headroom: HeadroomOpt = 0.1,
     elastic: Annotated[
         str | None,
@@ -463,6 +464,7 @@ def estimate_command(
     cloud: Annotated[str | None, typer.Option(help="aws, gcp or azure")] = None,
     region: Annotated[str | None, typer.Option(help="e.g. us-east-1")] = None,
     purchase: Annotated[str, typer.Option(help="spot or on-demand")] = "on-demand",
+    local_zones: LocalZonesOpt = False,
     memory_headroom: HeadroomOpt = 0.1,
     zero_stage: Annotated[
         int | None, typer.Option("--zero-stage", min=0, max=3, help="pin the ZeRO stage (0-3); default: the fastest that fits")
@@ -523,6 +525,13 @@ def estimate_command(
         raise TrainfleetError(
             f"no {accelerator} offer matches --instance-type/--cloud/--region; see `trainfleet catalog list --accelerator {accelerator}`"
         )
+    if not local_zones:  # as plan does: a Local Zone needs an account opt-in most accounts lack
+        if all(o.local_zone for o in offers):
+            raise TrainfleetError(
+                f"every {accelerator} offer that matches is in an AWS Local Zone, which needs an account opt-in; "
+                "add --local-zones if your account has it"
+            )
+        offers = [o for o in offers if not o.local_zone]
     sizes = sorted({o.accelerators_per_node for o in offers})
     offers = [o for o in offers if devices % o.accelerators_per_node == 0]
     if not offers:
