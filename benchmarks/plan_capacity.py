@@ -141,7 +141,13 @@ def traces():
     import statistics
 
     from cli.planner import capacity
-    from cli.planner.capacity_traces import acquire_wait_s, load_traces, losses_from_full, recovery_waits_s
+    from cli.planner.capacity_traces import (
+        acquire_wait_s,
+        at_once_share,
+        load_traces,
+        losses_from_full,
+        recovery_waits_s,
+    )
 
     found = load_traces(ROOT / "tests" / "fixtures" / "skypilot_spot_traces")
     print("\nthe default's evidence: SkyPilot spot-traces (AWS V100/K80 2022-2023; tests/fixtures/skypilot_spot_traces)")
@@ -149,6 +155,8 @@ def traces():
     print(f"  wait for one node, {len(singles)} single-node traces: mean {statistics.mean(singles):,.0f} min, median "
           f"{statistics.median(singles):,.0f}, from {min(singles):,.0f} to {max(singles):,.0f} min "
           f"(the planner: {capacity.TRACE_SINGLE_NODE_WAIT_S / 60:,.0f} min)")
+    at_once = statistics.mean(at_once_share(t.counts, 1) for t in found if t.full == 1)
+    print(f"  one node there at once: {at_once:.1%} of moments (the planner's first try: {capacity.TRACE_AT_ONCE:.1%})")
     for t in found:
         if t.full > 1:
             waits = [acquire_wait_s(t.counts, t.gap_s, n) / 60 for n in (1, t.full)]
@@ -162,6 +170,10 @@ def traces():
     print(f"  held out (4-node preemption traces): wait for 4 / for 1 measured {measured:.3f}, the exponent says "
           f"{4 ** capacity.TRACE_NODES_EXPONENT:.3f}; their wait for 4, {level / 60:,.0f} min, against the "
           f"planner's {capacity.trace_wait_s(4) / 60:,.0f} min")
+    held = statistics.mean(at_once_share(t.counts, 4) for t in fours) / statistics.mean(
+        at_once_share(t.counts, 1) for t in fours)
+    print(f"  held out: 4 nodes there at once {held:.3f} as often as one, the planner says "
+          f"{4 ** -capacity.TRACE_AT_ONCE_EXPONENT:.3f}")
     recover = [w for t in fours for w in recovery_waits_s(t.counts, t.gap_s, 4)]
     print(f"  after a loss, back to 4 nodes: {len(recover)} losses, mean {statistics.mean(recover) / 60:,.0f} min, "
           f"median {statistics.median(recover) / 60:,.0f} min (the planner waits {capacity.trace_wait_s(4) / 60:,.0f})")

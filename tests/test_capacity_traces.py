@@ -15,6 +15,7 @@ import pytest
 from cli.planner import capacity
 from cli.planner.capacity_traces import (
     acquire_wait_s,
+    at_once_share,
     held_share_while_waiting,
     load_traces,
     losses_from_full,
@@ -33,6 +34,11 @@ def test_wait_counts_every_tick_until_the_next_that_holds_enough():
     assert acquire_wait_s(TOY, 60, 4) == pytest.approx(60 * (2 + 1 + 0 + 0 + 1 + 0) / 6)
     # for 1: tick 0 waits 1, ticks 1-6 none; tick 7 left out
     assert acquire_wait_s(TOY, 60, 1) == pytest.approx(60 * 1 / 7)
+
+
+def test_at_once_is_the_share_of_those_ticks_holding_enough_already():
+    assert at_once_share(TOY, 4) == pytest.approx(3 / 6)  # ticks 2, 3 and 5 of the six told
+    assert at_once_share(TOY, 1) == pytest.approx(6 / 7)
 
 
 def test_held_share_is_what_the_waiting_ticks_held():
@@ -117,3 +123,24 @@ def test_held_share_and_nodes_per_event():
             per_zone.append(sum(lost) / len(lost))
     assert len(per_zone) == 3 and min(per_zone) > 1  # every zone lost nodes together
     assert capacity.TRACE_NODES_LOST_AT_4 == pytest.approx(min(per_zone), abs=0.005)
+
+
+def _naive_at_once(data: list[int], n: int) -> float:
+    """Of the ticks that have a later (or same) tick holding >= n, the share that hold >= n themselves."""
+    last = max(i for i, count in enumerate(data) if count >= n)  # ticks after it never see n again
+    return sum(count >= n for count in data[: last + 1]) / (last + 1)
+
+
+def test_the_first_try_odds_are_the_share_of_moments_the_nodes_were_there():
+    traces = _naive_traces()
+    singles = [d for name, _, d in traces if "availability/1-node" in name]
+    assert capacity.TRACE_AT_ONCE == pytest.approx(sum(_naive_at_once(d, 1) for d in singles) / 17, abs=0.0005)
+    sixteen = [d for name, _, d in traces if "availability/16-node" in name]
+    one = sum(_naive_at_once(d, 1) for d in sixteen) / 3
+    all16 = sum(_naive_at_once(d, 16) for d in sixteen) / 3
+    assert capacity.TRACE_AT_ONCE_EXPONENT == pytest.approx(math.log(one / all16) / math.log(16), abs=0.0005)
+    # held out: the 4-node preemption traces' chance for 4 against for 1
+    fours = [d for name, _, d in traces if "preemption/4-node" in name]
+    measured = sum(_naive_at_once(d, 4) for d in fours) / sum(_naive_at_once(d, 1) for d in fours)
+    assert measured == pytest.approx(0.915, abs=0.001)
+    assert 4**-capacity.TRACE_AT_ONCE_EXPONENT == pytest.approx(measured, rel=0.03)

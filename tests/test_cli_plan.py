@@ -327,9 +327,10 @@ def test_spot_plan_costs_its_own_zones_price_by_hand():
     assert best["expected_cost_usd"] == pytest.approx(by_hand, abs=0.0135)
     assert best["breakdown"]["capacity_wait_usd"] == pytest.approx(16.8642 * 12_280 / 3600 * 0.079, abs=0.01)
     assert best["capacity"]["score"] is None and not best["capacity"]["measured"]
-    # tries at 0, 15, 30, 45 and 60 min, each with chance q = 900 / (900 + 12,280): the model's mean is the wait
-    q = 900 / (900 + 12_280)
-    assert best["capacity"]["chance_full_set_within_1h"] == pytest.approx(1 - (1 - q) ** 5, abs=1e-4)
+    # tries at 0, 15, 30, 45 and 60 min: the first holds the node with the traces' 0.597 (there at once), each
+    # later one with 900 x (1 - 0.597) / 12,280, which keeps the traces' mean wait
+    q0, q1 = 0.597, 900 * (1 - 0.597) / 12_280
+    assert best["capacity"]["chance_full_set_within_1h"] == pytest.approx(1 - (1 - q0) * (1 - q1) ** 4, abs=1e-4)
 
 
 def test_multi_node_spot_plan_by_hand_nodes_price_and_interruption_overhead():

@@ -35,12 +35,20 @@ P5_JOB = ("plan", "--model", "llama-7b", "--tokens", "200B", "--deadline", "100h
 @pytest.mark.parametrize("nodes", [1, 8, 16, 64])
 def test_without_a_score_the_published_traces_wait_stands_in(nodes):
     """205 min for one node (12,280 s) x N^0.188, the traces' figures (tests/test_capacity_traces.py recomputes
-    them from the traces); q per 15-min try is set so the geometric model has that mean."""
+    them from the traces). The first 15-min try holds them with the traces' chance of having them at once,
+    0.597 x N^-0.049; each later try with q1 = 900 (1 - q0) / wait, so the expected wait is the traces'."""
     cap = spot_capacity(None, "azure", "eastus", ("eastus",), "t", nodes)
     wait = 12_280.0 * math.exp(0.188 * math.log(nodes))
     assert cap.score is None and not cap.measured and cap.obtainable
     assert cap.wait_s == pytest.approx(wait, rel=1e-9)
-    assert cap.q == pytest.approx(900 / (900 + wait))
+    q0 = 0.597 * math.exp(-0.049 * math.log(nodes))
+    q1 = 900 * (1 - q0) / wait
+    assert cap.q_first == pytest.approx(q0) and cap.q == pytest.approx(q1)
+    # tries at 0, 15, 30, 45 and 60 min: the first at q0, four more at q1
+    assert cap.held_within(3600) == pytest.approx(1 - (1 - q0) * (1 - q1) ** 4)
+    # the mean of that wait, summed over tries: (1 - q0) x 900 / q1
+    mean = sum(900 * k * ((1 - q0) * (1 - q1) ** (k - 1) * q1) for k in range(1, 20_000))
+    assert mean == pytest.approx(wait, rel=1e-6)
     assert cap.held_share == 0.079  # what bills while waiting to start
     assert ("extrapolated" in cap.source) == (nodes > 16)
 

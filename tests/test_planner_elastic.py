@@ -94,6 +94,31 @@ def test_replacement_times_match_the_capacity_process(wait_s):
                                                                     abs=0.01)  # fmt: skip
 
 
+@pytest.mark.parametrize("wait_s,first", [(12_280.0, 0.597), (18_150.0, 0.53), (900.0, 0.9)])
+def test_a_first_try_of_its_own_matches_the_capacity_process(wait_s, first):
+    """capacity.py's default: the first try holds the nodes with the traces' chance of having them at once, each
+    later one with q1 = R (1 - q0) / wait; simulated, and summed over the number of failed tries."""
+    q1 = R * (1 - first) / wait_s
+    rng = random.Random(5)
+
+    def one() -> float:
+        if rng.random() < first:
+            return P
+        tries = 1
+        while rng.random() >= q1:
+            tries += 1
+        return R * tries + P
+
+    samples = [one() for _ in range(40_000)]
+    assert sum(samples) / len(samples) - P == pytest.approx(wait_s, rel=0.03)
+    for a in (600.0, 900.0, 1800.0, 2700.0, 4140.83, 20_000.0):
+        series = first * min(P, a) + sum((1 - first) * (1 - q1) ** (k - 1) * q1 * min(P + R * k, a)
+                                         for k in range(1, 20_000))  # fmt: skip
+        assert rel.replacement_expected_min(a, wait_s, first) == pytest.approx(series, rel=1e-9)
+        assert rel.replacement_survival(a, wait_s, first) == pytest.approx(sum(t > a for t in samples) / len(samples),
+                                                                           abs=0.01)  # fmt: skip
+
+
 # ---------------------------------------------------------------- the expected loss per lost node
 
 # The prod stack's shape: 182 GB checkpoint (13B x 14 B), 4 AWS nodes at grad accum 8 -> shrink to 2, S3 at
@@ -350,15 +375,22 @@ def test_the_preview_prices_a_stacks_elastic_recovery():
     b = 12 * 13_015_864_320 + 32 * 16384
     shrink = b / 1e9 + b / 150e6 + b / 2 / 2e9  # download it all, convert, load half
     grow = b / 2 / 2e9 + b / 2 / 1e9 + 10 + (b / 1e9 + b / 150e6 + b / 4 / 2e9)
-    # prod's 3 spot nodes have no placement score: capacity.py's traces wait 12,280 s x 3^0.188 for them, so
-    # each 900 s try fails with chance p = 1 - 900 / (900 + that wait)
-    p = 1 - 900 / (900 + 12_280 * 3**0.188)
-    c = 900 * p / (1 - p)  # E[T] - 900: the expected failed tries' time
-    s = p**3  # no replacement within 2,700 s: 3 failed tries
-    g_w = 900 + c * (1 - p**2)
-    x = 2700 + shrink - 900
-    j = math.floor(x / 900)
-    g_ws = 900 + c * (1 - p**j) + (x - 900 * j) * p ** (j + 1)
+    # prod's 3 spot nodes have no placement score: capacity.py's traces wait W = 12,280 s x 3^0.188 for them; the
+    # first 900 s try fails with chance f0 = 1 - 0.597 x 3^-0.049 (the traces' share of moments they were there at
+    # once), each later one with p = 1 - 900 f0 / W (which keeps the mean W). T = 900 s + 900 s x failed tries.
+    wait = 12_280 * 3**0.188
+    f0 = 1 - 0.597 * 3**-0.049
+    p = 1 - 900 * f0 / wait
+    c = wait  # E[T] - 900
+    s = f0 * p**2  # no replacement within 2,700 s: 3 failed tries
+
+    def g(a):  # E[min(T, a)]: 900, then each 900 s step weighted by the chance T is still to come
+        x = a - 900
+        j = math.floor(x / 900)
+        return 900 + sum(900 * f0 * p**i for i in range(j)) + (x - 900 * j) * f0 * p**j
+
+    g_w = g(2700)
+    g_ws = g(2700 + shrink)
     rejoin = b / 4 / 1e9 + b / 4 / 2e9
     loss = g_w + (1 - s) * rejoin + s * (shrink + grow) + 0.5 * (900 + c - g_ws)
     without = 900 + c + rejoin

@@ -36,6 +36,12 @@ MUTANTS = [
     },
     {
         "file": CAP,
+        "bug": "the first try for unmeasured capacity is no likelier than the rest: an hour's odds halved",
+        "original": "return self.q if self.first_try is None else self.first_try",
+        "replacement": "return self.q",
+    },
+    {
+        "file": CAP,
         "bug": "an interruption event takes more nodes than any trace measured",
         "original": "(min(nodes, 4) - 1) / 3",
         "replacement": "(nodes - 1) / 3",

@@ -32,10 +32,11 @@ published traces stand in and the plan says so (cli/planner/capacity_traces.py; 
   Held out of both fits, the 4-node preemption traces: their mean wait for 4 nodes is 1.27x their wait for one,
   the exponent says 1.30x; their level (486 min for 4) is 1.8x the formula's (266 min), the spread between zones
   and months the traces show (a single node: 9 min to 23 h).
-  q = RETRY_S / (RETRY_S + wait(N)) per try, so the geometric model above has that mean, not the traces' shape:
-  they held one node at once 60% of the time and within an hour 72% (16 nodes: 44% and 59%), a few droughts of
-  many hours making up the mean, where the model says 7% and 30%. So the default's "chance within an hour" and
-  elastic recovery's odds of a replacement within its wait are pessimistic; the expected waits are the traces'.
+  The traces' waits are not geometric: they held one node at once 60% of the time and within an hour 72% (16 nodes:
+  44% and 59%), a few droughts of many hours making up the mean. So the first try succeeds with the traces' chance
+  of holding them at once, q0(N) = TRACE_AT_ONCE x N^-TRACE_AT_ONCE_EXPONENT (the held-out 4-node traces: 0.915 of
+  their one-node chance, the exponent says 0.934), and each later try with q1 = RETRY_S (1 - q0) / wait(N), which
+  keeps the mean: one node within an hour 64% (the traces 72%; matching only the mean said 30%).
 While a job waits for its start, the traces held TRACE_HELD_SHARE of the nodes asked for (16-node traces; the
 held-out 4-node traces held 8.3%): that share bills, not all N. Past 16 nodes the exponent is extrapolated.
 Nodes are lost together: an interruption event of the 4-node preemption traces took 1.28-1.94 of the 4 nodes a
@@ -63,6 +64,8 @@ TRACE_NODES_EXPONENT = 0.188  # ln(mean wait for 16 / for 1) / ln 16 over the th
 TRACE_HELD_SHARE = 0.079  # share of the nodes asked for that were held while waiting (16-node traces, mean)
 TRACE_NODES_LOST_AT_4 = 1.28  # nodes one interruption event took from 4 running (least of the three zones)
 TRACE_MOST_NODES = 16  # the largest count any trace asked for
+TRACE_AT_ONCE = 0.597  # share of moments one node was there at once (single-node availability traces, mean)
+TRACE_AT_ONCE_EXPONENT = 0.049  # ln(at once for 1 / for 16) / ln 16 over the 16-node availability traces
 HOLD_WITHIN_S = 3600.0  # the horizon the plan's "chance of holding N nodes" is quoted for
 
 
@@ -77,12 +80,18 @@ class Capacity:
 
     measured: bool = False
     assumed_wait_s: float = 0.0  # without a score: the traces' expected wait for this many nodes
+    first_try: float | None = None  # without a score: the traces' chance the first try holds them; else q
 
     @property
     def q(self) -> float:
+        """The chance each try succeeds (without a score: each try after the first)."""
         if self.score is None:
-            return RETRY_S / (RETRY_S + self.assumed_wait_s)
+            return RETRY_S * (1 - self.first_try) / self.assumed_wait_s
         return (self.score - 1) / (MAX_SCORE - 1)
+
+    @property
+    def q_first(self) -> float:
+        return self.q if self.first_try is None else self.first_try
 
     @property
     def key(self) -> tuple:
@@ -104,19 +113,21 @@ class Capacity:
     @property
     def wait_s(self) -> float:
         """Expected seconds until the full set of nodes is held (infinite when it cannot be had)."""
-        return RETRY_S * (1 - self.q) / self.q if self.q > 0 else math.inf
+        return RETRY_S * (1 - self.q_first) / self.q if self.q > 0 else math.inf
 
     def held_within(self, seconds: float) -> float:
         """Chance the full set is held within `seconds` of asking: tries at 0, RETRY_S, 2 RETRY_S, ..."""
-        return 1 - (1 - self.q) ** (math.floor(seconds / RETRY_S + 1e-9) + 1)
+        return 1 - (1 - self.q_first) * (1 - self.q) ** math.floor(seconds / RETRY_S + 1e-9)
 
     def explain(self) -> str:
         return (
             f"capacity: {self.source}; chance of holding {f'all {self.nodes} nodes' if self.nodes > 1 else 'the node'} "
             f"within {HOLD_WITHIN_S / 3600:.0f} h {self.held_within(HOLD_WITHIN_S):.0%}, expected wait for a full "
             f"set {self.wait_s / 60:.0f} min before the start and after each lost node ("
-            + ("q = (score - 1)/9" if self.score is not None else "q = 1 / (1 + wait / try)")
-            + f" per try, a try every {RETRY_S / 60:.0f} min)"
+            + ("q = (score - 1)/9 per try" if self.score is not None else
+               f"the first try {self.q_first:.0%}, as often as the traces had them at once, each later one "
+               f"{self.q:.1%}, for the traces' mean wait")
+            + f", a try every {RETRY_S / 60:.0f} min)"
             + (f"; while waiting to start, {self.held_share:.0%} of the nodes are held and bill, as in the traces"
                if self.held_share < 1 else "")
         )
@@ -128,6 +139,11 @@ FULL = Capacity(MAX_SCORE, 1, "", "on-demand: capacity taken as available", meas
 def trace_wait_s(nodes: int) -> float:
     """The spot traces' expected wait to hold `nodes` nodes of one type, asked for at a random moment."""
     return TRACE_SINGLE_NODE_WAIT_S * nodes**TRACE_NODES_EXPONENT
+
+
+def trace_at_once(nodes: int) -> float:
+    """The spot traces' chance that `nodes` nodes of one type are there the moment they are asked for."""
+    return TRACE_AT_ONCE * nodes**-TRACE_AT_ONCE_EXPONENT
 
 
 def nodes_lost_per_event(nodes: int) -> float:
@@ -156,4 +172,5 @@ def spot_capacity(scores: PlacementScores | None, cloud: str, region: str, zones
                     f"no placement score for {nodes} x {instance_type} in {where}: assumed wait {wait / 3600:.1f} h "
                     f"for {nodes} node{'s' if nodes > 1 else ''}, the mean of published AWS spot traces (2022-2023, "
                     f"{TRACE_SINGLE_NODE_WAIT_S / 60:.0f} min for one node x N^{TRACE_NODES_EXPONENT}{past}; zones "
-                    f"and months ranged 9 min to 23 h for one node); {how}", assumed_wait_s=wait)  # fmt: skip
+                    f"and months ranged 9 min to 23 h for one node); {how}", assumed_wait_s=wait,
+                    first_try=trace_at_once(nodes))  # fmt: skip

@@ -7,6 +7,7 @@ preemption trace keeps N running, relaunches what was taken, and counts what run
   acquire_wait_s(counts, gap_s, n)   the mean time from a tick until the trace first holds >= n: what a job that
                                      asks for n nodes at a random moment waits (ticks with no later success are
                                      left out: the trace ended before telling)
+  at_once_share(counts, n)           the share of those ticks that hold >= n themselves: a first try's odds
   held_share_while_waiting(counts, n) the mean share of the n nodes held while waiting for all n: what bills
   losses_from_full(counts)           each drop from the trace's full count: how many nodes one tick took
   recovery_waits_s(counts, gap_s, n) after a drop below n, the time until >= n again
@@ -62,6 +63,11 @@ def _waiting_ticks(counts: tuple[int, ...], n: int) -> list[tuple[int, int]]:
 def acquire_wait_s(counts: tuple[int, ...], gap_s: float, n: int) -> float:
     ticks = _waiting_ticks(counts, n)
     return sum(wait for _, wait in ticks) * gap_s / len(ticks)
+
+
+def at_once_share(counts: tuple[int, ...], n: int) -> float:
+    ticks = _waiting_ticks(counts, n)
+    return sum(wait == 0 for _, wait in ticks) / len(ticks)
 
 
 def held_share_while_waiting(counts: tuple[int, ...], n: int) -> float:

@@ -400,28 +400,41 @@ def retry_success(capacity_wait_s: float) -> float:
     return RETRY_S / (RETRY_S + capacity_wait_s)
 
 
-def replacement_survival(t: float, capacity_wait_s: float) -> float:
-    """S(t) = P(T > t): no replacement node up within `t` s, T = PROVISION_S + RETRY_S x (failed tries)."""
+def try_odds(capacity_wait_s: float, first_try: float | None) -> tuple[float, float]:
+    """(q0, q1): the chance the first try for capacity succeeds, and each later one, for a mean wait
+    RETRY_S (1 - q0) / q1 (capacity.py). Without `first_try` every try is alike: q0 = q1 = retry_success."""
+    from cli.planner.capacity import RETRY_S
+
+    if first_try is None:
+        q = retry_success(capacity_wait_s)
+        return q, q
+    return first_try, (RETRY_S * (1 - first_try) / capacity_wait_s if capacity_wait_s > 0 else 1.0)
+
+
+def replacement_survival(t: float, capacity_wait_s: float, first_try: float | None = None) -> float:
+    """S(t) = P(T > t): no replacement node up within `t` s, T = PROVISION_S + RETRY_S x (failed tries); the first
+    try succeeds with chance q0, each later one q1 (`try_odds`)."""
     from cli.planner.capacity import RETRY_S
 
     if t < PROVISION_S:
         return 1.0
-    q = retry_success(capacity_wait_s)
-    return (1 - q) ** (math.floor((t - PROVISION_S) / RETRY_S + 1e-9) + 1)
+    q0, q1 = try_odds(capacity_wait_s, first_try)
+    return (1 - q0) * (1 - q1) ** math.floor((t - PROVISION_S) / RETRY_S + 1e-9)
 
 
-def replacement_expected_min(a: float, capacity_wait_s: float) -> float:
-    """G(a) = E[min(T, a)] = integral of S(t) over [0, a]: S is 1 until PROVISION_S, then (1 - q)^(j + 1) on the
-    j-th RETRY_S-long step, so G = min(a, P) + R (1 - q)(1 - (1 - q)^j) / q + r (1 - q)^(j + 1) with x = a - P = jR + r."""
+def replacement_expected_min(a: float, capacity_wait_s: float, first_try: float | None = None) -> float:
+    """G(a) = E[min(T, a)] = integral of S(t) over [0, a]: S is 1 until PROVISION_S, then (1 - q0)(1 - q1)^j on the
+    j-th RETRY_S-long step, so G = min(a, P) + R (1 - q0)(1 - (1 - q1)^j) / q1 + r (1 - q0)(1 - q1)^j with
+    x = a - P = jR + r."""
     from cli.planner.capacity import RETRY_S
 
     if a <= PROVISION_S:
         return max(a, 0.0)
-    q = retry_success(capacity_wait_s)
+    q0, q1 = try_odds(capacity_wait_s, first_try)
     x = a - PROVISION_S
     j = math.floor(x / RETRY_S + 1e-9)
     r = max(0.0, x - j * RETRY_S)
-    return PROVISION_S + RETRY_S * (1 - q) * (1 - (1 - q) ** j) / q + r * (1 - q) ** (j + 1)
+    return PROVISION_S + RETRY_S * (1 - q0) * (1 - (1 - q1) ** j) / q1 + r * (1 - q0) * (1 - q1) ** j
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,7 +478,7 @@ def conversion_s(cloud: str, checkpoint: Checkpoint, nodes: int, node_network_gb
 
 def elastic_recovery(setting: ElasticSetting, cloud: str, checkpoint: Checkpoint, nodes: int,
                      node_network_gbits: float | None, times: CheckpointTimes,
-                     capacity_wait_s: float) -> ElasticRecovery:  # fmt: skip
+                     capacity_wait_s: float, first_try: float | None = None) -> ElasticRecovery:  # fmt: skip
     """Expected full-speed seconds lost per lost node with elastic recovery, and without it."""
     n, w = setting.shrink_nodes, setting.wait_s
     parts = parts_of(checkpoint, nodes)
@@ -475,9 +488,9 @@ def elastic_recovery(setting: ElasticSetting, cloud: str, checkpoint: Checkpoint
     grow = shrunk.save_s + shrunk.durable_lag_s + conversion_s(cloud, parts, nodes, node_network_gbits)
     rejoin = times.download_s + times.load_s  # the replacement joins: each node fetches and loads what it restores
     mean_t = PROVISION_S + capacity_wait_s
-    s_w = replacement_survival(w, capacity_wait_s)
-    shrunk_run = max(0.0, mean_t - replacement_expected_min(w + shrink, capacity_wait_s))  # E[(T - w - c_n)+]
-    loss = (replacement_expected_min(w, capacity_wait_s) + (1 - s_w) * rejoin + s_w * (shrink + grow)
+    s_w = replacement_survival(w, capacity_wait_s, first_try)
+    shrunk_run = max(0.0, mean_t - replacement_expected_min(w + shrink, capacity_wait_s, first_try))  # E[(T-w-c_n)+]
+    loss = (replacement_expected_min(w, capacity_wait_s, first_try) + (1 - s_w) * rejoin + s_w * (shrink + grow)
             + (1 - n / nodes) * shrunk_run)  # fmt: skip
     return ElasticRecovery(setting, nodes, parts.total_bytes, download_gbps_per_node(cloud, n, node_network_gbits),
                            shrink, grow, s_w, loss, mean_t + rejoin)  # fmt: skip
@@ -611,12 +624,14 @@ def assess(
     elastic: ElasticSetting | None = None,
     parts: CheckpointParts | None = None,
     start_held_share: float = 1.0,
+    capacity_first_try: float | None = None,
 ) -> Reliability:
     """`interval_s` fixes the checkpoint interval (a stack's declared one; default Daly's optimum),
     `spot_nodes` how many of the nodes are spot (a mixed fleet; default all of them when `spot`), and
     `capacity_wait_s` the expected wait for a full set of spot nodes (cli/planner/capacity.py): before the
     start, and in every restart, since a lost node's replacement comes from the pool that just shrank;
-    `start_held_share` the share of the nodes held (billing) while waiting for the start. `elastic`:
+    `start_held_share` the share of the nodes held (billing) while waiting for the start, `capacity_first_try` the
+    chance the first try holds them (None: every try alike, capacity.py). `elastic`:
     a lost node costs what elastic recovery expects instead (`elastic_recovery`). `parts`: how the checkpoint lies
     over the nodes (`layout_parts`); without them, `checkpoint_bytes` split evenly."""
     stall = STALL_SHARE if stall_share is None else stall_share
@@ -631,7 +646,8 @@ def assess(
     restart = PROVISION_S + capacity_wait_s + times.download_s + times.load_s  # replace, fetch and load what it needs
     recovery = None
     if elastic is not None:
-        recovery = elastic_recovery(elastic, cloud, checkpoint, nodes, node_network_gbits, times, capacity_wait_s)
+        recovery = elastic_recovery(elastic, cloud, checkpoint, nodes, node_network_gbits, times, capacity_wait_s,
+                                    capacity_first_try)  # fmt: skip
         restart = recovery.expected_loss_s
     lossy_restart = restart + times.durable_lag_s  # a step not yet durable is lost as well
     notice = NOTICE_S.get(cloud, 30.0)

@@ -516,7 +516,8 @@ def mixed_fleet_cost(c: Candidate, req: Request):
     rel = reliability.assess(w.tokens / st.tokens_per_second / 3600, c.nodes, c.hardware.devices_per_node,
                              c.offer.cloud, True, c.offer.interruption_bucket, w.checkpoint_bytes,
                              c.hardware.network_gbits, st.step_s, spot_nodes=spot_nodes,
-                             capacity_wait_s=capacity.wait_s, start_held_share=capacity.held_share, elastic=setting,
+                             capacity_wait_s=capacity.wait_s, start_held_share=capacity.held_share,
+                             capacity_first_try=capacity.first_try, elastic=setting,
                              parts=setup_parts(w, c.hardware, c.nodes, c.setup))  # fmt: skip
     if not rel.feasible:
         return None

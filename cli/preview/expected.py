@@ -115,6 +115,7 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
             hw.network_gbits, setup.step.step_s, interval_s=config.checkpoint.interval_minutes * 60, spot_nodes=spot,
             capacity_wait_s=capacity.wait_s if capacity else 0.0, elastic=elastic,
             start_held_share=capacity.held_share if capacity else 1.0,
+            capacity_first_try=capacity.first_try if capacity else None,
             parts=setup_parts(work, hw, fleet.nodes, setup),  # node 0's part under ZeRO-0/1/2 (issue 29)
         )  # fmt: skip
 
