@@ -86,7 +86,7 @@ class Capacity:
     def q(self) -> float:
         """The chance each try succeeds (without a score: each try after the first)."""
         if self.score is None:
-            return RETRY_S * (1 - self.first_try) / self.assumed_wait_s
+            return try_odds(self.assumed_wait_s, self.first_try)[1]
         return (self.score - 1) / (MAX_SCORE - 1)
 
     @property
@@ -134,6 +134,15 @@ class Capacity:
 
 
 FULL = Capacity(MAX_SCORE, 1, "", "on-demand: capacity taken as available", measured=False)
+
+
+def try_odds(wait_s: float, first_try: float | None = None) -> tuple[float, float]:
+    """(q0, q1): the chance the first try for the nodes succeeds and each later one, for an expected wait
+    RETRY_S (1 - q0) / q1. Without `first_try` every try is alike: q0 = q1 = RETRY_S / (RETRY_S + wait)."""
+    if first_try is None:
+        q = RETRY_S / (RETRY_S + wait_s)
+        return q, q
+    return first_try, (RETRY_S * (1 - first_try) / wait_s if wait_s > 0 else 1.0)
 
 
 def trace_wait_s(nodes: int) -> float:

@@ -43,7 +43,8 @@ under a third of its wall time is refused as infeasible (it would mostly pay for
 
 Elastic recovery (checkpoint.elastic: min_nodes, wait w; infra/elastic.py), on every lost node (spot or failure:
 the node side cannot tell them apart). T, the time until a replacement is up, is capacity.py's: T = PROVISION_S +
-RETRY_S K, K the failed tries, geometric with q = RETRY_S / (RETRY_S + capacity wait) (q = 1: T = PROVISION_S).
+RETRY_S K, K the failed tries: the first try succeeds with chance q0, each later one q1 (capacity.try_odds; both
+q = RETRY_S / (RETRY_S + capacity wait) for a measured score; q = 1: T = PROVISION_S).
 S(t) = P(T > t), G(a) = E[min(T, a)] = integral of S from 0 to a, in closed form (`replacement_survival`,
 `replacement_expected_min`). The survivors idle until min(T, w); when T <= w the replacement joins as today
 (download + load); when T > w they convert to n nodes (the largest usable count below N; c_n = the whole checkpoint
@@ -63,7 +64,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cli.planner.capacity import nodes_lost_per_event
+from cli.planner.capacity import RETRY_S, nodes_lost_per_event, try_odds
 
 # The node's save and upload rates are infra's too (the Azure terminate-notice window is sized by them).
 from infra.checkpoint_io import (  # noqa: F401 (re-exported: the planner's tests and benchmarks read them here)
@@ -394,28 +395,13 @@ def elastic_setting(nodes: int, grad_accum: int, tp: int, pp: int, min_nodes: in
 
 
 def retry_success(capacity_wait_s: float) -> float:
-    """q, the chance each try for capacity succeeds, from capacity.py's expected wait RETRY_S (1 - q) / q."""
-    from cli.planner.capacity import RETRY_S
-
-    return RETRY_S / (RETRY_S + capacity_wait_s)
-
-
-def try_odds(capacity_wait_s: float, first_try: float | None) -> tuple[float, float]:
-    """(q0, q1): the chance the first try for capacity succeeds, and each later one, for a mean wait
-    RETRY_S (1 - q0) / q1 (capacity.py). Without `first_try` every try is alike: q0 = q1 = retry_success."""
-    from cli.planner.capacity import RETRY_S
-
-    if first_try is None:
-        q = retry_success(capacity_wait_s)
-        return q, q
-    return first_try, (RETRY_S * (1 - first_try) / capacity_wait_s if capacity_wait_s > 0 else 1.0)
+    """q, the chance each try for capacity succeeds when every try is alike (capacity.try_odds)."""
+    return try_odds(capacity_wait_s)[1]
 
 
 def replacement_survival(t: float, capacity_wait_s: float, first_try: float | None = None) -> float:
     """S(t) = P(T > t): no replacement node up within `t` s, T = PROVISION_S + RETRY_S x (failed tries); the first
-    try succeeds with chance q0, each later one q1 (`try_odds`)."""
-    from cli.planner.capacity import RETRY_S
-
+    try succeeds with chance q0, each later one q1 (capacity.try_odds)."""
     if t < PROVISION_S:
         return 1.0
     q0, q1 = try_odds(capacity_wait_s, first_try)
@@ -426,8 +412,6 @@ def replacement_expected_min(a: float, capacity_wait_s: float, first_try: float 
     """G(a) = E[min(T, a)] = integral of S(t) over [0, a]: S is 1 until PROVISION_S, then (1 - q0)(1 - q1)^j on the
     j-th RETRY_S-long step, so G = min(a, P) + R (1 - q0)(1 - (1 - q1)^j) / q1 + r (1 - q0)(1 - q1)^j with
     x = a - P = jR + r."""
-    from cli.planner.capacity import RETRY_S
-
     if a <= PROVISION_S:
         return max(a, 0.0)
     q0, q1 = try_odds(capacity_wait_s, first_try)
@@ -523,6 +507,11 @@ class Reliability:
     def billed_hours(self) -> float:
         """Hours every node bills: the wall time, less what the nodes not yet held do not bill before the start."""
         return self.wall_hours - (1 - self.start_held_share) * self.start_wait_hours
+
+    def billed_usd(self, awaited_usd_per_hour: float, held_usd_per_hour: float = 0.0) -> float:
+        """What a fleet's nodes bill over the run: those awaited before the start (spot) `billed_hours`, those held
+        throughout (a mixed fleet's on-demand nodes, which run while the spot ones are awaited) the wall time."""
+        return awaited_usd_per_hour * self.billed_hours + held_usd_per_hour * self.wall_hours
 
     @property
     def checkpoint_overhead_hours(self) -> float:

@@ -521,8 +521,7 @@ def mixed_fleet_cost(c: Candidate, req: Request):
                              parts=setup_parts(w, c.hardware, c.nodes, c.setup))  # fmt: skip
     if not rel.feasible:
         return None
-    # the on-demand node runs (and bills) while the spot nodes are awaited; spot nodes not yet held bill nothing
-    usd = c.offer.on_demand_usd_per_hour * rel.wall_hours + spot_nodes * c.price_usd_per_node_hour * rel.billed_hours
+    usd = rel.billed_usd(spot_nodes * c.price_usd_per_node_hour, held_usd_per_hour=c.offer.on_demand_usd_per_hour)
     return usd + reliability.storage_usd(c.offer.cloud, w.checkpoint_bytes, rel.wall_hours), capacity
 
 

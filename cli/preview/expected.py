@@ -119,8 +119,8 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
             parts=setup_parts(work, hw, fleet.nodes, setup),  # node 0's part under ZeRO-0/1/2 (issue 29)
         )  # fmt: skip
 
-    def billed(rel):  # fleet-hours at per_hour: spot nodes not yet held bill nothing before the start
-        return rel.wall_hours - (rel.wall_hours - rel.billed_hours) * spot_per_hour / per_hour
+    def billed(rel):  # hours of the whole fleet's per_hour that its nodes bill
+        return rel.billed_usd(spot_per_hour, held_usd_per_hour=per_hour - spot_per_hour) / per_hour
 
     rel = assess(elastic)
     if not rel.feasible:
