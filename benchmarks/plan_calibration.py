@@ -6,10 +6,9 @@
    (in-sample), the same with each model held out of the fit, per-section medians and the worst rows.
 2. Every other family (family_throughput.csv): per family, the predicted MFU (its curve x its factor, capped)
    against each published row's, in-sample and with the row's model left out of the factor and the cap.
-3. Whole runs (training_runs.csv, the development set): reported vs predicted device-hours per run, with the
-   calibrated evaluation/stall share, and with that share fitted leaving each run out.
-4. The plan's 80% interval: its coverage on the development set's left-out runs and on the held-out runs
-   (held_out_runs.csv), which no fit uses.
+3. Whole runs (training_runs.csv, the development set): reported vs predicted device-hours per run; none is in
+   any fit. Where a run publishes its step throughput too, its error split into the step and the time beside it.
+4. The plan's 80% interval: its coverage on the development set and on the held-out runs (held_out_runs.csv).
 """
 
 from __future__ import annotations
@@ -25,13 +24,11 @@ from dataclasses import replace  # noqa: E402
 
 from cli.planner import evidence, reliability  # noqa: E402
 from cli.planner.calibration import attention_share, default_fit, fit_rows, load_rows  # noqa: E402
+from cli.planner.overheads import DATA_STALL_SHARE, EVAL_EVERY_STEPS, EVAL_ITERS  # noqa: E402
 from cli.planner.presets import LLMFOUNDRY_MODELS  # noqa: E402
 from cli.planner.uncertainty import PLAN_INTERVAL, interval_from_ratios  # noqa: E402
-from cli.planner.validation import calibrated_stall_share, load_runs, replay, replay_run, summary  # noqa: E402
+from cli.planner.validation import HELD_OUT_TABLE, load_published, replay, replay_run, summary  # noqa: E402
 from infra.catalog import default_catalog  # noqa: E402
-from infra.catalog.loader import DATA_DIR  # noqa: E402
-
-HELD_OUT = DATA_DIR / "calibration" / "held_out_runs.csv"
 
 
 def show(title: str, stats: dict) -> None:
@@ -109,64 +106,83 @@ def families(fit) -> None:
 
 
 def runs(fit, accelerators) -> None:
-    dev = load_runs()
-    share = calibrated_stall_share(dev, fit, accelerators)
-    print(f"\nwhole runs (development set, {len(dev)} runs): failures {reliability.FAILURES_PER_DEVICE_HOUR:g} per "
-          f"device-hour, restart {reliability.PROVISION_S / 60:.0f} min; evaluation/stall share fitted {share:.3f} "
-          f"(the planner uses {reliability.STALL_SHARE:g})")
-    errs, held = [], []
-    for i, run in enumerate(dev):
-        e = replay_run(run, fit, accelerators, reliability.STALL_SHARE)
-        loo_share = calibrated_stall_share(dev[:i] + dev[i + 1 :], fit, accelerators)
-        h = replay_run(run, fit, accelerators, loo_share)
-        errs.append(e.ratio)
-        held.append(h.ratio)
+    dev = [replay_run(r, fit, accelerators) for r in load_published()]
+    timed = [e for e in dev if e.run.device_hours is not None]
+    print(f"\nwhole runs (development set, {len(timed)} runs, none in any fit): failures "
+          f"{reliability.FAILURES_PER_DEVICE_HOUR:g} per device-hour, restart {reliability.PROVISION_S / 60:.0f} min, "
+          f"evaluation {EVAL_ITERS} forward passes every {EVAL_EVERY_STEPS:,} steps, data-loader stalls "
+          f"{DATA_STALL_SHARE:.0%} (cli/planner/overheads.py)")
+    for e in timed:
+        run = e.run
         print(f"  {run.name[:42]:<42} {run.accelerator:<9} x{run.devices:<5} reported {run.device_hours:>11,.0f} "
-              f"predicted {e.predicted_device_hours:>11,.0f}  reported/predicted {e.ratio:5.2f}  left out "
-              f"{h.ratio:5.2f}")
-    held_out = interval_coverage(dev, held, fit, accelerators)
-    by_scale([(run.devices, r) for run, r in zip(dev, held, strict=True)], held_out)
-    for title, ratios in (("in-sample", errs), ("leave-one-run-out", held)):
-        logs = [abs(math.log(x)) for x in ratios]
-        print(f"  {title:<18} median reported/predicted {statistics.median(ratios):.2f}, median |log error| "
-              f"{statistics.median(logs):.2f} (x{math.exp(statistics.median(logs)):.2f}), runs under-predicted "
-              f"{sum(x > 1 for x in ratios)} of {len(ratios)}")
+              f"predicted {e.predicted_device_hours:>11,.0f}  reported/predicted {e.ratio:5.2f}")
+    ratios = [e.ratio for e in timed]
+    logs = [abs(math.log(x)) for x in ratios]
+    print(f"  median reported/predicted {statistics.median(ratios):.2f}, median |log error| {statistics.median(logs):.2f} "
+          f"(x{math.exp(statistics.median(logs)):.2f}), runs under-predicted {sum(x > 1 for x in ratios)} of "
+          f"{len(ratios)}")
+    held = [replay_run(r, fit, accelerators) for r in load_published(HELD_OUT_TABLE)]
+    split(dev, held)
+    held_out = interval_coverage(ratios, held)
+    by_scale([(e.run.devices, e.ratio) for e in timed], held_out)
 
 
-def interval_coverage(dev, loo_ratios, fit, accelerators) -> None:
-    """The plan's 80% interval (cli/planner/uncertainty.py): how often it holds on the development set's left-out
-    runs, and on the held-out runs no fit ever saw (held_out_runs.csv: LLaMA, Llama 2/3, OPT, BLOOM, MPT; only
-    those with a device count and metered hours can be replayed)."""
+def split(dev, held) -> None:
+    """Where a run publishes its step throughput as well as its time, which part of the error is where: the step
+    (published / predicted tokens/s per device) and the time beside the steps (published time over the steps' time
+    at the published throughput, against what the planner models beside them: evaluation, stalls, failures,
+    restarts and checkpoints)."""
+    print("\nstep throughput and time beside the steps (runs that publish a step throughput)")
+    for title, errors in (("development", dev), ("held out", held)):
+        stepped = [e for e in errors if e.run.tokens_per_s_per_device is not None]
+        for e in stepped:
+            run = e.run
+            beside = (f"beside the steps {e.beside_steps:+6.1%} (modelled {e.modelled_beside_steps:+.1%})"
+                      if run.device_hours is not None else "")
+            print(f"  {title:<11} {run.name[:34]:<34} x{run.devices:<6} published {run.tokens_per_s_per_device:>8,.1f} "
+                  f"predicted {e.predicted_tokens_per_s_per_device:>8,.1f} tokens/s/device  published/predicted "
+                  f"{e.step_ratio:5.2f}  {beside}")
+        steps = [e.step_ratio for e in stepped]
+        besides = [e for e in stepped if e.run.device_hours is not None]
+        print(f"  {title:<11} step published/predicted: median {statistics.median(steps):.2f} over {len(steps)} runs "
+              f"(range {min(steps):.2f}-{max(steps):.2f}); time beside the steps: median "
+              f"{statistics.median(e.beside_steps for e in besides):+.1%} over {len(besides)}, modelled "
+              f"{statistics.median(e.modelled_beside_steps for e in besides):+.1%}")
+
+
+def interval_coverage(dev_ratios, held) -> list[tuple[int, float]]:
+    """The plan's 80% interval (cli/planner/uncertainty.py): how often it holds on the development set's runs, and on
+    the held-out runs (held_out_runs.csv: LLaMA, Llama 2/3, OPT, BLOOM, MPT; those with a device count and a
+    reported time can be replayed). Neither set is in any fit."""
     iv = PLAN_INTERVAL
 
     def inside(r: float) -> bool:
         return iv.low <= r <= iv.high
 
-    again = interval_from_ratios(loo_ratios)
-    print(f"\n80% interval x{iv.low:.2f} to x{iv.high:.2f} (recomputed from the left-out ratios: x{again.low:.3f} to "
-          f"x{again.high:.3f})")
-    print(f"  development set, each run left out: {sum(map(inside, loo_ratios))} of {len(loo_ratios)} inside")
-    held_out = load_runs(HELD_OUT)
+    again = interval_from_ratios(dev_ratios)
+    print(f"\n80% interval x{iv.low:.2f} to x{iv.high:.2f}, median x{iv.median:.2f} (recomputed from the development "
+          f"set's ratios: x{again.low:.3f} to x{again.high:.3f}, median x{again.median:.3f})")
+    print(f"  development set: {sum(map(inside, dev_ratios))} of {len(dev_ratios)} inside")
     hits, out = 0, []
-    for run in held_out:
-        e = replay_run(run, fit, accelerators, reliability.STALL_SHARE)
+    timed = [e for e in held if e.run.device_hours is not None]
+    for e in timed:
+        run = e.run
         hits += inside(e.ratio)
         out.append((run.devices, e.ratio))
         print(f"  held out: {run.name[:34]:<34} {run.accelerator:<9} x{run.devices:<6} reported "
               f"{run.device_hours:>12,.0f} predicted {e.predicted_device_hours:>12,.0f}  reported/predicted "
               f"{e.ratio:5.2f}  {'inside' if inside(e.ratio) else 'OUTSIDE'}")
-    print(f"  held-out runs: {hits} of {len(held_out)} inside the interval")
+    print(f"  held-out runs: {hits} of {len(timed)} inside the interval")
     return out
 
 
 SCALES = ((1, 512), (513, 4096), (4097, 10**9))  # devices: the issue's three bands
 
 
-def by_scale(left_out: list[tuple[int, float]], held_out: list[tuple[int, float]]) -> None:
-    """Reported / predicted device-hours by the run's device count: each development run priced with the stall
-    share fitted without it, each held-out run as the planner prices it."""
+def by_scale(dev: list[tuple[int, float]], held_out: list[tuple[int, float]]) -> None:
+    """Reported / predicted device-hours by the run's device count, each run as the planner prices it."""
     print("\nerror by scale (reported / predicted device-hours; |log error| as a factor)")
-    for title, pairs in (("development, left out", left_out), ("held out", held_out)):
+    for title, pairs in (("development", dev), ("held out", held_out)):
         for low, high in SCALES:
             ratios = [r for n, r in pairs if low <= n <= high]
             band = f"{low:,}-{high:,}" if high < 10**9 else f"> {low - 1:,}"

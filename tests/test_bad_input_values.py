@@ -426,7 +426,7 @@ def test_every_float_option_refuses_non_finite_values():
                 parser(bad)
         checked.add(key)
     assert {("plan", "time_value"), ("plan", "memory_headroom"), ("estimate", "memory_headroom"),
-            ("catalog list", "min_memory")} <= checked  # fmt: skip
+            ("catalog list", "min_memory"), ("plan", "data_stall"), ("estimate", "data_stall")} <= checked  # fmt: skip
 
 
 # ---------------------------------------------------------------- usage files: bounded like the stack's own figures

@@ -18,7 +18,7 @@ PLAN_KEYS = {
     "zero_stage", "offload", "micro_batch", "grad_accum", "activation_checkpointing",
     "checkpoint_interval_minutes", "wallclock_hours", "expected_cost_usd", "breakdown",
 }  # fmt: skip
-BREAKDOWN = {"compute_usd", "eval_and_stalls_usd", "interruption_loss_usd", "checkpoint_overhead_usd",
+BREAKDOWN = {"compute_usd", "evaluation_usd", "data_stalls_usd", "interruption_loss_usd", "checkpoint_overhead_usd",
              "capacity_wait_usd", "storage_usd", "egress_usd"}
 
 
@@ -107,7 +107,7 @@ def test_a_months_long_cheapest_plan_comes_with_a_note():
     assert f"{fastest:,.1f} h" in note
     # a deadline: no note about the run's length (its one note is the price outlier, tested below)
     assert not [n for n in plan_json("--model", "llama-7b", "--tokens", "200B", "--deadline", "72h")["notes"]
-                if "--deadline" in n and "interval" not in n]  # fmt: skip
+                if "--deadline" in n and "interval" not in n and "median" not in n]  # fmt: skip
 
 
 def test_regions_filter_and_on_demand_purchase():
@@ -150,7 +150,8 @@ def test_explain_shows_formulas_and_inputs():
     assert result.code == 0, result.stderr
     for needle in ("6N + 12*L*h*s", "ln HFU", "Young/Daly", "device memory used =", "communication buffers",
                    "reserved = CUDA context + NCCL", "available =", "cost =", "egress $0",
-                   "evaluation and data stalls", "emergency checkpoint", "regain a full set of nodes",
+                   "forward-only pass(es) of a global batch every 1,000 steps", "data-loader stalls",
+                   "emergency checkpoint", "regain a full set of nodes",
                    "published", "us per ring step"):  # fmt: skip
         assert needle in result.stdout, needle
     data = plan_json("--model", "llama-7b", "--tokens", "20B", "--explain")
@@ -334,7 +335,8 @@ def test_spot_plan_costs_its_own_zones_price_by_hand():
 
 
 def test_multi_node_spot_plan_by_hand_nodes_price_and_interruption_overhead():
-    args = ("--model", "llama-7b", "--tokens", "200B", "--deadline", "72h", "--regions", "eu-south-2")
+    # no evaluation: its share is worked by hand in tests/test_planner_overheads.py
+    args = ("--model", "llama-7b", "--tokens", "200B", "--deadline", "72h", "--regions", "eu-south-2", "--eval-iters", "0")
     best = plan_json(*args)["best"]
     assert (best["instance_type"], best["zones"], best["purchase"]) == ("p5en.48xlarge", ["eus2-az1"], "spot")
     nodes, hours = best["nodes"], best["wallclock_hours"]
@@ -356,7 +358,7 @@ def test_multi_node_spot_plan_by_hand_nodes_price_and_interruption_overhead():
     tau = math.sqrt(2 * d * m)  # Young's interval
     spot_per_s = nodes * -math.log(1 - 0.25) / 730 / 3600 / (1 + 0.28 * (min(nodes, 4) - 1) / 3)  # events
     lossy_restart = restart + upload + 10  # a failure also loses the step not yet durable
-    overhead = 1.29 * (1 + d / tau + (tau + d) / (2 * m) + lossy_restart / m) / (1 - spot_per_s * (emergency + restart))
+    overhead = (1 + d / tau + (tau + d) / (2 * m) + lossy_restart / m) / (1 - spot_per_s * (emergency + restart))
     overhead += wait / 3600 / best["useful_hours"]
     assert best["wallclock_hours"] / best["useful_hours"] == pytest.approx(overhead, rel=1e-3)
     assert best["breakdown"]["interruption_loss_usd"] > 0

@@ -84,13 +84,14 @@ def command_line(command: list[str], required: dict, optional: dict, flags: list
     return build()
 
 
+OVERHEADS = {"--eval-every": ["1", "1000"], "--eval-iters": ["0", "10", "100"], "--data-stall": ["0", "0.05", "0.9"]}
 plan_argv = command_line(
     ["plan"], {"--tokens": TOKENS, "--model": MODELS},
     {**WORKLOAD, "--clouds": ["aws", "aws,gcp", "azure", "gcp"], "--regions": ["us-east-1", "us-central1,eastus"],
      "--accelerators": ["H100-80GB", "A100-80GB,A100-40GB"], "--max-nodes": ["1", "8", "64"],
      "--deadline": ["72h", "3d", "30d"], "--budget": ["40000", "40K", "1M"], "--purchase": ["spot", "on-demand", "any"],
      "--objective": ["cost", "time"], "--time-value": ["0", "12.5"], "--top": ["1", "5"],
-     "--memory-headroom": ["0", "0.1", "0.25"], "--elastic": ["2", "4:600", "1:0"]},
+     "--memory-headroom": ["0", "0.1", "0.25"], "--elastic": ["2", "4:600", "1:0"], **OVERHEADS},
     ["--json", "--explain", "--wide", "--local-zones"],
 )
 estimate_argv = command_line(
@@ -98,7 +99,7 @@ estimate_argv = command_line(
                    "--devices": ["8", "64", "1"]},
     {**WORKLOAD, "--instance-type": ["p4d.24xlarge", "p5.48xlarge", "a2-highgpu-8g"],
      "--cloud": ["aws", "gcp", "azure"], "--region": ["us-east-1", "us-central1", "eastus"],
-     "--purchase": ["spot", "on-demand"], "--memory-headroom": ["0", "0.1", "0.25"]},
+     "--purchase": ["spot", "on-demand"], "--memory-headroom": ["0", "0.1", "0.25"], **OVERHEADS},
     ["--json", "--explain", "--wide"],
 )
 catalog_argv = st.one_of(

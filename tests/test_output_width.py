@@ -186,7 +186,7 @@ def test_narrow_tables_name_what_wide_adds_and_wide_shows_it(capsys, monkeypatch
     args = ["plan", "--model", "llama-7b", "--tokens", "200B"]
     narrow = run(capsys, monkeypatch, tmp_path, 80, *args)
     adds = [part.splitlines()[0] for part in narrow.split("--wide adds:")[1:]]  # one line per narrowed table
-    assert any("setup" in line for line in adds) and any("storage" in line for line in adds)
+    assert any("setup" in line for line in adds) and any("data stalls" in line for line in adds)
     data = as_json(capsys, monkeypatch, tmp_path, *args)
     wide = run(capsys, monkeypatch, tmp_path, 80, *args, "--wide")
     assert "--wide adds" not in wide

@@ -88,7 +88,7 @@ def test_waiting_for_capacity_adds_the_wait_before_the_start_and_to_every_restar
     m = 1 / fail
     restart = 900 + w_s + up + d
     tau = math.sqrt(2 * d * m) * (1 + math.sqrt(d / (2 * m)) / 3 + d / (18 * m)) - d
-    daly = m * math.exp((restart + up + 10) / m) * math.expm1((tau + d) / m) * 100 * 3600 * 1.29 / tau
+    daly = m * math.exp((restart + up + 10) / m) * math.expm1((tau + d) / m) * 100 * 3600 / tau
     wall = daly / (1 - spot * (5 + d + up + 10 + restart)) + w_s
     assert rel.wall_hours == pytest.approx(wall / 3600, rel=1e-9)
     assert rel.start_wait_hours == pytest.approx(w_s / 3600)
@@ -239,21 +239,22 @@ class EveryFleetCertain:
         return PlacementScore(cloud, region, zone, instance_type, nodes, 10, "what-if", "test")
 
 
-def test_capacity_moves_the_quick_start_off_a_fleet_that_would_miss_its_deadline():
-    """Ignoring capacity, 32 Azure A100 nodes finish the quick start in under 72 h; the traces' wait for 32 nodes
-    before the start (12,280 s x 32^0.188 = 6.5 h) and after each loss pushes that fleet past the deadline, so
-    the plan takes 8 nodes, which wait less. The same fleet priced both ways differs by the waits alone."""
+def test_capacity_moves_a_lora_job_off_a_fleet_that_would_miss_its_deadline():
+    """Ignoring capacity, 16 Azure A100 nodes fine-tune 70B with LoRA on 5B tokens within 24 h; the traces' wait
+    for those nodes before the start (12,280 s x 16^0.188 = 5.7 h) and after each loss pushes that fleet past the
+    deadline, so the plan takes more nodes that finish sooner despite their longer wait. The same fleet priced both
+    ways differs by the waits alone (benchmarks/plan_capacity.py prints this job)."""
     from cli.planner.optimizer import candidate
 
     catalog = default_catalog()
-    req = Request(Workload(PRESETS["llama-7b"], 200 * 10**9), deadline_hours=72.0)
+    req = Request(Workload(PRESETS["llama-70b"], 5 * 10**9, method="lora"), deadline_hours=24.0)
     chosen = search(req, catalog.all_offers, catalog.accelerators, default_fit()).select(1).leaders[0]
     naive = search(req, catalog.all_offers, catalog.accelerators, default_fit(),
                    scores=EveryFleetCertain()).select(1).leaders[0]  # fmt: skip
-    assert naive.identity() != chosen.identity() and naive.purchase == "spot" and naive.wall_hours <= 72
+    assert naive.identity() != chosen.identity() and naive.purchase == "spot" and naive.wall_hours <= 24
     real = candidate(req, naive.offer, naive.purchase, naive.zones, naive.nodes, naive.hardware, naive.setup)
     assert real.capacity.wait_s == pytest.approx(12_280 * naive.nodes**0.188)
-    assert real.wall_hours > 72 >= chosen.wall_hours
+    assert real.wall_hours > 24 >= chosen.wall_hours
     assert real.rel.start_wait_hours == pytest.approx(real.capacity.wait_s / 3600)
     assert real.wall_hours - naive.wall_hours > real.rel.start_wait_hours  # restarts wait too
-    assert chosen.nodes < naive.nodes
+    assert chosen.nodes != naive.nodes

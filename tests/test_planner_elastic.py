@@ -322,7 +322,7 @@ def test_elastic_option_prices_the_plan_with_it_and_writes_the_stack(tmp_path):
 
 
 def test_a_plan_with_tensor_parallelism_says_elastic_does_not_apply():
-    best = plan("--params", "70B", "--tokens", "1T", "--deadline", "30d", "--max-nodes", "128")["best"]
+    best = plan("--params", "70B", "--tokens", "1T", "--deadline", "24d", "--max-nodes", "128")["best"]
     assert (best["tensor_parallel"], best["pipeline_parallel"]) != (1, 1)
     assert best["elastic"]["applicable"] is False and "pure data parallelism" in best["elastic"]["reason"]
 
@@ -413,7 +413,7 @@ def test_rewriting_a_stack_drops_an_elastic_setting_the_new_plan_cannot_use(tmp_
     assert first.code == 0, first.stderr
     path = tmp_path / "stacks" / "Pulumi.dev.yaml"
     assert read_stack_file(path).config.checkpoint.elastic is not None
-    again = run_trainfleet("plan", "--params", "70B", "--tokens", "1T", "--deadline", "30d", "--max-nodes", "128",
+    again = run_trainfleet("plan", "--params", "70B", "--tokens", "1T", "--deadline", "24d", "--max-nodes", "128",
                            "--write-stack", "dev", "--force", cwd=tmp_path)  # fmt: skip
     assert again.code == 0, again.stderr
     assert "dropped trainfleet:checkpoint.elastic" in again.stderr and "pure data parallelism" in again.stderr

@@ -41,7 +41,9 @@ DEEPSPEED_CANNOT_DRIVE = {"Trainium1", "Trainium2", "Qualcomm-AI100", "Radeon-MI
 # reliability.py docstring: AWS Spot Advisor bucket midpoints per month, >20% taken as 25%, unknown as >20%.
 MONTHLY_INTERRUPTED_SHARE = {0: 0.025, 1: 0.075, 2: 0.125, 3: 0.175, 4: 0.25}
 FAILURES_PER_DEVICE_HOUR = 5e-5  # failure_rates.md: between MegaScale's 1-2e-5 and Aegis' 1-2e-4
-STALL_SHARE = 0.29  # evaluation and data stalls: training_runs.csv's median reported / predicted, less one
+# Evaluation: 10 forward-only batches every 1,000 steps (Megatron-LM's GPT-3 175B example, evaluation_cadence.md); a
+# forward pass is 2 of the 6 FLOPs per parameter and token a step computes, 2 of 8 when it recomputes its forward.
+EVAL_ITERS_PER_STEP = 10 / 1000
 NOTICE_SECONDS = {"aws": 120.0, "gcp": 30.0, "azure": 30.0}
 PROVISION_SECONDS = 900.0
 # checkpoint_io.md's conservative rates: local NVMe save, upload per node (never over half the node's network)
@@ -127,6 +129,7 @@ class RefSetup:
     zero_stage: int
     tp: int
     pp: int
+    eval_s: float = 0.0  # evaluation per step, averaged over the cadence
 
 
 def fitting_setups(w: Workload, hw: Hardware, nodes: int) -> list[RefSetup]:
@@ -160,7 +163,9 @@ def fitting_setups(w: Workload, hw: Hardware, nodes: int) -> list[RefSetup]:
                                            hw.devices_per_node, nodes, hw.host_memory_gib, tp=tp, pp=pp).fits  # fmt: skip
                     if fits:
                         st = throughput.step(w, hw, nodes, sharding, mb, checkpointing, default_fit(), tp=tp, pp=pp)
-                        out.add(RefSetup(st.tokens_per_second, st.step_s, sharding.zero_stage, tp, pp))
+                        forward_s = st.grad_accum * st.compute_s * (2 / 8 if checkpointing else 2 / 6)
+                        out.add(RefSetup(st.tokens_per_second, st.step_s, sharding.zero_stage, tp, pp,
+                                         EVAL_ITERS_PER_STEP * forward_s))  # fmt: skip
     return sorted(out, key=lambda s: (-s.tokens_per_s, s.step_s, s.zero_stage, s.tp, s.pp))
 
 
@@ -244,11 +249,12 @@ HELD_WHILE_WAITING = 0.079  # capacity.py: the traces held 7.9% of the nodes whi
 
 
 def expected_wall_hours(useful_hours: float, nodes: int, hw: Hardware, cloud: str, spot: bool,
-                        bucket: float | None, parts: tuple[float, ...], step_s: float) -> tuple | None:  # fmt: skip
+                        bucket: float | None, parts: tuple[float, ...], step_s: float,
+                        eval_s: float = 0.0) -> tuple | None:  # fmt: skip
     """(wall hours, billed hours): Daly's expected wall time, spot interruptions and failures included
     (reliability.py's docstring); None when the plan is refused (restarts would take half the time, or useful work
     under a third). A spot fleet waits for a full set of nodes before the start and in every restart (capacity.py),
-    holding and paying for 7.9% of them before the start; its nodes are interrupted together, a few per event."""
+    holding and paying for 7.9% of them before the start; its nodes are interrupted together, a few per event. `eval_s`: the evaluation run beside each step (seconds per step)."""
     share = MONTHLY_INTERRUPTED_SHARE[4 if bucket is None else int(bucket)]
     spot_per_node_hour = -math.log(1 - share) / HOURS_PER_MONTH / spot_nodes_per_event(nodes) if spot else 0.0
     failures_per_node_hour = hw.devices_per_node * FAILURES_PER_DEVICE_HOUR
@@ -279,7 +285,7 @@ def expected_wall_hours(useful_hours: float, nodes: int, hw: Hardware, cloud: st
     tau = m if d >= 2 * m else math.sqrt(2 * d * m) * (1 + math.sqrt(d / (2 * m)) / 3 + d / (18 * m)) - d
     useful_s = useful_hours * 3600
     try:
-        worked_s = useful_s * (1 + STALL_SHARE)
+        worked_s = useful_s * (1 + eval_s / step_s)  # the steps and the evaluation beside them
         lossy_restart = restart + upload + COMMIT_SECONDS  # the step not yet durable is lost too
         daly_s = m * math.exp(lossy_restart / m) * (math.exp((tau + d) / m) - 1) * worked_s / tau
     except OverflowError:
@@ -303,8 +309,8 @@ def least_wall_hours(w: Workload, setups: list[RefSetup], nodes: int, hw: Hardwa
     for s in setups:  # fastest first
         parts = checkpoint_parts(w, s, nodes, hw.devices_per_node)
         fastest.setdefault(tuple(round(b / 1e6) for b in (parts[0], parts[1], parts[3])), (s, parts))
-    walls = [expected_wall_hours(w.tokens / s.tokens_per_s / 3600, nodes, hw, cloud, spot, bucket, parts, s.step_s)
-             for s, parts in fastest.values()]  # fmt: skip
+    walls = [expected_wall_hours(w.tokens / s.tokens_per_s / 3600, nodes, hw, cloud, spot, bucket, parts, s.step_s,
+                                 s.eval_s) for s, parts in fastest.values()]  # fmt: skip
     return min((h for h in walls if h is not None), default=None)  # the least wall time bills the least too
 
 

@@ -114,7 +114,7 @@ def test_job_hazard_scales_with_nodes_and_spot_costs_time():
     assert on_demand.wall_hours < assess().wall_hours
     for r in (small, large, on_demand):
         assert r.wall_hours > r.useful_hours
-        parts = r.useful_hours + r.stall_hours + r.checkpoint_overhead_hours + r.interruption_loss_hours
+        parts = r.worked_hours + r.checkpoint_overhead_hours + r.interruption_loss_hours
         assert parts == pytest.approx(r.wall_hours, rel=1e-9)
 
 

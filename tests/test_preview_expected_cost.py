@@ -79,8 +79,12 @@ def test_the_useful_hours_are_what_trainfleet_estimate_says_for_the_same_setup(t
         "--instance-type", "p4de.24xlarge", "--json",
     )  # fmt: skip
     assert result.code == 0, result.stderr
-    useful = result.json()["useful_hours"]
-    assert e.ideal_hours == pytest.approx(useful * 1.29, rel=1e-3)  # + 29% evaluation and data stalls
+    estimate = result.json()
+    useful, breakdown = estimate["useful_hours"], estimate["breakdown"]
+    # + the evaluation beside the steps, the same share of the useful hours as in estimate's breakdown (no stalls)
+    share = breakdown["evaluation_usd"] / breakdown["compute_usd"]
+    assert breakdown["data_stalls_usd"] == 0 and 0.002 < share < 0.004
+    assert e.ideal_hours == pytest.approx(useful * (1 + share), rel=1e-3)
 
 
 def test_an_all_on_demand_fleet_only_fails():

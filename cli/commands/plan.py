@@ -43,6 +43,25 @@ HeadroomOpt = Annotated[
         help="share of device memory every plan leaves available (0 to 0.9; default 0.1 = 10%)",
     ),
 ]
+# Defaults: cli/planner/overheads.py (not imported here: `trainfleet --help` loads no planner module).
+EvalEveryOpt = Annotated[
+    int | None,
+    typer.Option("--eval-every", min=1, max=10**9,
+                 help="optimizer steps between evaluations (default 1000, as Megatron-LM's GPT-3 175B example)"),
+]
+EvalItersOpt = Annotated[
+    int | None,
+    typer.Option("--eval-iters", min=0, max=10**6,
+                 help="forward-only batches per evaluation (default 10; 0: no evaluation during training)"),
+]
+DataStallOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--data-stall",
+        parser=finite_float("--data-stall", minimum=0, maximum=0.9, example="0.05"),
+        help="share of the steps' time spent waiting for data (0 to 0.9; default 0: pre-tokenized shards)",
+    ),
+]
 ExplainOpt = Annotated[
     bool, typer.Option("--explain", help="Show the formulas and inputs behind every figure.")
 ]
@@ -84,8 +103,10 @@ def _elastic(value: str | None) -> tuple[int, float] | None:
     return setting.min_nodes, setting.wait_for_replacement_s
 
 
-def _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch):
+def _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch, eval_every, eval_iters,
+              data_stall):  # fmt: skip
     from cli.planner.batch import default_batch_sequences, whole_sequences_problem
+    from cli.planner.overheads import JobOverheads
     from cli.planner.workload import Workload, resolve_shape
     from infra.units import parse_count
 
@@ -105,7 +126,9 @@ def _workload(model, params, tokens, seq_len, precision, method, lora_rank, glob
             f"--tokens {shown(tokens)} is less than one optimizer step of --global-batch {batch:,} tokens; "
             "raise --tokens or lower --global-batch"
         )
-    return Workload(shape, n_tokens, seq_len, precision, method, lora_rank, batch)
+    given = {"eval_every_steps": eval_every, "eval_iters": eval_iters, "data_stall_share": data_stall}
+    overheads = JobOverheads(**{k: v for k, v in given.items() if v is not None})
+    return Workload(shape, n_tokens, seq_len, precision, method, lora_rank, batch, overheads)
 
 
 @app.command("plan")
@@ -133,6 +156,9 @@ def plan_command(
     ] = 0.0,
     local_zones: LocalZonesOpt = False,
     memory_headroom: HeadroomOpt = 0.1,
+    eval_every: EvalEveryOpt = None,
+    eval_iters: EvalItersOpt = None,
+    data_stall: DataStallOpt = None,
     elastic: Annotated[
         str | None,
         typer.Option(
@@ -167,7 +193,8 @@ def plan_command(
     from infra.catalog.capacity import default_placement_scores
     from infra.units import MAX_HOURS, parse_hours, parse_money
 
-    work = _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch)
+    work = _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch, eval_every,
+                     eval_iters, data_stall)  # fmt: skip
     catalog = default_catalog()
     offers = catalog.all_offers
     req = Request(
@@ -406,10 +433,12 @@ def _breakdown_table(bd: dict, total: float, wide: bool):
 
     return table(
         "Expected cost breakdown (USD)",
-        [Col("compute", "right"), Col("eval/stalls", "right"), Col("interruption loss", "right"),
+        [Col("compute", "right"), Col("evaluation", "right", drop=4), Col("data stalls", "right", drop=5),
+         Col("interruption loss", "right"),
          Col("checkpoint overhead", "right"), Col("capacity wait", "right", drop=3), Col("storage", "right", drop=2),
          Col("egress", "right", drop=1), Col("total", "right")],
-        [[money(bd["compute_usd"]), money(bd["eval_and_stalls_usd"]), money(bd["interruption_loss_usd"]),
+        [[money(bd["compute_usd"]), money(bd["evaluation_usd"]), money(bd["data_stalls_usd"]),
+          money(bd["interruption_loss_usd"]),
           money(bd["checkpoint_overhead_usd"]), money(bd["capacity_wait_usd"]), money(bd["storage_usd"]),
           money(bd["egress_usd"]), money(total)]],
         wide=wide,
@@ -466,6 +495,9 @@ def estimate_command(
     purchase: Annotated[str, typer.Option(help="spot or on-demand")] = "on-demand",
     local_zones: LocalZonesOpt = False,
     memory_headroom: HeadroomOpt = 0.1,
+    eval_every: EvalEveryOpt = None,
+    eval_iters: EvalItersOpt = None,
+    data_stall: DataStallOpt = None,
     zero_stage: Annotated[
         int | None, typer.Option("--zero-stage", min=0, max=3, help="pin the ZeRO stage (0-3); default: the fastest that fits")
     ] = None,
@@ -510,7 +542,8 @@ def estimate_command(
     from infra.catalog.capacity import default_placement_scores
     from infra.parallelism import layout_error
 
-    work = _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch)
+    work = _workload(model, params, tokens, seq_len, precision, method, lora_rank, global_batch, eval_every,
+                     eval_iters, data_stall)  # fmt: skip
     _choice(purchase, ("spot", "on-demand"), "--purchase")
     fixed = _fixed_setup(zero_stage, offload, micro_batch, tp, pp)
     catalog = default_catalog()

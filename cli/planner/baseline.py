@@ -2,7 +2,7 @@
 
 The cheapest-price spot pick: of the catalog's spot rows the request allows on the chosen plan's accelerator (same hardware class)
 and the node counts the search kept, the one with the lowest list cost: the row's own USD per node-hour x nodes
-x the hours of work, evaluation and stalls included, among those meeting the deadline on those hours.
+x the hours of work, evaluation and data-loader stalls included, among those meeting the deadline on those hours.
 Interruptions, lost work, restarts, waiting for capacity and a row's distance from its neighbours play no
 part in the choice. It is then priced under the same model as the chosen plan (`optimizer.candidate`:
 interruptions, failures, checkpoints, restarts, capacity, outlier rows at their neighbours' price), so the two
@@ -25,9 +25,9 @@ def cheapest_price_spot_pick(result: Search, offers: Iterable[Offer], accelerato
     """The cheapest-price spot plan on `accelerator` (see the module doc), priced by the planner's model."""
     req = result.request
     deadline = req.deadline_hours if req.deadline_hours is not None else math.inf
-    setups = {}  # (hardware, nodes) -> (setup, hours of work and stalls): what the search found for them
+    setups = {}  # (hardware, nodes) -> (setup, hours of work, evaluation and stalls): what the search found for them
     for b in result.blocks:
-        hours = b.rel.useful_hours + b.rel.stall_hours
+        hours = b.rel.worked_hours
         if b.hw.accelerator == accelerator and hours <= deadline:
             setups[b.hw, b.nodes] = (b.setup, hours)
     rows = [o for o in filtered_offers(offers, req, Stats()) if o.accelerator == accelerator and o.spot_usd_per_hour]

@@ -111,7 +111,8 @@ class Candidate:
         rate, rel = self.price_usd_per_node_hour * self.nodes, self.rel
         return {
             "compute_usd": rate * rel.useful_hours,
-            "eval_and_stalls_usd": rate * rel.stall_hours,
+            "evaluation_usd": rate * rel.eval_hours,
+            "data_stalls_usd": rate * rel.data_stall_hours,
             "interruption_loss_usd": rate * rel.interruption_loss_hours,
             "checkpoint_overhead_usd": rate * rel.checkpoint_overhead_hours,
             "capacity_wait_usd": rate * rel.start_wait_hours * rel.start_held_share,
@@ -497,7 +498,7 @@ def assess_group(w: Workload, hw: Hardware, nodes: int, setup: Setup, cloud: str
         setting, _ = reliability.elastic_setting(nodes, setup.step.grad_accum, setup.tp, setup.pp, *elastic)
     rel = reliability.assess(useful_h, nodes, hw.devices_per_node, cloud, purchase == "spot", bucket,
                              w.checkpoint_bytes, hw.network_gbits, setup.step.step_s,
-                             capacity_wait_s=wait, elastic=setting, parts=setup_parts(w, hw, nodes, setup),
+                             **w.overheads.shares(setup.step, setup.checkpointing), capacity_wait_s=wait, elastic=setting, parts=setup_parts(w, hw, nodes, setup),
                              start_held_share=capacity.held_share, capacity_first_try=capacity.first_try)  # fmt: skip
     return rel, reliability.storage_usd(cloud, w.checkpoint_bytes, rel.wall_hours) if rel.feasible else 0.0
 

@@ -36,7 +36,8 @@ work since the last durable checkpoint (up to one interval plus the upload lag),
 Events that lose work (failures, and spot interruptions whose checkpoint does not fit the notice) are
 handled by periodic checkpoints every tau, with Daly's optimum (Young/Daly, higher order):
     tau = sqrt(2 d M) [1 + sqrt(d / 2M) / 3 + d / 18M] - d   (d < 2M; else tau = M),  M = 1 / hazard
-and Daly's expected wall time for T useful hours:
+and Daly's expected wall time for T hours of work (the steps, plus the evaluation and data-loader stalls the job
+runs beside them, cli/planner/overheads.py):
     W = M e^(R/M) (e^((tau + d)/M) - 1) T / tau
 Safe interruptions then stretch it by 1 / (1 - hazard_safe (d + R)). A plan whose useful work would be
 under a third of its wall time is refused as infeasible (it would mostly pay for restarts).
@@ -93,10 +94,6 @@ NOTICE_S = {"aws": 120.0, "gcp": 30.0, "azure": 30.0}
 # in under 10 min and recovers in under 15; Ai2's Olmo run on Lambda B200s took a mean of 38.9 min
 # (failure_rates.md). A replacement node boots, installs and rejoins: 15 min taken.
 PROVISION_S = 900.0
-# Evaluation, data stalls, logging and the rest whole published runs lose beyond what is modelled here: the
-# median of reported / predicted device-hours over the development set of published runs, less one
-# (training_runs.csv; benchmarks/plan_calibration.py prints the fit and each run's error).
-STALL_SHARE = 0.29
 STORAGE_USD_PER_GB_MONTH = {"aws": 0.023, "gcp": 0.020, "azure": 0.018}  # standard object storage
 KEEP_LAST = 3  # checkpoints kept (the schema's default keep_last)
 MAX_SAFE_LOAD = 0.5  # refuse plans that would spend half their time restarting
@@ -493,7 +490,8 @@ class Reliability:
     interval_s: float  # periodic checkpoint interval tau
     mtbf_loss_hours: float  # M for events that lose work
     useful_hours: float
-    stall_hours: float  # evaluation, data stalls and the rest (STALL_SHARE of the useful hours)
+    eval_hours: float  # evaluation beside the steps (cli/planner/overheads.py)
+    data_stall_hours: float  # waiting for batches (cli/planner/overheads.py)
     daly_hours: float  # wall time with periodic checkpoints and lossy events
     wall_hours: float  # plus safe (noticed) interruptions, plus waiting for a full set before the start
     feasible: bool
@@ -514,13 +512,17 @@ class Reliability:
         return awaited_usd_per_hour * self.billed_hours + held_usd_per_hour * self.wall_hours
 
     @property
+    def worked_hours(self) -> float:
+        """The steps and what the job runs beside them (evaluation, data-loader stalls), before any checkpoint or loss."""
+        return self.useful_hours + self.eval_hours + self.data_stall_hours
+
+    @property
     def checkpoint_overhead_hours(self) -> float:
-        return (self.useful_hours + self.stall_hours) * self.checkpoint_write_s / self.interval_s
+        return self.worked_hours * self.checkpoint_write_s / self.interval_s
 
     @property
     def interruption_loss_hours(self) -> float:
-        return max(0.0, self.wall_hours - self.useful_hours - self.stall_hours - self.checkpoint_overhead_hours
-                   - self.start_wait_hours)  # fmt: skip
+        return max(0.0, self.wall_hours - self.worked_hours - self.checkpoint_overhead_hours - self.start_wait_hours)
 
     @property
     def expected_interruptions(self) -> float:
@@ -557,8 +559,8 @@ class Reliability:
             f"{t.durable_lag_s:.0f} s; Young/Daly interval {self.interval_s / 60:.1f} min for "
             f"M = {self.mtbf_loss_hours:.1f} h between work-losing events",
             *([self.elastic.explain()] if self.elastic else []),
-            f"wall = {self.useful_hours:.2f} h useful + {self.stall_hours:.2f} h evaluation and data stalls "
-            f"({STALL_SHARE:.0%}, calibrated on published whole runs) + {self.checkpoint_overhead_hours:.2f} h "
+            f"wall = {self.useful_hours:.2f} h useful + {self.eval_hours:.2f} h evaluation + "
+            f"{self.data_stall_hours:.2f} h data-loader stalls + {self.checkpoint_overhead_hours:.2f} h "
             f"checkpoints + {self.interruption_loss_hours:.2f} h lost/restarting + {self.start_wait_hours:.2f} h "
             f"waiting for the nodes before the start = {self.wall_hours:.2f} h",
         ]  # fmt: skip
@@ -606,7 +608,8 @@ def assess(
     checkpoint_bytes: float,
     node_network_gbits: float | None,
     step_s: float,
-    stall_share: float | None = None,
+    eval_share: float = 0.0,
+    data_stall_share: float = 0.0,
     interval_s: float | None = None,
     spot_nodes: int | None = None,
     capacity_wait_s: float = 0.0,
@@ -622,8 +625,9 @@ def assess(
     `start_held_share` the share of the nodes held (billing) while waiting for the start, `capacity_first_try` the
     chance the first try holds them (None: every try alike, capacity.py). `elastic`:
     a lost node costs what elastic recovery expects instead (`elastic_recovery`). `parts`: how the checkpoint lies
-    over the nodes (`layout_parts`); without them, `checkpoint_bytes` split evenly."""
-    stall = STALL_SHARE if stall_share is None else stall_share
+    over the nodes (`layout_parts`); without them, `checkpoint_bytes` split evenly. `eval_share` and
+    `data_stall_share`: the job's evaluation and data-loader stalls as shares of the useful time
+    (cli/planner/overheads.py JobOverheads.shares)."""
     spot_node = spot_hazard(interruption_bucket) if spot else 0.0
     interruptible = nodes if spot_nodes is None else spot_nodes
     per_event = nodes_lost_per_event(interruptible) if spot else 1.0
@@ -646,15 +650,15 @@ def assess(
     mtbf = 1 / loss_rate
     tau = daly_interval(write, mtbf) if interval_s is None else interval_s
     useful_s = useful_hours * 3600
-    daly = daly_wall(useful_s * (1 + stall), tau, write, lossy_restart, mtbf)
+    daly = daly_wall(useful_s * (1 + eval_share + data_stall_share), tau, write, lossy_restart, mtbf)
     load = safe_rate * (times.emergency_s + restart)
     feasible = load < MAX_SAFE_LOAD and math.isfinite(daly)
     wall = daly / (1 - load) + capacity_wait_s if feasible else math.inf
     if useful_s < MIN_EFFICIENCY * wall:
         feasible, wall = False, math.inf
     return Reliability(spot_node, fail_node, nodes, notice, write, times, lossy_restart, fits, tau, mtbf / 3600,
-                       useful_hours, useful_hours * stall, daly / 3600, wall / 3600, feasible,
-                       capacity_wait_s / 3600, capacity_wait_s, recovery, start_held_share, per_event)  # fmt: skip
+                       useful_hours, useful_hours * eval_share, useful_hours * data_stall_share, daly / 3600,
+                       wall / 3600, feasible, capacity_wait_s / 3600, capacity_wait_s, recovery, start_held_share, per_event)  # fmt: skip
 
 
 def storage_usd(cloud: str, checkpoint_bytes: float, wall_hours: float) -> float:

@@ -65,8 +65,12 @@ def summary(errors: list[RowError]) -> dict[str, float]:
 
 
 # --- whole runs: device-hours against the development set of published runs -----------------------------
+# Nothing is fitted to these runs: they measure the planner (its step speed, the overheads beside the steps and the
+# failures and checkpoints of cli/planner/reliability.py) and, where a run also publishes its step throughput, which
+# of the two parts the error is in.
 
 RUNS_TABLE = DATA_DIR / "calibration" / "training_runs.csv"
+HELD_OUT_TABLE = DATA_DIR / "calibration" / "held_out_runs.csv"
 RUN_NODE_GBITS = {"A100-40GB": 1600.0, "A100-80GB": 1600.0, "H100-80GB": 3200.0}  # 8-GPU nodes with RDMA
 
 
@@ -80,39 +84,73 @@ class PublishedRun:
     tokens: float
     accelerator: str
     devices: int
-    device_hours: float  # reported, or devices x reported wall days x 24
+    device_hours: float | None  # reported, or devices x reported wall days x 24; None: neither published
+    tokens_per_s_per_device: float | None = None  # published step throughput, where the run states it
 
 
-def load_runs(path: Path = RUNS_TABLE) -> list[PublishedRun]:
-    """The dense runs on accelerators the catalog prices, with a device count and reported hours or days
-    (MoE runs, FLOP-derived hours and runs without either figure are kept in the table for provenance only)."""
+def load_published(path: Path = RUNS_TABLE) -> list[PublishedRun]:
+    """The dense runs on accelerators the catalog prices with a device count and a reported time (hours or days),
+    a published step throughput, or both (MoE runs and FLOP-derived hours are kept in the table for provenance
+    only)."""
     out = []
     with path.open(newline="") as fh:
         for r in csv.DictReader(fh):
-            if r["accelerator"] not in RUN_NODE_GBITS or r["params_b"] != r["active_params_b"]:
-                continue
-            if not r["devices"] or "computed" in r["what_device_hours_cover"].lower():
+            if r["accelerator"] not in RUN_NODE_GBITS or r["params_b"] != r["active_params_b"] or not r["devices"]:
                 continue
             devices = int(r["devices"])
-            hours = float(r["device_hours"]) if r["device_hours"] else (
-                devices * float(r["wall_days"]) * 24 if r["wall_days"] else None)  # fmt: skip
-            if hours is None:
+            hours = None
+            if "computed" not in r["what_device_hours_cover"].lower():
+                hours = float(r["device_hours"]) if r["device_hours"] else (
+                    devices * float(r["wall_days"]) * 24 if r["wall_days"] else None)  # fmt: skip
+            throughput = float(r["throughput_tokens_per_s_per_device"] or 0) or None
+            if hours is None and throughput is None:
                 continue
             out.append(PublishedRun(r["run"], float(r["params_b"]) * 1e9, int(r["layers"]) if r["layers"] else None,
                                     int(r["hidden"]) if r["hidden"] else None, int(r["seq_len"] or 2048),
-                                    float(r["tokens_b"]) * 1e9, r["accelerator"], devices, hours))  # fmt: skip
+                                    float(r["tokens_b"]) * 1e9, r["accelerator"], devices, hours, throughput))  # fmt: skip
     return out
+
+
+def load_runs(path: Path = RUNS_TABLE) -> list[PublishedRun]:
+    """The runs of `load_published` with a reported time: what whole-run device-hours are measured on."""
+    return [r for r in load_published(path) if r.device_hours is not None]
+
+
+def load_step_runs(path: Path = RUNS_TABLE) -> list[PublishedRun]:
+    """The runs of `load_published` with a published step throughput."""
+    return [r for r in load_published(path) if r.tokens_per_s_per_device is not None]
 
 
 @dataclass(frozen=True, slots=True)
 class RunError:
     run: PublishedRun
     predicted_device_hours: float
+    predicted_tokens_per_s_per_device: float = math.nan  # the planner's step throughput for the run
 
     @property
     def ratio(self) -> float:
         """reported / predicted: above 1 means the planner would have promised too little."""
+        assert self.run.device_hours is not None, f"{self.run.name} publishes no time"
         return self.run.device_hours / self.predicted_device_hours
+
+    @property
+    def step_ratio(self) -> float:
+        """published / predicted step throughput: below 1 means the planner's steps are faster than the run's."""
+        assert self.run.tokens_per_s_per_device is not None, f"{self.run.name} publishes no step throughput"
+        return self.run.tokens_per_s_per_device / self.predicted_tokens_per_s_per_device
+
+    @property
+    def beside_steps(self) -> float:
+        """The run's published time beside its steps, as a share of its steps' time at the published throughput
+        (evaluation, stalls, failures, restarts, checkpoints and the rest; negative within rounding)."""
+        assert self.run.device_hours is not None and self.run.tokens_per_s_per_device is not None
+        return self.run.device_hours * 3600 * self.run.tokens_per_s_per_device / self.run.tokens - 1
+
+
+    @property
+    def modelled_beside_steps(self) -> float:
+        """The same share as the planner models it (evaluation, stalls, failures, restarts, checkpoints)."""
+        return self.predicted_device_hours * 3600 * self.predicted_tokens_per_s_per_device / self.run.tokens - 1
 
 
 def run_batch_tokens(run: PublishedRun) -> int:
@@ -123,10 +161,10 @@ def run_batch_tokens(run: PublishedRun) -> int:
     return per_device * run.devices * run.seq_len
 
 
-def replay_run(run: PublishedRun, fit: Fit, accelerators: dict[str, Accelerator], stall_share: float) -> RunError:
+def replay_run(run: PublishedRun, fit: Fit, accelerators: dict[str, Accelerator]) -> RunError:
     """The run as `trainfleet estimate` prices it: its devices on 8-GPU RDMA nodes, on demand, the fastest
-    DeepSpeed setup that fits (its checkpoint laid out as DeepSpeed writes it), failures, restarts and stalls
-    included."""
+    DeepSpeed setup that fits (its checkpoint laid out as DeepSpeed writes it), the default evaluation and
+    data-loader stalls (cli/planner/overheads.py), failures, restarts and checkpoints included."""
     from cli.planner import reliability
     from cli.planner.optimizer import best_setup, setup_parts
 
@@ -141,14 +179,9 @@ def replay_run(run: PublishedRun, fit: Fit, accelerators: dict[str, Accelerator]
     w = Workload(shape, int(run.tokens), run.seq_len, global_batch_tokens=run_batch_tokens(run))
     setup = best_setup(w, hw, nodes, fit)
     if setup is None:
-        return RunError(run, math.inf)
+        return RunError(run, math.inf, 0.0)
     useful = w.tokens / setup.step.tokens_per_second / 3600
     rel = reliability.assess(useful, nodes, g, "aws", False, None, w.checkpoint_bytes, hw.network_gbits,
-                             setup.step.step_s, stall_share, parts=setup_parts(w, hw, nodes, setup))  # fmt: skip
-    return RunError(run, rel.wall_hours * nodes * g)
-
-
-def calibrated_stall_share(runs: list[PublishedRun], fit: Fit, accelerators: dict[str, Accelerator]) -> float:
-    """The share of extra time that makes the median run's reported / predicted device-hours 1."""
-    ratios = [replay_run(r, fit, accelerators, 0.0).ratio for r in runs]
-    return max(0.0, statistics.median(ratios) - 1.0)
+                             setup.step.step_s, **w.overheads.shares(setup.step, setup.checkpointing),
+                             parts=setup_parts(w, hw, nodes, setup))  # fmt: skip
+    return RunError(run, rel.wall_hours * nodes * g, setup.step.tokens_per_second_per_device)

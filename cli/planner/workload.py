@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from cli.planner.overheads import DEFAULT_OVERHEADS, JobOverheads
 from cli.planner.presets import PRESETS, ModelShape, shape_for_params
 from infra.errors import TrainfleetError, did_you_mean, shown
 
@@ -27,6 +28,7 @@ class Workload:
     method: str = "full"  # full | lora
     lora_rank: int = 16
     global_batch_tokens: int = 4 * 1024 * 1024  # whole sequences (cli/planner/batch.py)
+    overheads: JobOverheads = DEFAULT_OVERHEADS  # evaluation and data-loader stalls (cli/planner/overheads.py)
 
     def __post_init__(self) -> None:
         if self.global_batch_tokens < self.seq_len or self.global_batch_tokens % self.seq_len:

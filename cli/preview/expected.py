@@ -112,7 +112,8 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
     def assess(elastic):
         return reliability.assess(
             useful_h, fleet.nodes, hw.devices_per_node, fleet.cloud, spot > 0, bucket, work.checkpoint_bytes,
-            hw.network_gbits, setup.step.step_s, interval_s=config.checkpoint.interval_minutes * 60, spot_nodes=spot,
+            hw.network_gbits, setup.step.step_s, **work.overheads.shares(setup.step, setup.checkpointing),
+            interval_s=config.checkpoint.interval_minutes * 60, spot_nodes=spot,
             capacity_wait_s=capacity.wait_s if capacity else 0.0, elastic=elastic,
             start_held_share=capacity.held_share if capacity else 1.0,
             capacity_first_try=capacity.first_try if capacity else None,
@@ -134,8 +135,9 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
     assumptions = [
         f"{useful_h:,.1f} h of useful work at {setup.step.tokens_per_second:,.0f} tokens/s (the planner's "
         f"throughput model for ZeRO-{ds.zero_stage}, micro batch {ds.micro_batch}"
-        + (f", TP {layout[0]} x PP {layout[1]}" if layout != (1, 1) else "") + f") + {rel.stall_hours:,.1f} h "
-        f"evaluation and data stalls ({reliability.STALL_SHARE:.0%})",
+        + (f", TP {layout[0]} x PP {layout[1]}" if layout != (1, 1) else "") + f") + {rel.eval_hours:,.1f} h "
+        f"evaluation + {rel.data_stall_hours:,.1f} h data-loader stalls ("
+        + work.overheads.assumption(setup.step, setup.checkpointing) + ")",
         f"spot interruption bucket {'unknown, taken as >20%/month' if bucket is None else bucket} (worst of the fleet's zones); "
         f"failures {reliability.FAILURES_PER_DEVICE_HOUR:g} per device-hour; a lost node waits "
         f"{reliability.PROVISION_S / 60:.0f} min for a replacement"
@@ -163,7 +165,7 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
     elif declared is not None:
         assumptions.append(f"checkpoint.elastic not priced: {not_elastic}")
     return FleetExpectation(
-        fleet=fleet.name, usd_per_hour=per_hour, ideal_hours=useful_h + rel.stall_hours,
+        fleet=fleet.name, usd_per_hour=per_hour, ideal_hours=rel.worked_hours,
         wall_hours=rel.wall_hours, interruptions=interruptions,
         billed_hours=billed(rel),
         emergency_checkpoint_fits=rel.emergency_checkpoint_fits, assumptions=tuple(assumptions),
