@@ -61,7 +61,7 @@ def test_a_plan_whose_upper_end_passes_the_deadline_says_so_with_the_deadline_th
     high = data["best"]["wallclock_hours_high"]
     assert high > 72
     (note,) = [n for n in data["notes"] if "interval's upper end" in n]
-    assert f"{high:,.0f} h passes the 72 h deadline" in note and f"--deadline {72 / PLAN_INTERVAL.high:.0f}h" in note
+    assert f"{high:,.0f} h, past the 72 h deadline" in note and f"--deadline {72 / PLAN_INTERVAL.high:.0f}h" in note
     # with that deadline the plan's upper end is inside the asked-for 72 h, and no note is printed
     tighter = plan(capsys, "--model", "llama-7b", "--tokens", "200B", "--deadline", f"{72 / PLAN_INTERVAL.high:.0f}h")
     assert tighter["best"]["wallclock_hours_high"] <= 72

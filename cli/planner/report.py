@@ -163,33 +163,34 @@ def interval_figures(wall_hours: float, device_hours: float, cost_usd: float) ->
     }
 
 
-def interval_note(c: Candidate, req: Request) -> str | None:
-    """When the interval's upper end passes the deadline or the budget the point estimate meets."""
-    wall_high, cost_high, dl = c.wall_hours * PLAN_INTERVAL.high, c.cost_usd * PLAN_INTERVAL.high, req.deadline_hours
-    late = dl is not None and wall_high > dl
-    passed = [f"{wall_high:,.0f} h passes the {dl:g} h deadline"] if late else []
-    if req.budget_usd is not None and cost_high > req.budget_usd:
-        passed.append(f"${cost_high:,.0f} passes the ${req.budget_usd:,.0f} budget")
+def bound_note(c: Candidate, req: Request, factor: float, says: str, remedy: str) -> str | None:
+    """`says` (its {passed}: what passes) when the plan's time or cost times `factor` passes the deadline or the
+    budget, and the --deadline that avoids it (`remedy`: what that deadline achieves)."""
+    wall, cost, dl, budget = c.wall_hours * factor, c.cost_usd * factor, req.deadline_hours, req.budget_usd
+    late = dl is not None and wall > dl
+    passed = [f"{wall:,.0f} h, past the {dl:g} h deadline"] if late else []
+    if budget is not None and cost > budget:
+        passed.append(f"${cost:,.0f}, past the ${budget:,.0f} budget")
     if not passed:
         return None
-    return (f"the {LEVEL:.0%} interval's upper end, {' and '.join(passed)}: the planner's error on published whole "
-            f"runs (x{PLAN_INTERVAL.low:.2f} to x{PLAN_INTERVAL.high:.2f}) leaves that much room"
-            + (f"; plan with --deadline {dl / PLAN_INTERVAL.high:.0f}h to keep it inside the deadline" if late else ""))  # fmt: skip
+    return says.format(passed=" and ".join(passed)) + (f"; plan with --deadline {dl / factor:.0f}h {remedy}"
+                                                       if late else "")  # fmt: skip
+
+
+def interval_note(c: Candidate, req: Request) -> str | None:
+    """When the interval's upper end passes the deadline or the budget the point estimate meets."""
+    iv = PLAN_INTERVAL
+    return bound_note(c, req, iv.high, f"the {LEVEL:.0%} interval's upper end, {{passed}}: the planner's error on "
+                      f"published whole runs (x{iv.low:.2f} to x{iv.high:.2f}) leaves that much room",
+                      "to keep it inside the deadline")  # fmt: skip
 
 
 def median_note(c: Candidate, req: Request) -> str | None:
     """When the plan meets the deadline or the budget only by the model's figure: published whole runs took a median
     PLAN_INTERVAL.median of it (no constant absorbs that; the plan says it instead)."""
-    m, dl, budget = PLAN_INTERVAL.median, req.deadline_hours, req.budget_usd
-    late = dl is not None and c.wall_hours * m > dl
-    passed = [f"{c.wall_hours * m:,.0f} h, past the {dl:g} h deadline"] if late else []
-    if budget is not None and c.cost_usd * m > budget:
-        passed.append(f"${c.cost_usd * m:,.0f}, past the ${budget:,.0f} budget")
-    if not passed:
-        return None
-    return (f"published whole runs took a median x{m:.2f} of what the planner predicts for them: at that this plan "
-            f"takes {' and '.join(passed)}"
-            + (f"; plan with --deadline {dl / m:.0f}h to meet it at the median" if late else ""))  # fmt: skip
+    m = PLAN_INTERVAL.median
+    return bound_note(c, req, m, f"published whole runs took a median x{m:.2f} of what the planner predicts for "
+                      "them: at that this plan takes {passed}", "to meet it at the median")  # fmt: skip
 
 
 def parts_dict(c: Candidate) -> dict:
