@@ -84,6 +84,8 @@ def command_line(command: list[str], required: dict, optional: dict, flags: list
     return build()
 
 
+# plan's only: in estimate's draws they crowd out the instance types and regions (12 of 300 reached a price);
+# tests/test_planner_overheads.py sends both commands bad values of each
 OVERHEADS = {"--eval-every": ["1", "1000"], "--eval-iters": ["0", "10", "100"], "--data-stall": ["0", "0.05", "0.9"]}
 plan_argv = command_line(
     ["plan"], {"--tokens": TOKENS, "--model": MODELS},
@@ -99,7 +101,7 @@ estimate_argv = command_line(
                    "--devices": ["8", "64", "1"]},
     {**WORKLOAD, "--instance-type": ["p4d.24xlarge", "p5.48xlarge", "a2-highgpu-8g"],
      "--cloud": ["aws", "gcp", "azure"], "--region": ["us-east-1", "us-central1", "eastus"],
-     "--purchase": ["spot", "on-demand"], "--memory-headroom": ["0", "0.1", "0.25"], **OVERHEADS},
+     "--purchase": ["spot", "on-demand"], "--memory-headroom": ["0", "0.1", "0.25"]},
     ["--json", "--explain", "--wide"],
 )
 catalog_argv = st.one_of(
