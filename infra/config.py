@@ -112,6 +112,12 @@ class Job(_Section):
     method: Literal["full", "lora"] = "full"
     lora_rank: int = Field(default=16, ge=1, le=1024)
     deadline_hours: Hours | None = None
+    # What the job runs beside its steps (cli/planner/overheads.py; empty: the planner's published defaults, 10
+    # forward-only batches every 1,000 steps and no data-loader stalls). Written by `trainfleet plan` when it was
+    # given --eval-every, --eval-iters or --data-stall, so the preview prices the job the plan priced.
+    eval_every_steps: int | None = Field(default=None, ge=1, le=10**9)
+    eval_iters: int | None = Field(default=None, ge=0, le=10**6)
+    data_stall_share: float | None = Field(default=None, ge=0, le=0.9, allow_inf_nan=False)
     # Written by `trainfleet plan`; the preview prices the planned job with these.
     planned_hours: Hours | None = None
     planned_cost_usd: Usd | None = None

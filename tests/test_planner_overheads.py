@@ -95,3 +95,33 @@ def test_bad_overhead_flags_get_one_line(flag, value, needle):
                     ("estimate", "--model", "llama-7b", "--tokens", "20B", "--accelerator", "A100-80GB",
                      "--devices", "8")):  # fmt: skip
         assert_one_line_error(run_trainfleet(*command, flag, value), needle)
+
+
+def test_a_written_stack_keeps_the_jobs_overheads_and_the_preview_prices_them(tmp_path):
+    """plan --write-stack records what the job runs beside its steps when it differs from the defaults, so the
+    preview (which reads the stack and prices its fleet on its own) prices the job the plan priced; a stack
+    without those keys gets the defaults, and a rewrite with the defaults drops them."""
+    import shutil
+
+    from infra.stack_file import read_stack_file
+    from tests.conftest import REPO
+
+    shutil.copy(REPO / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    (tmp_path / "stacks").mkdir()
+    job = ("plan", "--model", "llama-7b", "--tokens", "200B", "--deadline", "100h", "--clouds", "aws",
+           "--purchase", "on-demand", "--json", "--write-stack", "dev")  # fmt: skip
+    stalled = run_trainfleet(*job, "--eval-iters", "0", "--data-stall", "0.05", cwd=tmp_path)
+    assert stalled.code == 0, stalled.stderr
+    config = read_stack_file(tmp_path / "stacks" / "Pulumi.dev.yaml").config
+    assert (config.job.eval_iters, config.job.data_stall_share, config.job.eval_every_steps) == (0, 0.05, None)
+    preview = run_trainfleet("preview", "--stack", "dev", "--json", cwd=tmp_path)
+    assert preview.code == 0, preview.stderr
+    planned = stalled.json()["best"]["expected_cost_usd"]
+    assert preview.json()["expected_job_usd"] == pytest.approx(planned, rel=0.01)
+    # the same fleet with the defaults costs less: the stalls were in the preview's price, not only the plan's
+    rewritten = run_trainfleet(*job, "--force", cwd=tmp_path)
+    assert rewritten.code == 0, rewritten.stderr
+    config = read_stack_file(tmp_path / "stacks" / "Pulumi.dev.yaml").config
+    assert (config.job.eval_iters, config.job.data_stall_share) == (None, None)
+    again = run_trainfleet("preview", "--stack", "dev", "--json", cwd=tmp_path).json()["expected_job_usd"]
+    assert again == pytest.approx(rewritten.json()["best"]["expected_cost_usd"], rel=0.01) and again < planned

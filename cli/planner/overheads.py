@@ -90,6 +90,19 @@ class JobOverheads:
         return (f"evaluation {evaluation}, data-loader stalls {self.data_stall_share:.1%}: published settings, not "
                 "fitted (cli/planner/overheads.py; --eval-every, --eval-iters, --data-stall)")  # fmt: skip
 
+    def stack_fields(self) -> dict[str, float]:
+        """The stack file's job keys for what differs from the defaults (infra/config.py Job)."""
+        fields = {"eval_every_steps": self.eval_every_steps, "eval_iters": self.eval_iters,
+                  "data_stall_share": self.data_stall_share}  # fmt: skip
+        return {k: v for k, v in fields.items() if v != getattr(DEFAULT_OVERHEADS, k)}
+
+    @classmethod
+    def from_stack(cls, job) -> JobOverheads:
+        """A stack's job section (infra/config.py Job): its keys where set, the defaults elsewhere."""
+        fields = {"eval_every_steps": job.eval_every_steps, "eval_iters": job.eval_iters,
+                  "data_stall_share": job.data_stall_share}  # fmt: skip
+        return cls(**{k: v for k, v in fields.items() if v is not None})
+
     @property
     def is_default_cadence(self) -> bool:
         return (self.eval_every_steps, self.eval_iters) == (EVAL_EVERY_STEPS, EVAL_ITERS)

@@ -40,6 +40,7 @@ def plan_sections(c: Candidate, req: Request, name: str | None = None) -> dict[s
         job["lora_rank"] = w.lora_rank
     if req.deadline_hours is not None:
         job["deadline_hours"] = req.deadline_hours
+    job.update(w.overheads.stack_fields())
     return {
         "job": job,
         "fleets": [
@@ -88,7 +89,7 @@ def plan_stack(c: Candidate, req: Request) -> tuple[StackConfig, dict[str, Any]]
 # else (budget, tags, launch, billing_export, checkpoint.keep_last/retention_days/bucket_name, the fleet's
 # name, root volume, SSH CIDRs, other namespaces, secrets, encryptionsalt, comments) is kept byte for byte.
 JOB_OWNED = ("model", "params", "tokens", "seq_len", "precision", "method", "lora_rank", "deadline_hours",
-             "planned_hours", "planned_cost_usd")  # fmt: skip  # not `name`: it names deployed resources
+             "eval_every_steps", "eval_iters", "data_stall_share", "planned_hours", "planned_cost_usd")  # fmt: skip  # not `name`: it names deployed resources
 FLEET_OWNED = ("cloud", "region", "zones", "instance_type", "nodes", "purchase")
 DEEPSPEED_OWNED = ("zero_stage", "offload_optimizer", "offload_param", "micro_batch", "grad_accum",
                    "activation_checkpointing", "tensor_parallel", "pipeline_parallel")  # fmt: skip

@@ -44,6 +44,7 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
     from cli.planner.calibration import default_fit
     from cli.planner.capacity import spot_capacity
     from cli.planner.optimizer import FixedSetup, best_setup, hardware_for, setup_parts
+    from cli.planner.overheads import JobOverheads
     from cli.planner.workload import Workload, resolve_shape
     from cli.preview.pricing.base import PricingContext, fleet_components, zone_pool
     from infra.catalog.capacity import default_placement_scores
@@ -68,7 +69,8 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
     if misfit:
         raise _NoExpectation(misfit)
     batch_tokens = ds.micro_batch * ds.grad_accum * data_parallel(devices, *layout) * job.seq_len
-    work = Workload(shape, job.tokens, job.seq_len, job.precision, job.method, job.lora_rank, batch_tokens)
+    work = Workload(shape, job.tokens, job.seq_len, job.precision, job.method, job.lora_rank, batch_tokens,
+                    JobOverheads.from_stack(job))
     offload = (
         "optimizer+params"
         if ds.offload_param != "none"
