@@ -44,4 +44,34 @@ MUTANTS = [
         "original": '"data_stall_share": data_stall}',
         "replacement": '"data_stall_share": None}',
     },
+    {
+        "file": OVER,
+        "bug": "evaluation priced for one micro-batch, not the global batch (accumulation forgotten)",
+        "original": "forward_s = st.grad_accum * st.compute_s * forward_share(checkpointing)",
+        "replacement": "forward_s = st.compute_s * forward_share(checkpointing)",
+    },
+    {
+        "file": "cli/planner/optimizer.py",
+        "bug": "the evaluation cost line shows the data-stall hours",
+        "original": '"evaluation_usd": rate * rel.eval_hours,',
+        "replacement": '"evaluation_usd": rate * rel.data_stall_hours,',
+    },
+    {
+        "file": "cli/planner/reliability.py",
+        "bug": "evaluation and data-stall hours swapped in the result",
+        "original": "useful_hours, useful_hours * eval_share, useful_hours * data_stall_share, daly / 3600,",
+        "replacement": "useful_hours, useful_hours * data_stall_share, useful_hours * eval_share, daly / 3600,",
+    },
+    {
+        "file": OVER,
+        "bug": "plan --write-stack records none of the job's overheads: the preview prices the defaults",
+        "original": "return {k: v for k, v in fields.items() if v != getattr(DEFAULT_OVERHEADS, k)}",
+        "replacement": "return {}",
+    },
+    {
+        "file": OVER,
+        "bug": "the preview ignores the overheads a stack declares",
+        "original": "return cls(**{k: v for k, v in fields.items() if v is not None})",
+        "replacement": "return cls()",
+    },
 ]

@@ -241,7 +241,7 @@ def text_plot(out: dict, width: int = 72, height: int = 20) -> str:
 
 
 def _legend(sym: str, p: dict, hidden: str, width: int) -> str:
-    """'* 8 x p6-b200.48xlarge (spot) 55.0 h $8.5K aws us-east-1': the later parts only as width allows."""
+    """'* 32 x Standard_ND96asr_v4 (spot) 71.1 h $6.2K azure eastus': the later parts only as width allows."""
     head = f"{sym} {label(p)}"
     parts = [hidden, f" {p['wallclock_hours']:,.1f} h {_compact(p['expected_cost_usd'], True)}",
              f" {p['cloud']} {p['region']}"]  # in the order they are dropped last to first
