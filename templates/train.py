@@ -15,8 +15,8 @@ loses no completed step:
 * The trainer's pid is in `$TRAINFLEET_RUN_DIR/trainer.pid` (local rank 0 of each node).
 * SIGUSR1, or the file `$TRAINFLEET_RUN_DIR/checkpoint-requested`: checkpoint at the next step boundary and
   go on (the file is removed once the checkpoint is complete).
-* SIGTERM (or SIGINT): checkpoint at the next step boundary, then exit 0; once stopping, ignore them (another
-  node's agent may signal late, and a signal during interpreter shutdown would kill the exiting rank).
+* SIGTERM (or SIGINT): checkpoint at the next step boundary, then exit 0; once stopping, ignore them and SIGUSR1
+  (another node's agent may signal late, and a signal during interpreter shutdown would kill the exiting rank).
 * At start, resume from the newest complete `step-<N>` folder, if any.
 * When training is done: a final checkpoint, then `$TRAINFLEET_RUN_DIR/DONE` holding the final step.
 * (Example only) `$TRAINFLEET_RUN_DIR/step` holds the last finished step, for operators.
@@ -169,9 +169,10 @@ class Requests:
     def stopped(self) -> None:
         """The job is stopping: another node's agent may still signal this rank (its notice came later than the
         one that stopped every rank). Ignore that: CPython puts a Python-level handler back to the default as the
-        interpreter finalizes, and a SIGTERM then would kill the exiting rank (-15), failing the launch."""
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        interpreter finalizes, and a SIGTERM then would kill the exiting rank (-15), a SIGUSR1 (a checkpoint
+        request) too (-10), failing the launch."""
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+            signal.signal(sig, signal.SIG_IGN)
 
     @property
     def request_file(self) -> Path:
