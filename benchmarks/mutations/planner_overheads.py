@@ -41,8 +41,8 @@ MUTANTS = [
     {
         "file": "cli/commands/plan.py",
         "bug": "--data-stall parsed and then ignored",
-        "original": '"data_stall_share": data_stall}',
-        "replacement": '"data_stall_share": None}',
+        "original": "data_stall_share=data_stall)",
+        "replacement": "data_stall_share=None)",
     },
     {
         "file": OVER,
@@ -65,13 +65,13 @@ MUTANTS = [
     {
         "file": OVER,
         "bug": "plan --write-stack records none of the job's overheads: the preview prices the defaults",
-        "original": "return {k: v for k, v in fields.items() if v != getattr(DEFAULT_OVERHEADS, k)}",
+        "original": "return {k: v for k, v in values.items() if v != getattr(DEFAULT_OVERHEADS, k)}",
         "replacement": "return {}",
     },
     {
         "file": OVER,
         "bug": "the preview ignores the overheads a stack declares",
-        "original": "return cls(**{k: v for k, v in fields.items() if v is not None})",
+        "original": "return cls.given(**{f.name: getattr(job, f.name) for f in fields(cls)})",
         "replacement": "return cls()",
     },
 ]

@@ -126,8 +126,7 @@ def _workload(model, params, tokens, seq_len, precision, method, lora_rank, glob
             f"--tokens {shown(tokens)} is less than one optimizer step of --global-batch {batch:,} tokens; "
             "raise --tokens or lower --global-batch"
         )
-    given = {"eval_every_steps": eval_every, "eval_iters": eval_iters, "data_stall_share": data_stall}
-    overheads = JobOverheads(**{k: v for k, v in given.items() if v is not None})
+    overheads = JobOverheads.given(eval_every_steps=eval_every, eval_iters=eval_iters, data_stall_share=data_stall)
     return Workload(shape, n_tokens, seq_len, precision, method, lora_rank, batch, overheads)
 
 

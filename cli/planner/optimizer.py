@@ -498,7 +498,8 @@ def assess_group(w: Workload, hw: Hardware, nodes: int, setup: Setup, cloud: str
         setting, _ = reliability.elastic_setting(nodes, setup.step.grad_accum, setup.tp, setup.pp, *elastic)
     rel = reliability.assess(useful_h, nodes, hw.devices_per_node, cloud, purchase == "spot", bucket,
                              w.checkpoint_bytes, hw.network_gbits, setup.step.step_s,
-                             **w.overheads.shares(setup.step, setup.checkpointing), capacity_wait_s=wait, elastic=setting, parts=setup_parts(w, hw, nodes, setup),
+                             **w.overheads.shares(setup.step, setup.checkpointing), capacity_wait_s=wait,
+                             elastic=setting, parts=setup_parts(w, hw, nodes, setup),
                              start_held_share=capacity.held_share, capacity_first_try=capacity.first_try)  # fmt: skip
     return rel, reliability.storage_usd(cloud, w.checkpoint_bytes, rel.wall_hours) if rel.feasible else 0.0
 

@@ -24,7 +24,7 @@ SmolLM3-3B (384 H100s, 24 days, 13,500-14,000 tokens/s per GPU), spent no measur
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -90,18 +90,22 @@ class JobOverheads:
         return (f"evaluation {evaluation}, data-loader stalls {self.data_stall_share:.1%}: published settings, not "
                 "fitted (cli/planner/overheads.py; --eval-every, --eval-iters, --data-stall)")  # fmt: skip
 
+    # The stack file's job section (infra/config.py Job) names its keys as these fields are named.
+
     def stack_fields(self) -> dict[str, float]:
-        """The stack file's job keys for what differs from the defaults (infra/config.py Job)."""
-        fields = {"eval_every_steps": self.eval_every_steps, "eval_iters": self.eval_iters,
-                  "data_stall_share": self.data_stall_share}  # fmt: skip
-        return {k: v for k, v in fields.items() if v != getattr(DEFAULT_OVERHEADS, k)}
+        """The stack file's job keys for what differs from the defaults."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {k: v for k, v in values.items() if v != getattr(DEFAULT_OVERHEADS, k)}
+
+    @classmethod
+    def given(cls, **values: float | None) -> JobOverheads:
+        """The values given (None: not given), the defaults elsewhere: a command line's flags or a stack's keys."""
+        return cls(**{k: v for k, v in values.items() if v is not None})
 
     @classmethod
     def from_stack(cls, job) -> JobOverheads:
-        """A stack's job section (infra/config.py Job): its keys where set, the defaults elsewhere."""
-        fields = {"eval_every_steps": job.eval_every_steps, "eval_iters": job.eval_iters,
-                  "data_stall_share": job.data_stall_share}  # fmt: skip
-        return cls(**{k: v for k, v in fields.items() if v is not None})
+        """A stack's job section: its keys where set, the defaults elsewhere."""
+        return cls.given(**{f.name: getattr(job, f.name) for f in fields(cls)})
 
     @property
     def is_default_cadence(self) -> bool:

@@ -513,7 +513,7 @@ class Reliability:
 
     @property
     def worked_hours(self) -> float:
-        """The steps and what the job runs beside them (evaluation, data-loader stalls), before any checkpoint or loss."""
+        """The steps and what the job runs beside them (evaluation, data-loader stalls), before checkpoints or losses."""
         return self.useful_hours + self.eval_hours + self.data_stall_hours
 
     @property
@@ -658,7 +658,8 @@ def assess(
         feasible, wall = False, math.inf
     return Reliability(spot_node, fail_node, nodes, notice, write, times, lossy_restart, fits, tau, mtbf / 3600,
                        useful_hours, useful_hours * eval_share, useful_hours * data_stall_share, daly / 3600,
-                       wall / 3600, feasible, capacity_wait_s / 3600, capacity_wait_s, recovery, start_held_share, per_event)  # fmt: skip
+                       wall / 3600, feasible, capacity_wait_s / 3600, capacity_wait_s, recovery, start_held_share,
+                       per_event)  # fmt: skip
 
 
 def storage_usd(cloud: str, checkpoint_bytes: float, wall_hours: float) -> float:

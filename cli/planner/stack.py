@@ -88,8 +88,9 @@ def plan_stack(c: Candidate, req: Request) -> tuple[StackConfig, dict[str, Any]]
 # What the planner owns in a stack file, and so what `plan --write-stack ENV --force` may change. Everything
 # else (budget, tags, launch, billing_export, checkpoint.keep_last/retention_days/bucket_name, the fleet's
 # name, root volume, SSH CIDRs, other namespaces, secrets, encryptionsalt, comments) is kept byte for byte.
+# not `name`: it names deployed resources
 JOB_OWNED = ("model", "params", "tokens", "seq_len", "precision", "method", "lora_rank", "deadline_hours",
-             "eval_every_steps", "eval_iters", "data_stall_share", "planned_hours", "planned_cost_usd")  # fmt: skip  # not `name`: it names deployed resources
+             "eval_every_steps", "eval_iters", "data_stall_share", "planned_hours", "planned_cost_usd")  # fmt: skip
 FLEET_OWNED = ("cloud", "region", "zones", "instance_type", "nodes", "purchase")
 DEEPSPEED_OWNED = ("zero_stage", "offload_optimizer", "offload_param", "micro_batch", "grad_accum",
                    "activation_checkpointing", "tensor_parallel", "pipeline_parallel")  # fmt: skip

@@ -12,7 +12,8 @@ cost is that time at the plan's price (checkpoint storage too is priced on the t
 What it covers: the error of the step, overhead and reliability model on dedicated clusters of 96 to 1,024 devices
 (13 runs: a rough interval, which is why it is wide). It is not centred on the plan's figure: the runs took a
 median x1.29 of what the planner predicts for them. Where a run also publishes its step throughput, that splits into
-its step speed and its time beside the steps (benchmarks/plan_calibration.py); no constant is added to absorb it. What it does not: spot interruptions' chance (the figures are
+its step speed and its time beside the steps (benchmarks/plan_calibration.py); no constant is added to absorb it.
+What it does not: spot interruptions' chance (the figures are
 expectations), price changes, and scales past the development set's. How often it holds on runs no fit ever saw
 (held_out_runs.csv) is measured by benchmarks/plan_calibration.py. tests/test_plan_interval.py recomputes both
 factors from the data.
