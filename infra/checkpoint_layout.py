@@ -32,6 +32,24 @@ OPTIMIZER_BYTES_PER_PARAM = 12  # fp32 master + Adam m + v, partitioned over dat
 SMALL_FILE_BYTES = 16 * 1024  # a model-states file with no tensors in it: buffers names, client state, RNG
 
 
+def zero_files(zero_stage: int, precision: str, pp: int) -> tuple[bool, bool]:
+    """All that the ZeRO stage changes in a checkpoint's files (`CheckpointLayout.files`), so stages with the same
+    answer write the same files: (whether the optimizer state stays whole in the model-states file, whether every
+    rank writes its own model-states file, ZeRO-3). ZeRO-1 and ZeRO-2 always write alike; stage 0 like them under
+    a bf16 pipeline (BF16_Optimizer partitions its state)."""
+    return zero_stage == 0 and not (precision == "bf16" and pp > 1), zero_stage == 3
+
+
+def parts_key(zero_stage: int, precision: str, pp: int) -> tuple:
+    """Layouts of one model on one fleet with the same key put the same bytes on every node (their file names
+    differ): under ZeRO-3 every rank writes 12 B/param / world and one small file, whatever the layout; otherwise
+    what the ZeRO stage changes (`zero_files`) and the pipeline depth (its layer files lie by stage), not the tensor
+    degree: a stage's tp model ranks of data-parallel rank 0 are adjacent ranks on the stage's first node, writing
+    its weights / tp each. tests/test_checkpoint_layout.py holds layouts of one key to equal parts."""
+    unsharded, stage3 = zero_files(zero_stage, precision, pp)
+    return (stage3,) if stage3 else (stage3, unsharded, pp)
+
+
 @dataclass(frozen=True, slots=True)
 class CheckpointFile:
     node: int
@@ -74,26 +92,28 @@ class CheckpointLayout:
         stage_params = self.params / self.pp  # each stage's share (layers split evenly)
         zero_prefix = "bf16_zero_pp_rank" if self.precision == "bf16" else "zero_pp_rank"
         out: list[CheckpointFile] = []
+        per_node = self.ranks_per_node  # locals: the planner lists some 500 layouts per search
 
         def add(rank: int, path: str, size: float) -> None:
-            out.append(CheckpointFile(rank // self.ranks_per_node, rank, path, int(size)))
+            out.append(CheckpointFile(rank // per_node, rank, path, int(size)))
 
         # Without ZeRO (stage 0) no optimizer is partitioned, except BF16_Optimizer's under a bf16 pipeline
         # (engine.py `_do_optimizer_sanity_check`: fp32 keeps the torch optimizer, fp16 and bf16 FP16_Optimizer):
         # its whole state (fp32 master + Adam, or Adam alone for fp32) goes into the mp_rank file beside the weights.
-        unsharded = self.zero_stage == 0 and not (self.precision == "bf16" and self.pp > 1)
+        unsharded, stage3 = zero_files(self.zero_stage, self.precision, self.pp)
         in_model_states = (OPTIMIZER_BYTES_PER_PARAM - (4 if self.precision == "fp32" else 0)) if unsharded else 0
         for pipe in range(self.pp):
             for model in range(self.tp):
                 mp = pipe * self.tp + model if self.pp > 1 else model
-                for data in range(self.dp if not unsharded else 0):
+                dp = self.dp
+                shard = OPTIMIZER_BYTES_PER_PARAM * stage_params / self.tp / dp
+                for data in range(dp if not unsharded else 0):
                     r = self.rank(pipe, data, model)
-                    add(r, f"{zero_prefix}_{data}_mp_rank_{mp:02d}_optim_states.pt",
-                        OPTIMIZER_BYTES_PER_PARAM * stage_params / self.tp / self.dp)  # fmt: skip
-                    if self.zero_stage == 3:
+                    add(r, f"{zero_prefix}_{data}_mp_rank_{mp:02d}_optim_states.pt", shard)
+                    if stage3:
                         add(r, f"zero_pp_rank_{data}_mp_rank_{mp:02d}_model_states.pt", SMALL_FILE_BYTES)
                 writer = self.rank(pipe, 0, model)
-                if self.zero_stage == 3:
+                if stage3:
                     continue
                 if self.pp == 1:
                     add(writer, f"mp_rank_{mp:02d}_model_states.pt", (weight + in_model_states) * self.params / self.tp)

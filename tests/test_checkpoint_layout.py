@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.checkpoint_layout import OPTIMIZER_BYTES_PER_PARAM, SMALL_FILE_BYTES, CheckpointLayout
+from infra.checkpoint_layout import OPTIMIZER_BYTES_PER_PARAM, SMALL_FILE_BYTES, CheckpointLayout, parts_key
 from tests.deepspeed_runs import VENV_BIN, launch_env, master_port, run_job
 from tests.needs import need_module
 
@@ -46,6 +46,37 @@ def test_zero3_has_no_full_weights_and_every_node_the_same_part():
 def test_fp32_weights_are_4_bytes_a_parameter():
     layout = CheckpointLayout(7 * 10**9, zero_stage=1, precision="fp32", nodes=2, ranks_per_node=8)
     assert layout.total_bytes == pytest.approx((4 + 12) * 7e9, rel=1e-9)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("ranks_per_node", [1, 2, 4, 8])
+def test_layouts_of_one_parts_key_put_the_same_bytes_on_every_node(precision, ranks_per_node):
+    """What the planner prices one setup per key for (cli/planner/optimizer.py checkpoint_key): every layout it
+    searches (tensor degree dividing a node's ranks, or pipeline stages of whole nodes) and ZeRO stage with one
+    key saves, and restores through the agent's needed_files, the same bytes on each node, to a byte a file (sizes
+    are whole bytes); and the keys tell apart what differs (the planner would otherwise merge setups that differ)."""
+    params, layers = 7 * 10**9 + 123, 12
+    for nodes in (1, 2, 3, 4, 6):
+        by_key: dict[tuple, list[tuple]] = {}
+        layouts = [(tp, 1) for tp in (1, 2, 4, 8) if ranks_per_node % tp == 0]
+        layouts += [(1, pp) for pp in range(2, nodes + 1) if nodes % pp == 0]
+        for tp, pp in layouts:
+            for zero in range(4):
+                layout = CheckpointLayout(params, zero, precision, tp, pp, nodes, ranks_per_node, layers)
+                by_key.setdefault(parts_key(zero, precision, pp), []).append(
+                    ((zero, tp, pp), layout.saved_bytes, layout.restored_bytes, len(layout.files)))
+        seen = []
+        for key, members in by_key.items():
+            (first, saved, restored, files), rest = members[0], members[1:]
+            for other, o_saved, o_restored, o_files in rest:
+                slack = max(files, o_files)  # each file's size rounds down to a whole byte
+                assert all(abs(a - b) <= slack for a, b in zip(saved, o_saved, strict=True)), (nodes, first, other)
+                assert all(abs(a - b) <= slack for a, b in zip(restored, o_restored, strict=True)), (nodes, first, other)
+            seen.append((key, saved, restored))
+        for i, (key, saved, restored) in enumerate(seen):
+            for other_key, o_saved, o_restored in seen[i + 1:]:
+                if nodes > 1:
+                    assert (saved, restored) != (o_saved, o_restored), f"{nodes} nodes: {key} and {other_key} alike"
 
 
 # ------------------------------------------------------------------------------------------ DeepSpeed itself

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from cli.planner.calibration import default_fit
 from cli.planner.optimizer import Candidate, Request, rank, search
 from cli.planner.presets import PRESETS
+from cli.planner.standing import Shown
 from cli.planner.workload import Workload
 from infra.catalog import Offer, default_catalog
+from infra.units import MAX_HOURS
 from tests.test_planner_reference import Job, offer_rows, reference_plans
 
 ACCELERATORS = default_catalog().accelerators
@@ -145,6 +148,12 @@ def test_optimizer_matches_reference_planner(catalog, req):
     assert chosen.count == len(result.feasible)
     assert chosen.leaders == leaders(result.feasible, req, 4) and chosen.frontier == front
     assert chosen.leaders[0] == best
+    # what the CLI searches (only fleets whose plans could be selected, cli/planner/standing.py): the same selection
+    for top in (1, 4):
+        kept = search(req, catalog, ACCELERATORS, default_fit(), shown=Shown(top))
+        assert kept.select(top).leaders == chosen.leaders[:top] and kept.select(top).frontier == front
+        assert kept.stats.hardware_evaluated + kept.stats.not_shown == result.stats.hardware_evaluated
+        event(f"top {top}: {'some' if kept.stats.not_shown else 'no'} fleets skipped")
     # the frontier is Pareto-optimal: nothing feasible is both faster and cheaper than a frontier plan
     for f in front:
         assert not any(c.wall_hours < f.wall_hours and c.cost_usd < f.cost_usd for c in result.feasible)
@@ -191,3 +200,19 @@ def test_the_frontier_keeps_a_plan_only_when_it_is_cheaper_than_every_faster_one
     plans = [(10.0, 100.0, "a"), (10.0, 100.0, "0"), (20.0, 100.0, "b"), (20.0, 60.0, "c"), (30.0, 60.0, "d"),
              (40.0, 50.0, "e"), (5.0, 300.0, "f")]  # fmt: skip
     assert [p[2] for p in pareto(plans)] == ["f", "0", "c", "e"]
+
+
+def test_the_cli_skips_most_fleets_of_the_real_catalog_and_shows_the_same_plans():
+    """The README's quick start and its 70B job over the embedded catalog: what `trainfleet plan` shows when it
+    skips the fleets that cannot show (its default --top 3) is what searching every fleet shows."""
+    catalog = default_catalog()
+    jobs = [Request(Workload(PRESETS["llama-7b"], 200 * 10**9), deadline_hours=72),
+            Request(Workload(PRESETS["llama-70b"], 10**12), max_nodes=128)]  # fmt: skip
+    for req in jobs:
+        full = search(req, catalog.all_offers, ACCELERATORS, default_fit())
+        kept = search(req, catalog.all_offers, ACCELERATORS, default_fit(), shown=Shown(3, MAX_HOURS))
+        assert kept.stats.not_shown > kept.stats.hardware_evaluated  # most are skipped
+        assert kept.select(3, MAX_HOURS).leaders == full.select(3, MAX_HOURS).leaders
+        assert kept.select(3, MAX_HOURS).frontier == full.select(3, MAX_HOURS).frontier
+        with pytest.raises(ValueError, match="kept only"):
+            kept.select(4, MAX_HOURS)

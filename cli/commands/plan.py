@@ -187,6 +187,7 @@ def plan_command(
     t0 = time.perf_counter()
     from cli.planner.calibration import default_fit
     from cli.planner.optimizer import Request, alternatives, search
+    from cli.planner.standing import Shown
     from cli.planner.report import impossible, notes, plan_dict, unsplit_line
     from infra.catalog import default_catalog
     from infra.catalog.capacity import default_placement_scores
@@ -235,7 +236,7 @@ def plan_command(
     t_fit = time.perf_counter()
     gc.disable()  # tens of thousands of plan objects without cycles: collecting them mid-search is wasted time
     try:
-        result = search(req, offers, catalog.accelerators, fit, scores=scores)
+        result = search(req, offers, catalog.accelerators, fit, scores=scores, shown=Shown(top, MAX_HOURS))
     finally:
         gc.freeze()  # and at exit: the interpreter's last collection need not walk them either
         gc.enable()

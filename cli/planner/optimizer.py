@@ -39,11 +39,13 @@ from cli.planner.capacity import FULL, Capacity, spot_capacity
 from cli.planner.memory import SHARDINGS, MemoryEstimate, Sharding
 from cli.planner.outliers import conservative_spot
 from cli.planner.reliability import Reliability
+from cli.planner.standing import Shown, Standing
 from cli.planner.throughput import Hardware, Step
 from cli.planner.workload import Workload
 from infra.catalog import Accelerator, Offer
 from infra.catalog.capacity import PlacementScores
 from infra.catalog.model import NOT_DEEPSPEED
+from infra.checkpoint_layout import parts_key
 from infra.parallelism import TP_SIZES, divisors, unsupported
 from infra.placement import shares_cluster_placement_group
 
@@ -156,6 +158,7 @@ class Stats:
     unsplit: dict[int, int] = field(default_factory=dict)
     unbearable: int = 0  # fit memory but interruptions would dominate the run
     unobtainable: int = 0  # spot plans whose measured placement score says the nodes cannot be had
+    not_shown: int = 0  # hardware x node counts skipped: none of their plans could be shown (standing.py)
     setups_evaluated: int = 0
     candidates: int = 0
 
@@ -337,25 +340,28 @@ def setup_parts(w: Workload, hw: Hardware, nodes: int, setup: Setup) -> reliabil
     return checkpoint_parts(w, hw.devices_per_node, nodes, setup.sharding.zero_stage, setup.tp, setup.pp)
 
 
-def _parts_key(p: reliability.CheckpointParts) -> tuple[int, int, int]:
-    """Checkpoints that lie alike to the megabyte (the layout's per-file rounding aside)."""
-    return (round(p.saved_bytes / 1e6), round(p.restored_bytes / 1e6), round(p.total_bytes / 1e6))
+def checkpoint_key(w: Workload, zero_stage: int, tp: int, pp: int) -> tuple:
+    """Setups with one key have the same `checkpoint_parts`: LoRA's adapters always; in full training, the layouts
+    and ZeRO stages that put the same bytes on every node (`checkpoint_layout.parts_key`)."""
+    if w.method == "lora":
+        return ()
+    return parts_key(zero_stage, "bf16" if w.precision == "fp8" else w.precision, pp)
 
 
 def setup_options(w: Workload, hw: Hardware, nodes: int, fit: Fit, stats: Stats | None = None,
                   headroom: float = memory.DEFAULT_HEADROOM, fits: dict | None = None) -> list[Setup]:  # fmt: skip
     """The setups worth pricing on this hardware and node count, fastest first (`best_setup`'s is the first): the
-    fastest of each checkpoint split (`checkpoint_parts`: the ZeRO stages and layouts whose checkpoints lie alike;
-    see the module docstring). A handful: ZeRO-0/1/2 without a pipeline, ZeRO-3, and each pipeline depth."""
+    fastest of each `checkpoint_key` (see the module docstring). A handful: per layout, ZeRO-0, ZeRO-1/2 and
+    ZeRO-3; LoRA one. Their checkpoints' parts are left to `assess_options`, which needs only a few of them."""
     fits = {} if fits is None else fits
-    splits: dict[tuple, dict[tuple[int, int], set[int]]] = {}  # parts -> (tp, pp) -> the ZeRO stages that give them
+    splits: dict[tuple, dict[tuple[int, int], set[int]]] = {}  # key -> (tp, pp) -> the ZeRO stages it holds
     for tp, pp in layouts(w, hw, nodes):
         for sh in SHARDINGS:
             if sharding_supported(sh, tp, pp):
-                key = _parts_key(checkpoint_parts(w, hw.devices_per_node, nodes, sh.zero_stage, tp, pp))
-                splits.setdefault(key, {}).setdefault((tp, pp), set()).add(sh.zero_stage)
-    found: list[tuple[Setup, tuple]] = []
-    for key, by_layout in splits.items():
+                splits.setdefault(checkpoint_key(w, sh.zero_stage, tp, pp), {}).setdefault((tp, pp), set()).add(
+                    sh.zero_stage)
+    found: list[Setup] = []
+    for by_layout in splits.values():
         best = None
         for (tp, pp), stages in by_layout.items():
             s = best_layout_setup(w, hw, nodes, fit, tp, pp, stats, headroom, None, fits,
@@ -363,8 +369,8 @@ def setup_options(w: Workload, hw: Hardware, nodes: int, fit: Fit, stats: Stats 
             if s is not None and (best is None or setup_key(s) < setup_key(best)):
                 best = s
         if best is not None:
-            found.append((best, key))
-    return sorted((s for s, _ in found), key=setup_key)
+            found.append(best)
+    return sorted(found, key=setup_key)
 
 
 def layout_bound(w: Workload, micro_batch: int, dp: int, tp: int, pp: int) -> float:
@@ -429,10 +435,16 @@ def best_layout_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, 
             largest[ckpt] = fits[shape] = out
         return largest[ckpt]
 
+    most_of = {}  # recompute -> the largest micro batch any sharding fits: larger pairs are skipped at once
     best, best_key = None, None
     for bound, ckpt, mb in pairs:
         if bound < beat or (best is not None and bound < best[2].tokens_per_second):
             break
+        most = most_of.get(ckpt)
+        if most is None:
+            most = most_of[ckpt] = max(largest_fitting(ckpt), default=0)
+        if mb > most:
+            continue
         fitting = {i: sh for i, (sh, most) in enumerate(zip(shardings, largest_fitting(ckpt), strict=True)) if mb <= most}
         for i, sharding in fitting.items():
             if any(d in fitting.values() for d in DOMINATED_BY.get(sharding, ())):
@@ -508,9 +520,12 @@ def assess_options(w: Workload, hw: Hardware, nodes: int, options: list[Setup], 
                    bucket: int | None, capacity: Capacity = FULL,
                    elastic: tuple[int, float] | None = None) -> tuple[Setup, tuple[Reliability, float]]:  # fmt: skip
     """Of `setup_options`, the one with the least expected wall time here (the first, faster, of equal ones) and
-    its `assess_group`: at every price it is the cheapest too (storage does not depend on the setup)."""
+    its `assess_group`: at every price it is the cheapest too (storage does not depend on the setup). A run's
+    wall time is at least its useful hours, so the options slower than the shortest run found are not priced."""
     best: tuple[Setup, tuple[Reliability, float]] | None = None
-    for setup in options:
+    for setup in options:  # fastest first
+        if best is not None and w.tokens / setup.step.tokens_per_second / 3600 >= best[1][0].wall_hours:
+            break
         held = assess_group(w, hw, nodes, setup, cloud, purchase, bucket, capacity, elastic)
         if best is None or held[0].wall_hours < best[1][0].wall_hours:
             best = (setup, held)
@@ -605,6 +620,7 @@ class Search:
     blocks: list[Block]  # every plan that fits memory, the filters and bearable interruptions
     stats: Stats
     pruned: bool = False  # hardware that could not meet the bounds was skipped (see `search`)
+    shown: Shown | None = None  # what `search` kept fleets for: `select` may ask for that much at most
 
     @cached_property
     def unbounded(self) -> list[Candidate]:
@@ -622,6 +638,8 @@ class Search:
         hours, expected cost), the lexically first plan standing for ties. Computed from prices and hours
         without building every plan: tests/test_planner_optimizer.py holds it to sorting every plan."""
         req = self.request
+        if self.shown is not None and (top > self.shown.top or max_hours != self.shown.max_hours):
+            raise ValueError(f"select({top}, {max_hours}) from a search that kept only what {self.shown} shows")
         deadline = min(max_hours, req.deadline_hours if req.deadline_hours is not None else math.inf)
         budget = req.budget_usd if req.budget_usd is not None else math.inf
         best: dict[tuple, tuple] = {}  # (cloud, region, type, purchase) -> (score, identity, block, point)
@@ -668,11 +686,13 @@ def pareto(plans: Iterable[tuple]) -> list[tuple]:
 
 
 def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accelerator], fit: Fit,
-           prune: bool = True, scores: PlacementScores | None = None) -> Search:  # fmt: skip
+           prune: bool = True, scores: PlacementScores | None = None, shown: Shown | None = None) -> Search:  # fmt: skip
     """Every plan in the search space (`blocks`). With `prune`, hardware and node counts that cannot meet the
     deadline or budget even at their communication-free speed are not evaluated: the plans meeting the bounds
     are the same, but `unbounded` then lacks those that miss them (`impossible` searches again without).
-    `scores`: measured spot placement scores (none: every spot plan carries the assumed default capacity)."""
+    `scores`: measured spot placement scores (none: every spot plan carries the assumed default capacity).
+    `shown`: what the caller will `select`; fleets none of whose plans could be selected are then skipped too
+    (cli/planner/standing.py): the selection is the same, but `feasible` and its count lack them."""
     stats = Stats()
     w = req.workload
     pool = conservative_spot(filtered_offers(offers, req, stats))  # a zone far below its neighbours is not bet on
@@ -703,38 +723,53 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
         group.append((offer, purchase, zones, offer.price(purchase) or math.inf,
                       (offer.cloud, offer.region, offer.instance_type, purchase),
                       (offer.cloud, offer.region, offer.zone, zones, offer.instance_type, purchase)))  # fmt: skip
-    blocks: list[Block] = []
-    counts = node_counts(req.max_nodes)
-    fits: dict = {}
+    # fleets (hardware x node count) with lower bounds on their hours and cost: the useful hours at their
+    # communication-free speed, at their cheapest price
+    fleets: list[tuple[float, float, Hardware, int, dict[tuple, list[tuple]]]] = []
+    fits: dict = {}  # what fleets of one accelerator or node shape share (`best_layout_setup`)
     for hw, groups in by_hardware.items():
         cheapest_rate = min(point[3] for group in groups.values() for point in group)
-        for nodes in counts:
+        for nodes in node_counts(req.max_nodes):
             if not layouts(w, hw, nodes):
                 devices = hw.devices_per_node * nodes
                 stats.unsplit[devices] = stats.unsplit.get(devices, 0) + 1
                 continue
-            if prune and not can_meet_bounds(req, hw, nodes, cheapest_rate, fit):
+            hours = w.tokens / fastest_tokens_per_second(w, hw, nodes, fit, fits) / 3600
+            if prune and not within_bounds(req, hours, cheapest_rate * nodes * hours):
                 stats.pruned += 1
                 continue
-            stats.hardware_evaluated += 1
-            options = setup_options(w, hw, nodes, fit, stats, req.memory_headroom, fits=fits)
-            if not options:
-                continue
-            # one per (cloud, purchase, bucket, score) here, for the option its block keeps
-            assessed: dict[tuple, tuple[Reliability, float]] = {}
-            for key, group in groups.items():
-                for capacity, held in with_capacity(group, nodes, hw.devices_per_node, scores).items():
-                    if not capacity.obtainable:
-                        stats.unobtainable += len(held)
-                        continue
-                    setup, priced = assess_options(w, hw, nodes, options, *key, capacity, req.elastic)
-                    rel, storage = assessed[(*key, capacity.key)] = priced
-                    stats.candidates += len(held)
-                    if not rel.feasible:
-                        stats.unbearable += len(held)
-                        continue
-                    blocks.append(Block(hw, nodes, setup, assessed, rel, storage, capacity, tuple(held)))
-    return Search(req, blocks, stats, pruned=prune and stats.pruned > 0)
+            fleets.append((hours, cheapest_rate * nodes * hours, hw, nodes, groups))
+    standing = None
+    if shown is not None:
+        standing = Standing(shown, req.objective, req.time_value_usd_per_hour, req.deadline_hours, req.budget_usd)
+        fleets.sort(key=lambda f: (standing.first(f[0], f[1]), f[0]))  # the likely best first
+    blocks: list[Block] = []
+    for hours, cost, hw, nodes, groups in fleets:
+        if standing is not None and not standing.can_show(hours, cost):
+            stats.not_shown += 1
+            continue
+        stats.hardware_evaluated += 1
+        options = setup_options(w, hw, nodes, fit, stats, req.memory_headroom, fits=fits)
+        if not options:
+            continue
+        # one per (cloud, purchase, bucket, score) here, for the option its block keeps
+        assessed: dict[tuple, tuple[Reliability, float]] = {}
+        for key, group in groups.items():
+            for capacity, held in with_capacity(group, nodes, hw.devices_per_node, scores).items():
+                if not capacity.obtainable:
+                    stats.unobtainable += len(held)
+                    continue
+                setup, priced = assess_options(w, hw, nodes, options, *key, capacity, req.elastic)
+                rel, storage = assessed[(*key, capacity.key)] = priced
+                stats.candidates += len(held)
+                if not rel.feasible:
+                    stats.unbearable += len(held)
+                    continue
+                blocks.append(Block(hw, nodes, setup, assessed, rel, storage, capacity, tuple(held)))
+                if standing is not None:  # the same cost as Search.select prices
+                    per_usd = nodes * rel.billed_hours
+                    standing.add(rel.wall_hours, ((point[3] * per_usd + storage, point[4]) for point in held))
+    return Search(req, blocks, stats, pruned=prune and stats.pruned > 0, shown=shown)
 
 
 def capacity_for(offer: Offer, purchase: str, zones: tuple[str, ...], nodes: int,
@@ -760,21 +795,26 @@ def with_capacity(group: list[tuple], nodes: int, devices_per_node: int,
     return {capacity: held for capacity, held in out.values()}
 
 
-def can_meet_bounds(req: Request, hw: Hardware, nodes: int, cheapest_usd_per_node_hour: float, fit: Fit) -> bool:
-    """Whether any plan on this hardware and node count could meet the deadline and budget: at the fastest
-    communication-free speed of any micro batch (an upper bound on every setup's speed) the useful hours
-    alone are a lower bound on the wall time, and those hours at the cheapest price on the cost."""
-    if req.deadline_hours is None and req.budget_usd is None:
-        return True
-    w = req.workload
-    # the fewest data-parallel ranks of any layout allow the most micro batches
+def fastest_tokens_per_second(w: Workload, hw: Hardware, nodes: int, fit: Fit, memo: dict | None = None) -> float:
+    """An upper bound on the speed of every setup on this hardware and node count: the fastest
+    communication-free speed of any micro batch (the fewest data-parallel ranks of any layout allow the most).
+    `memo`: kept across the fleets of one search, which share it by accelerator, peak and device count."""
     dp = min(hw.devices_per_node * nodes // (tp * pp) for tp, pp in layouts(w, hw, nodes))
+    key = ("fastest", hw.accelerator, hw.peak_tflops, hw.devices_per_node * nodes, dp)
+    if memo is not None and key in memo:
+        return memo[key]
     fastest = max(throughput.compute_only_tokens_per_second(w, hw, nodes, mb, ckpt, fit)
                   for ckpt in (False, True) for mb in micro_batches(w, dp))  # fmt: skip
-    hours = w.tokens / fastest / 3600
-    if req.deadline_hours is not None and hours > req.deadline_hours:
-        return False
-    return req.budget_usd is None or cheapest_usd_per_node_hour * nodes * hours <= req.budget_usd
+    if memo is not None:
+        memo[key] = fastest
+    return fastest
+
+
+def within_bounds(req: Request, hours_low: float, cost_low: float) -> bool:
+    """Whether a fleet whose plans take at least `hours_low` hours and `cost_low` USD could meet the deadline and
+    budget (`fastest_tokens_per_second` gives both: its useful hours, and those at its cheapest price)."""
+    return (req.deadline_hours is None or hours_low <= req.deadline_hours) and (
+        req.budget_usd is None or cost_low <= req.budget_usd)
 
 
 def meets_bounds(c: Candidate, req: Request) -> bool:

@@ -170,8 +170,6 @@ def restored_per_node(layout: CheckpointLayout) -> tuple[int, ...]:
     layers its ranks load (those of the parts that wrote data-parallel rank 0 of one of its model-parallel ranks;
     all of them when the checkpoint does not say). CheckpointLayout.restored_bytes runs needed_files node by node,
     which takes seconds at 1,024 nodes; tests/test_planner_checkpoint_parts.py holds the two equal."""
-    from templates.agent.trainfleet_agent.checkpoints import LAYER_RE, SHARD_MP_RE, ZERO_SHARD_RE
-
     nodes, files = layout.nodes, layout.files
     if len({f.path for f in files}) != len(files):  # needed_files keeps one file a path: let it decide
         return layout.restored_bytes
@@ -182,14 +180,14 @@ def restored_per_node(layout: CheckpointLayout) -> tuple[int, ...]:
     writers: dict[str, set[int]] = {}  # model-parallel rank -> the nodes holding its data-parallel rank 0 shard
     layers_of: list[set[str]] = [set() for _ in range(nodes)]
     for f in files:
-        if m := SHARD_MP_RE.search(f.path):
-            mps[f.node].add(m.group(4))
-            if m.group(3) == "0":
-                writers.setdefault(m.group(4), set()).add(f.node)
-        if ZERO_SHARD_RE.search(f.path):
+        mp, data_rank_0, zero_shard, idx = _file_kind(f.path)
+        if mp is not None:
+            mps[f.node].add(mp)
+            if data_rank_0:
+                writers.setdefault(mp, set()).add(f.node)
+        if zero_shard:
             continue
-        if m := LAYER_RE.search(f.path):
-            idx = m.group(2)
+        if idx is not None:
             layers_of[f.node].add(idx)
             layer_total[idx] = layer_total.get(idx, 0) + f.size
             layer_own[f.node][idx] = layer_own[f.node].get(idx, 0) + f.size
@@ -205,6 +203,18 @@ def restored_per_node(layout: CheckpointLayout) -> tuple[int, ...]:
         layers = sum(layer_total[i] - layer_own[n].get(i, 0) for i in loads)
         out.append(layout.saved_bytes[n] + everyone - plain[n] + layers)
     return tuple(out)
+
+
+@lru_cache(maxsize=65536)
+def _file_kind(path: str) -> tuple[str | None, bool, bool, str | None]:
+    """What the agent's patterns say of a checkpoint file (templates/agent/trainfleet_agent/checkpoints.py): the
+    model-parallel rank of an optimizer shard and whether data-parallel rank 0 wrote it; whether it is a rank's own
+    ZeRO shard; the index of a pipeline layer file. Cached: layouts of one search repeat their file names."""
+    from templates.agent.trainfleet_agent.checkpoints import LAYER_RE, SHARD_MP_RE, ZERO_SHARD_RE
+
+    shard, layer = SHARD_MP_RE.search(path), LAYER_RE.search(path)
+    return (shard.group(4) if shard else None, bool(shard) and shard.group(3) == "0",
+            ZERO_SHARD_RE.search(path) is not None, layer.group(2) if layer else None)  # fmt: skip
 
 
 # Past this many ranks the files are not enumerated one by one: `layout_parts` takes the same layout on fewer nodes
