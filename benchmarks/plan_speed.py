@@ -98,9 +98,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
     repeat = parser.parse_args().repeat
-    from infra.catalog import default_catalog
-
     import typer
+
+    from infra.catalog import default_catalog
 
     print(f"catalog: {len(default_catalog().all_offers)} offers; python {sys.version.split()[0]}, "
           f"typer {typer.__version__}")  # fmt: skip

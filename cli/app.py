@@ -26,36 +26,46 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-# Each module adds its commands to `app` when imported.
-COMMAND_MODULES = [
-    "cli.commands.catalog",
-    "cli.commands.refresh",
-    "cli.commands.spend",
-    "cli.commands.plan",
-    "cli.commands.stacks",
-    "cli.commands.preview",
-    "cli.commands.render",
-    "cli.commands.events",
-    "cli.commands.data",
-]
+# Each module adds its commands to `app` when imported: a top-level command -> the modules that make it.
+COMMANDS = {
+    "catalog": ("cli.commands.catalog", "cli.commands.refresh"),
+    "spend": ("cli.commands.spend",),
+    "plan": ("cli.commands.plan",),
+    "estimate": ("cli.commands.plan",),
+    "stacks": ("cli.commands.stacks",),
+    "preview": ("cli.commands.preview",),
+    "diff": ("cli.commands.preview",),
+    "render": ("cli.commands.render",),
+    "events": ("cli.commands.events",),
+    "data": ("cli.commands.data",),
+}
+COMMAND_MODULES = list(dict.fromkeys(m for modules in COMMANDS.values() for m in modules))
 
 
-def _register() -> None:
-    for name in COMMAND_MODULES:
+@app.callback()
+def _group() -> None:
+    """Keeps `trainfleet` a group of commands when a run registers only one of them."""
+
+
+def _register(command: str | None = None) -> None:
+    """Import the modules of `command` (every module for None or a name that is no command: help, errors)."""
+    for name in COMMANDS.get(command or "", COMMAND_MODULES):
         importlib.import_module(name)
 
 
 @functools.cache
-def _command():
-    """The click command tree, built once per process: Typer reads every command's signature and type hints to
-    build it, a fifth of a short command's time when the CLI runs in-process (the fuzz tests call main())."""
-    _register()
+def _command(name: str | None = None):
+    """The click command tree for a run of command `name`, built once per process: Typer reads each registered
+    command's signature and type hints to build it, and a run needs only its own (`trainfleet plan` is timed in
+    benchmarks/plan_speed.py; the fuzz tests call main() in-process)."""
+    _register(name)
     return typer.main.get_command(app)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point; exits 2 with one line for any user error."""
-    command = _command()
+    args = sys.argv[1:] if argv is None else argv
+    command = _command(args[0] if args and args[0] in COMMANDS else None)
     try:
         result = command.main(args=argv, prog_name="trainfleet", standalone_mode=False)
     except TrainfleetError as exc:

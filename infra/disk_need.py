@@ -191,7 +191,7 @@ def restored_bytes(lay: CheckpointLayout) -> tuple[int, ...]:
     to it. tests/test_disk_need.py holds the two equal."""
     if lay.pp > 1:
         return lay.restored_bytes
-    from templates.agent.trainfleet_agent.checkpoints import ZERO_SHARD_RE
+    from templates.agent.trainfleet_agent.checkpoint_names import ZERO_SHARD_RE
 
     shared = [0] * lay.nodes
     for f in lay.files:

@@ -293,6 +293,31 @@ def test_help_does_not_import_the_planner():
     assert run_trainfleet("--help").code == 0
 
 
+def test_a_run_registers_only_its_commands_and_each_command_is_where_the_table_says():
+    """cli/app.py COMMANDS: a run imports only the modules of its command (`plan` skips the other eight), so each
+    entry must name the modules that register that command, and the table must list every command there is."""
+    code = """
+import sys
+from cli.app import COMMANDS, _register, app
+def names():
+    return {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
+command = sys.argv[1]
+_register(command)
+print(command in names(), sorted(m for m in sys.modules if m.startswith("cli.commands.")))
+_register()
+print(sorted(names()) == sorted(COMMANDS))
+"""
+    from cli.app import COMMANDS
+
+    for command in ("plan", "events", "catalog"):
+        out = subprocess.run([sys.executable, "-c", code, command], cwd=REPO, capture_output=True, text=True,
+                             check=True).stdout.splitlines()  # fmt: skip
+        assert out[0] == f"True {sorted(COMMANDS[command])}"
+        assert out[1] == "True"
+    for args in (["plan", "--help"], ["catalog", "refresh", "--help"], ["diff", "--help"], ["--help"]):
+        assert run_trainfleet(*args).code == 0, args
+
+
 # Worked by hand from these rows of infra/catalog/data/offers.csv (spot is priced per zone, not per region):
 #   aws,eu-south-2,eus2-az2,g6e.2xlarge,L40S,1,...,2.36256,0.331500,4,...      first zone, dearer
 #   aws,eu-south-2,eus2-az3,g6e.2xlarge,L40S,1,...,2.36256,0.294400,4,...

@@ -187,8 +187,8 @@ def plan_command(
     t0 = time.perf_counter()
     from cli.planner.calibration import default_fit
     from cli.planner.optimizer import Request, alternatives, search
-    from cli.planner.standing import Shown
     from cli.planner.report import impossible, notes, plan_dict, unsplit_line
+    from cli.planner.standing import Shown
     from infra.catalog import default_catalog
     from infra.catalog.capacity import default_placement_scores
     from infra.units import MAX_HOURS, parse_hours, parse_money
@@ -268,6 +268,9 @@ def plan_command(
             "candidates": result.stats.candidates,
             "feasible": selection.count,
             "hardware_node_pairs": result.stats.hardware_evaluated,
+            # fleets (hardware x node count) whose plans could not rank among --top nor stand on the frontier:
+            # not searched, so `candidates` and `feasible` count the others (cli/planner/standing.py)
+            "fleets_skipped": result.stats.not_shown,
             "fleets_not_splitting_batch": sum(result.stats.unsplit.values()),
             "setups_evaluated": result.stats.setups_evaluated,
             "seconds": {
@@ -391,6 +394,8 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
     console.print(
         f"[dim]searched {s['offers']} offers, {s['candidates']} candidates, {s['feasible']} feasible[/]"
     )
+    if s["fleets_skipped"]:
+        console.print(f"[dim]skipped {s['fleets_skipped']:,} fleets: none of their plans could rank here or be on the frontier[/]")
     if "stack_file" in out:
         console.print(f"wrote {out['stack_file']}", highlight=False)
 

@@ -210,7 +210,7 @@ def _file_kind(path: str) -> tuple[str | None, bool, bool, str | None]:
     """What the agent's patterns say of a checkpoint file (templates/agent/trainfleet_agent/checkpoints.py): the
     model-parallel rank of an optimizer shard and whether data-parallel rank 0 wrote it; whether it is a rank's own
     ZeRO shard; the index of a pipeline layer file. Cached: layouts of one search repeat their file names."""
-    from templates.agent.trainfleet_agent.checkpoints import LAYER_RE, SHARD_MP_RE, ZERO_SHARD_RE
+    from templates.agent.trainfleet_agent.checkpoint_names import LAYER_RE, SHARD_MP_RE, ZERO_SHARD_RE
 
     shard, layer = SHARD_MP_RE.search(path), LAYER_RE.search(path)
     return (shard.group(4) if shard else None, bool(shard) and shard.group(3) == "0",
