@@ -395,7 +395,8 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
         f"[dim]searched {s['offers']} offers, {s['candidates']} candidates, {s['feasible']} feasible[/]"
     )
     if s["fleets_skipped"]:
-        console.print(f"[dim]skipped {s['fleets_skipped']:,} fleets: none of their plans could rank here or be on the frontier[/]")
+        skipped = s["fleets_skipped"]
+        console.print(f"[dim]skipped {skipped:,} fleets: none of their plans could rank here or be on the frontier[/]")
     if "stack_file" in out:
         console.print(f"wrote {out['stack_file']}", highlight=False)
 

@@ -16,10 +16,13 @@ the ZeRO stage and the TP x PP layout, infra/checkpoint_layout.py). Hazards do n
 (tokens per step / tokens per second, tokens per step being the global batch) is shortest for the fastest
 setup too, up to the rounding of grad accumulation, so the setup with the highest tokens/s is best for every
 objective and every bound; `setup_options` finds it once per distinct hardware, node count and checkpoint
-split (`best_setup`, the fastest of all, is the first of them). Each cloud, purchase, interruption bucket and
-capacity prices those few options and keeps the one with the least wall time: storage is priced on the
-workload's checkpoint bytes, the same for every setup, so at every price the shortest run is the cheapest.
-tests/test_planner_optimizer.py checks this against brute force.
+split (`checkpoint_key`, which tells the splits apart without listing their files; `best_setup`, the fastest of
+all, is the first of them). Each cloud, purchase, interruption bucket and capacity prices those few options,
+fastest first, and keeps the one with the least wall time, stopping at the first whose useful hours alone reach
+it: storage is priced on the workload's checkpoint bytes, the same for every setup, so at every price the
+shortest run is the cheapest. tests/test_planner_optimizer.py checks this against brute force.
+What the CLI shows of the plans (`Search.select`) needs only some fleets (hardware x node count): `search` with
+`shown` skips those whose lower bounds cannot show (cli/planner/standing.py).
 Multi-node plans use one offer, so they stay in one region (and one zone for spot). Spot zones of one region,
 instance type and interruption bucket differ only in price: only the cheapest is priced (`search`).
 """
