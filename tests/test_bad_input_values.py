@@ -392,39 +392,39 @@ PENDING_FLOAT_OPTIONS: set[tuple[str, str]] = set()
 
 
 def test_every_float_option_refuses_non_finite_values():
+    """Every float option of every command, read from the commands' own annotations (what Typer builds its options
+    from, whatever its version keeps on the click parameters)."""
     import typing
 
-    import typer
+    from typer.models import OptionInfo
 
     from cli.app import _register, app
 
     _register()
 
-    def options(command, path=()):
-        if hasattr(command, "commands"):
-            for name, sub in command.commands.items():
-                yield from options(sub, (*path, name))
-        else:
-            for param in command.params:
-                yield path, param
+    def commands(typer_app, path=()):
+        for c in typer_app.registered_commands:
+            yield (*path, c.name), c.callback
+        for g in typer_app.registered_groups:
+            yield from commands(g.typer_instance, (*path, g.name))
 
     checked = set()
-    for path, param in options(typer.main.get_command(app)):
-        descriptor = getattr(param, "type_descriptor", None)  # Typer >= 0.2x keeps the annotation here
-        if descriptor is None:
-            continue
-        annotation = descriptor.annotation
-        if float not in (annotation, *typing.get_args(annotation)):
-            continue
-        key = (" ".join(path), param.name)
-        if key in PENDING_FLOAT_OPTIONS:
-            continue
-        parser = descriptor.parameter_info.parser
-        assert parser is not None, f"{key}: declare it with parser=finite_float(...)"
-        for bad in ("nan", "inf", "1e400"):
-            with pytest.raises(TrainfleetError, match="not a finite number"):
-                parser(bad)
-        checked.add(key)
+    for path, callback in commands(app):
+        for name, hint in typing.get_type_hints(callback, include_extras=True).items():
+            if typing.get_origin(hint) is not typing.Annotated:
+                continue
+            annotation, *extras = typing.get_args(hint)
+            if float not in (annotation, *typing.get_args(annotation)):
+                continue
+            key = (" ".join(path), name)
+            if key in PENDING_FLOAT_OPTIONS:
+                continue
+            info = next((e for e in extras if isinstance(e, OptionInfo)), None)
+            assert info is not None and info.parser is not None, f"{key}: declare it with parser=finite_float(...)"
+            for bad in ("nan", "inf", "1e400"):
+                with pytest.raises(TrainfleetError, match="not a finite number"):
+                    info.parser(bad)
+            checked.add(key)
     assert {("plan", "time_value"), ("plan", "memory_headroom"), ("estimate", "memory_headroom"),
             ("catalog list", "min_memory"), ("plan", "data_stall"), ("estimate", "data_stall")} <= checked  # fmt: skip
 
