@@ -35,8 +35,9 @@ CASES = [
 
 
 def whole_process(args: list[str], repeat: int, env: dict[str, str]) -> list[float]:
-    command = [sys.executable, "-m", "cli", "plan", *args, "--json"]
-    subprocess.run(command, cwd=ROOT, check=True, capture_output=True, env=env)  # compiles what it imports
+    """Seconds of each of `repeat` runs of `trainfleet ARGS`, after one untimed run that compiles what it imports."""
+    command = [sys.executable, "-m", "cli", *args]
+    subprocess.run(command, cwd=ROOT, check=True, capture_output=True, env=env)
     times = []
     for _ in range(repeat):
         t = time.perf_counter()
@@ -107,12 +108,9 @@ def main() -> None:
     medians = []
     with tempfile.TemporaryDirectory() as cache:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"PYTHONPYCACHEPREFIX": cache}
-        subprocess.run([sys.executable, "-m", "cli", "--help"], cwd=ROOT, check=True, capture_output=True, env=env)
-        t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "cli", "--help"], cwd=ROOT, check=True, capture_output=True, env=env)
-        print(f"trainfleet --help: {time.perf_counter() - t:.3f} s")
+        print(f"trainfleet --help: {whole_process(['--help'], 1, env)[0]:.3f} s")
         for args in CASES:
-            times = whole_process(args, repeat, env)
+            times = whole_process(["plan", *args, "--json"], repeat, env)
             medians.append(statistics.median(times))
             st = stages(args)
             print(f"\ntrainfleet plan {' '.join(args)}")

@@ -102,11 +102,11 @@ class CheckpointLayout:
         # its whole state (fp32 master + Adam, or Adam alone for fp32) goes into the mp_rank file beside the weights.
         unsharded, stage3 = zero_files(self.zero_stage, self.precision, self.pp)
         in_model_states = (OPTIMIZER_BYTES_PER_PARAM - (4 if self.precision == "fp32" else 0)) if unsharded else 0
+        dp = self.dp
+        shard = OPTIMIZER_BYTES_PER_PARAM * stage_params / self.tp / dp  # each rank's optimizer shard
         for pipe in range(self.pp):
             for model in range(self.tp):
                 mp = pipe * self.tp + model if self.pp > 1 else model
-                dp = self.dp
-                shard = OPTIMIZER_BYTES_PER_PARAM * stage_params / self.tp / dp
                 for data in range(dp if not unsharded else 0):
                     r = self.rank(pipe, data, model)
                     add(r, f"{zero_prefix}_{data}_mp_rank_{mp:02d}_optim_states.pt", shard)

@@ -309,7 +309,7 @@ print(sorted(names()) == sorted(COMMANDS))
 """
     from cli.app import COMMANDS
 
-    for command in ("plan", "events", "catalog"):
+    for command in COMMANDS:
         out = subprocess.run([sys.executable, "-c", code, command], cwd=REPO, capture_output=True, text=True,
                              check=True).stdout.splitlines()  # fmt: skip
         assert out[0] == f"True {sorted(COMMANDS[command])}"

@@ -438,15 +438,14 @@ def best_layout_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, 
             largest[ckpt] = fits[shape] = out
         return largest[ckpt]
 
-    most_of = {}  # recompute -> the largest micro batch any sharding fits: larger pairs are skipped at once
+    cap = {}  # recompute -> the largest micro batch any sharding fits: larger pairs are skipped at once
     best, best_key = None, None
     for bound, ckpt, mb in pairs:
         if bound < beat or (best is not None and bound < best[2].tokens_per_second):
             break
-        most = most_of.get(ckpt)
-        if most is None:
-            most = most_of[ckpt] = max(largest_fitting(ckpt), default=0)
-        if mb > most:
+        if ckpt not in cap:
+            cap[ckpt] = max(largest_fitting(ckpt), default=0)
+        if mb > cap[ckpt]:
             continue
         fitting = {i: sh for i, (sh, most) in enumerate(zip(shardings, largest_fitting(ckpt), strict=True)) if mb <= most}
         for i, sharding in fitting.items():
@@ -500,13 +499,18 @@ def price_points(offers: Iterable[Offer], purchase: str) -> list[tuple[Offer, st
     return out
 
 
+def useful_hours(w: Workload, setup: Setup) -> float:
+    """Hours of steps alone: what every run of this setup takes at least (`assess_options` stops on it)."""
+    return w.tokens / setup.step.tokens_per_second / 3600
+
+
 def assess_group(w: Workload, hw: Hardware, nodes: int, setup: Setup, cloud: str, purchase: str,
                  bucket: int | None, capacity: Capacity = FULL,
                  elastic: tuple[int, float] | None = None) -> tuple[Reliability, float]:  # fmt: skip
     """(reliability, checkpoint storage USD) shared by every offer of one cloud, purchase, interruption
     bucket and obtainable capacity on this hardware and node count (storage 0 for a plan refused as
     unbearable); with `elastic` (min_nodes, wait s), elastic recovery where this setup allows it."""
-    useful_h = w.tokens / setup.step.tokens_per_second / 3600
+    useful_h = useful_hours(w, setup)
     wait = capacity.wait_s if purchase == "spot" else 0.0
     setting = None
     if elastic is not None:
@@ -527,7 +531,7 @@ def assess_options(w: Workload, hw: Hardware, nodes: int, options: list[Setup], 
     wall time is at least its useful hours, so the options slower than the shortest run found are not priced."""
     best: tuple[Setup, tuple[Reliability, float]] | None = None
     for setup in options:  # fastest first
-        if best is not None and w.tokens / setup.step.tokens_per_second / 3600 >= best[1][0].wall_hours:
+        if best is not None and useful_hours(w, setup) >= best[1][0].wall_hours:
             break
         held = assess_group(w, hw, nodes, setup, cloud, purchase, bucket, capacity, elastic)
         if best is None or held[0].wall_hours < best[1][0].wall_hours:
@@ -733,15 +737,17 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
     for hw, groups in by_hardware.items():
         cheapest_rate = min(point[3] for group in groups.values() for point in group)
         for nodes in node_counts(req.max_nodes):
-            if not layouts(w, hw, nodes):
+            fleet_layouts = layouts(w, hw, nodes)
+            if not fleet_layouts:
                 devices = hw.devices_per_node * nodes
                 stats.unsplit[devices] = stats.unsplit.get(devices, 0) + 1
                 continue
-            hours = w.tokens / fastest_tokens_per_second(w, hw, nodes, fit, fits) / 3600
-            if prune and not within_bounds(req, hours, cheapest_rate * nodes * hours):
+            hours = w.tokens / fastest_tokens_per_second(w, hw, nodes, fleet_layouts, fit, fits) / 3600
+            cost = cheapest_rate * nodes * hours
+            if prune and not within_bounds(req, hours, cost):
                 stats.pruned += 1
                 continue
-            fleets.append((hours, cheapest_rate * nodes * hours, hw, nodes, groups))
+            fleets.append((hours, cost, hw, nodes, groups))
     standing = None
     if shown is not None:
         standing = Standing(shown, req.objective, req.time_value_usd_per_hour, req.deadline_hours, req.budget_usd)
@@ -798,11 +804,13 @@ def with_capacity(group: list[tuple], nodes: int, devices_per_node: int,
     return {capacity: held for capacity, held in out.values()}
 
 
-def fastest_tokens_per_second(w: Workload, hw: Hardware, nodes: int, fit: Fit, memo: dict | None = None) -> float:
-    """An upper bound on the speed of every setup on this hardware and node count: the fastest
-    communication-free speed of any micro batch (the fewest data-parallel ranks of any layout allow the most).
-    `memo`: kept across the fleets of one search, which share it by accelerator, peak and device count."""
-    dp = min(hw.devices_per_node * nodes // (tp * pp) for tp, pp in layouts(w, hw, nodes))
+def fastest_tokens_per_second(w: Workload, hw: Hardware, nodes: int, fleet_layouts: list[tuple[int, int]], fit: Fit,
+                              memo: dict | None = None) -> float:  # fmt: skip
+    """An upper bound on the speed of every setup of `fleet_layouts` (`layouts(w, hw, nodes)`) on this hardware
+    and node count: the fastest communication-free speed of any micro batch (the fewest data-parallel ranks of
+    any layout allow the most). `memo`: kept across the fleets of one search, which share it by accelerator, peak
+    and device count."""
+    dp = min(hw.devices_per_node * nodes // (tp * pp) for tp, pp in fleet_layouts)
     key = ("fastest", hw.accelerator, hw.peak_tflops, hw.devices_per_node * nodes, dp)
     if memo is not None and key in memo:
         return memo[key]

@@ -85,6 +85,7 @@ from infra.checkpoint_io import (  # noqa: F401 (re-exported: the planner's test
     upload_gbps_per_node,
 )
 from infra.checkpoint_layout import CheckpointLayout
+from templates.agent.trainfleet_agent.checkpoint_names import LAYER_RE, SHARD_MP_RE, ZERO_SHARD_RE
 
 HOURS_PER_MONTH = 730.0
 BUCKET_MONTHLY = {0: 0.025, 1: 0.075, 2: 0.125, 3: 0.175, 4: 0.25}
@@ -210,8 +211,6 @@ def _file_kind(path: str) -> tuple[str | None, bool, bool, str | None]:
     """What the agent's patterns say of a checkpoint file (templates/agent/trainfleet_agent/checkpoints.py): the
     model-parallel rank of an optimizer shard and whether data-parallel rank 0 wrote it; whether it is a rank's own
     ZeRO shard; the index of a pipeline layer file. Cached: layouts of one search repeat their file names."""
-    from templates.agent.trainfleet_agent.checkpoint_names import LAYER_RE, SHARD_MP_RE, ZERO_SHARD_RE
-
     shard, layer = SHARD_MP_RE.search(path), LAYER_RE.search(path)
     return (shard.group(4) if shard else None, bool(shard) and shard.group(3) == "0",
             ZERO_SHARD_RE.search(path) is not None, layer.group(2) if layer else None)  # fmt: skip
