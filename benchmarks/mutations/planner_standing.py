@@ -80,8 +80,8 @@ MUTANTS = [
     {
         "file": OPT,
         "bug": "the pricing of setups stops a tenth early: a slower setup with a faster restart is never priced",
-        "original": "if best is not None and w.tokens / setup.step.tokens_per_second / 3600 >= best[1][0].wall_hours:",
-        "replacement": "if best is not None and w.tokens / setup.step.tokens_per_second / 3600 >= 0.9 * best[1][0].wall_hours:",
+        "original": "if best is not None and useful_hours(w, setup) >= best[1][0].wall_hours:",
+        "replacement": "if best is not None and useful_hours(w, setup) >= 0.9 * best[1][0].wall_hours:",
     },
     {
         "file": "infra/checkpoint_layout.py",
