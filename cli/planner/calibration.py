@@ -101,7 +101,7 @@ class Fit:
     rows: int
     families: dict[str, FamilyEvidence] = field(default_factory=dict, compare=False, hash=False)
     # device_mfu is a pure function of its arguments; a search asks the same few thousand times over
-    _mfu_memo: dict[tuple, float] = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
+    _mfu_memo: dict[tuple, tuple[float, float]] = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
     def hfu(self, family: str, hidden: int, attention_share: float, devices: int, micro_tokens: int) -> float:
         x = _features(hidden, attention_share, devices, micro_tokens)
@@ -110,27 +110,33 @@ class Fit:
 
     def mfu(self, family: str, hidden: int, attention_share: float, devices: int, micro_tokens: int,
             checkpointing: bool) -> float:  # fmt: skip
-        hfu = self.hfu(family, hidden, attention_share, devices, micro_tokens)
-        return min(hfu, 1.0) * (0.75 if checkpointing else 1.0)
+        return _mfu_of_hfu(self.hfu(family, hidden, attention_share, devices, micro_tokens), checkpointing)
 
     def device_mfu(self, accelerator: str, precision: str, hidden: int, attention_share: float, devices: int,
                    micro_tokens: int, checkpointing: bool) -> float:  # fmt: skip
         """The family's MFU: its curve x its factor, capped at the best MFU published for it near this size."""
-        key = (accelerator, precision, hidden, attention_share, devices, micro_tokens, checkpointing)
-        if key not in self._mfu_memo:
-            self._mfu_memo[key] = self._device_mfu(*key)
-        return self._mfu_memo[key]
+        key = (accelerator, precision, hidden, attention_share, devices, micro_tokens)
+        held = self._mfu_memo.get(key)
+        if held is None:
+            held = self._mfu_memo[key] = self._device_mfus(*key)
+        return held[checkpointing]
 
-    def _device_mfu(self, accelerator: str, precision: str, hidden: int, attention_share: float, devices: int,
-                    micro_tokens: int, checkpointing: bool) -> float:  # fmt: skip
+    def _device_mfus(self, accelerator: str, precision: str, hidden: int, attention_share: float, devices: int,
+                     micro_tokens: int) -> tuple[float, float]:  # fmt: skip
+        """`device_mfu` without and with activation checkpointing: one HFU, two MFUs (`mfu`)."""
         fam = family_of(accelerator)
         curve = base_curve(fam, precision)
-        m = self.mfu(curve, hidden, attention_share, devices, micro_tokens, checkpointing)
-        ev = self.families.get(fam)
+        hfu = self.hfu(curve, hidden, attention_share, devices, micro_tokens)
+        factor = 1.0
         if fam not in evidence.FITTED:
-            m *= ev.factor(precision) if ev is not None else self._no_evidence_factor(fam, precision)
+            ev = self.families.get(fam)
+            factor = ev.factor(precision) if ev is not None else self._no_evidence_factor(fam, precision)
         cap = self._cap(fam, curve, hidden, precision)
-        return min(m, cap) if cap is not None else m
+        out = []
+        for checkpointing in (False, True):
+            m = _mfu_of_hfu(hfu, checkpointing) * factor
+            out.append(min(m, cap) if cap is not None else m)
+        return out[0], out[1]
 
     def _no_evidence_factor(self, fam: str, precision: str) -> float:
         analog = self.families.get(evidence.ANALOG.get(fam, ""))
@@ -179,6 +185,11 @@ class Fit:
             f"ln HFU = c[{c}] {b[0]:+.3f} ln(h/4096) {b[1]:+.3f} attn_share {b[2]:+.3f} ln(devices/8) "
             f"{b[3]:+.3f} ln(micro_tokens/2048)  (OLS on {self.rows} llm-foundry rows)"
         )
+
+
+def _mfu_of_hfu(hfu: float, checkpointing: bool) -> float:
+    """Recompute runs the forward twice: 8N hardware FLOPs a token for the 6N of the model."""
+    return min(hfu, 1.0) * (0.75 if checkpointing else 1.0)
 
 
 def _features(hidden: int, attention_share: float, devices: int, micro_tokens: int) -> tuple[float, ...]:

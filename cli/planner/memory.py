@@ -116,6 +116,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 
 from cli.planner.presets import ModelShape
 from cli.planner.workload import Workload
@@ -377,18 +378,25 @@ def data_parallel_layout(w: Workload, gpus_per_node: int, nodes: int, tp: int = 
     for name, value in (("tp", tp), ("pp", pp)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name}={value!r}: the {name} degree must be a whole number >= 1")
+    shape = w.shape
+    return _data_parallel_layout(gpus_per_node, nodes, tp, pp, shape.layers, shape.heads, shape.key_value_heads)
+
+
+@cache  # a search asks for the same few layouts thousands of times
+def _data_parallel_layout(gpus_per_node: int, nodes: int, tp: int, pp: int, layers: int, heads: int,
+                          key_value_heads: int) -> tuple[int, int]:  # fmt: skip
     if gpus_per_node % tp:
         raise ValueError(f"tp={tp} does not divide the {gpus_per_node} devices per node: tensor parallelism "
                          "stays inside one node (NVLink/PCIe)")  # fmt: skip
     if nodes % pp:
         raise ValueError(f"pp={pp} does not divide the {nodes} nodes: each pipeline stage is whole nodes")
-    if pp > w.shape.layers:
-        raise ValueError(f"pp={pp} exceeds the model's {w.shape.layers} layers: a stage would hold no layer")
-    if w.shape.heads % tp:
-        raise ValueError(f"tp={tp} does not divide the model's {w.shape.heads} attention heads (Megatron splits "
+    if pp > layers:
+        raise ValueError(f"pp={pp} exceeds the model's {layers} layers: a stage would hold no layer")
+    if heads % tp:
+        raise ValueError(f"tp={tp} does not divide the model's {heads} attention heads (Megatron splits "
                          "attention by heads)")  # fmt: skip
-    if w.shape.key_value_heads % tp:
-        raise ValueError(f"tp={tp} does not divide the model's {w.shape.key_value_heads} key/value heads "
+    if key_value_heads % tp:
+        raise ValueError(f"tp={tp} does not divide the model's {key_value_heads} key/value heads "
                          "(grouped-query attention splits them by whole heads too)")  # fmt: skip
     return gpus_per_node // tp, nodes // pp
 

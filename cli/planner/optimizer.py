@@ -385,6 +385,21 @@ def layout_bound(w: Workload, micro_batch: int, dp: int, tp: int, pp: int) -> fl
     return throughput.LAYOUT_EFFICIENCY * m / (m + pp - 1)
 
 
+def layout_pairs(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, pp: int, pinned_mb: int | None,
+                 fits: dict) -> list[tuple[float, bool, int]]:  # fmt: skip
+    """(bound, recompute, micro batch) of a layout, the highest bound first: its communication-free speed x
+    `layout_bound`, whatever the sharding (`best_layout_setup`). Kept in `fits`: the bound ignores network and RAM."""
+    dp = hw.devices_per_node * nodes // (tp * pp)
+    batches = (pinned_mb,) if pinned_mb else micro_batches(w, dp)
+    key = ("pairs", hw.accelerator, hw.peak_tflops, hw.devices_per_node * nodes, batches, (tp, pp))
+    pairs = fits.get(key)
+    if pairs is None:
+        pairs = fits[key] = sorted(((throughput.compute_only_tokens_per_second(w, hw, nodes, mb, ckpt, fit)
+                                     * layout_bound(w, mb, dp, tp, pp), ckpt, mb)
+                                    for ckpt in (False, True) for mb in batches), key=lambda p: -p[0])  # fmt: skip
+    return pairs
+
+
 def best_layout_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, pp: int, stats: Stats | None,
                       headroom: float, fixed: FixedSetup | None, fits: dict, beat: float,
                       stages: frozenset[int] | None = None) -> Setup | None:  # fmt: skip
@@ -399,18 +414,11 @@ def best_layout_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, 
     else in device memory depends on it (memory.activation_bytes), so one estimate per (sharding, recompute)
     gives the largest micro batch that fits. `fits` memoizes that across calls of one search: memory does not
     depend on the network, vCPUs or price, so the offers of one accelerator and node shape share it."""
-    dp = hw.devices_per_node * nodes // (tp * pp)
     pinned_mb = fixed.micro_batch if fixed is not None else None
-    batches = (pinned_mb,) if pinned_mb else micro_batches(w, dp)
     shardings = [sh for sh in SHARDINGS if (fixed is None or fixed.allows_sharding(sh))
                  and (stages is None or sh.zero_stage in stages) and sharding_supported(sh, tp, pp)]  # fmt: skip
     layout = (tp, pp)
-    pairs_key = ("pairs", hw.accelerator, hw.peak_tflops, hw.devices_per_node * nodes, batches, layout)  # the bound ignores network, RAM
-    pairs = fits.get(pairs_key)
-    if pairs is None:
-        pairs = fits[pairs_key] = sorted(((throughput.compute_only_tokens_per_second(w, hw, nodes, mb, ckpt, fit)
-                                           * layout_bound(w, mb, dp, tp, pp), ckpt, mb)
-                                          for ckpt in (False, True) for mb in batches), key=lambda p: -p[0])  # fmt: skip
+    pairs = layout_pairs(w, hw, nodes, fit, tp, pp, pinned_mb, fits)
     comms: dict[int, throughput.Communication] = {}  # index in shardings -> its collectives here
     largest: dict[bool, list[int]] = {}  # recompute -> the largest micro batch each sharding fits
 
@@ -732,7 +740,7 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
                       (offer.cloud, offer.region, offer.zone, zones, offer.instance_type, purchase)))  # fmt: skip
     # fleets (hardware x node count) with lower bounds on their hours and cost: the useful hours at their
     # communication-free speed, at their cheapest price
-    fleets: list[tuple[float, float, Hardware, int, dict[tuple, list[tuple]]]] = []
+    fleets: list[tuple[float, float, Hardware, int, dict[tuple, list[tuple]], list[tuple[int, int]], float]] = []
     fits: dict = {}  # what fleets of one accelerator or node shape share (`best_layout_setup`)
     for hw, groups in by_hardware.items():
         cheapest_rate = min(point[3] for group in groups.values() for point in group)
@@ -742,18 +750,27 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
                 devices = hw.devices_per_node * nodes
                 stats.unsplit[devices] = stats.unsplit.get(devices, 0) + 1
                 continue
-            hours = w.tokens / fastest_tokens_per_second(w, hw, nodes, fleet_layouts, fit, fits) / 3600
+            hours = w.tokens / communication_free_tokens_per_second(w, hw, nodes, fleet_layouts, fit, fits) / 3600
             cost = cheapest_rate * nodes * hours
             if prune and not within_bounds(req, hours, cost):
                 stats.pruned += 1
                 continue
-            fleets.append((hours, cost, hw, nodes, groups))
+            fleets.append((hours, cost, hw, nodes, groups, fleet_layouts, cheapest_rate))
     standing = None
     if shown is not None:
         standing = Standing(shown, req.objective, req.time_value_usd_per_hour, req.deadline_hours, req.budget_usd)
         fleets.sort(key=lambda f: (standing.first(f[0], f[1]), f[0]))  # the likely best first
     blocks: list[Block] = []
-    for hours, cost, hw, nodes, groups in fleets:
+    for hours, cost, hw, nodes, groups, fleet_layouts, cheapest_rate in fleets:
+        if standing is not None and not standing.can_show(hours, cost):
+            stats.not_shown += 1
+            continue
+        # the same bounds, with what no setup's communication can hide: dearer to find, so found only here
+        hours = w.tokens / fastest_tokens_per_second(w, hw, nodes, fleet_layouts, fit, fits) / 3600
+        cost = cheapest_rate * nodes * hours
+        if prune and not within_bounds(req, hours, cost):
+            stats.pruned += 1
+            continue
         if standing is not None and not standing.can_show(hours, cost):
             stats.not_shown += 1
             continue
@@ -804,20 +821,45 @@ def with_capacity(group: list[tuple], nodes: int, devices_per_node: int,
     return {capacity: held for capacity, held in out.values()}
 
 
-def fastest_tokens_per_second(w: Workload, hw: Hardware, nodes: int, fleet_layouts: list[tuple[int, int]], fit: Fit,
+def communication_free_tokens_per_second(w: Workload, hw: Hardware, nodes: int, fleet_layouts: list[tuple[int, int]], fit: Fit,
                               memo: dict | None = None) -> float:  # fmt: skip
-    """An upper bound on the speed of every setup of `fleet_layouts` (`layouts(w, hw, nodes)`) on this hardware
-    and node count: the fastest communication-free speed of any micro batch (the fewest data-parallel ranks of
-    any layout allow the most). `memo`: kept across the fleets of one search, which share it by accelerator, peak
-    and device count."""
+    """A quick upper bound on the speed of every setup of `fleet_layouts` (`layouts(w, hw, nodes)`) on this
+    hardware and node count, above `fastest_tokens_per_second`: the fastest communication-free speed of any micro
+    batch (the fewest data-parallel ranks of any layout allow the most). `memo`: kept across the fleets of one
+    search, which share it by accelerator, peak and device count, whatever their network."""
     dp = min(hw.devices_per_node * nodes // (tp * pp) for tp, pp in fleet_layouts)
     key = ("fastest", hw.accelerator, hw.peak_tflops, hw.devices_per_node * nodes, dp)
     if memo is not None and key in memo:
         return memo[key]
-    fastest = max(throughput.compute_only_tokens_per_second(w, hw, nodes, mb, ckpt, fit)
-                  for ckpt in (False, True) for mb in micro_batches(w, dp))  # fmt: skip
+    # without recompute: it runs the forward twice, so its MFU is 3/4 of the same HFU (calibration.Fit.mfu)
+    fastest = max(throughput.compute_only_tokens_per_second(w, hw, nodes, mb, False, fit)
+                  for mb in micro_batches(w, dp))  # fmt: skip
     if memo is not None:
         memo[key] = fastest
+    return fastest
+
+
+def fastest_tokens_per_second(w: Workload, hw: Hardware, nodes: int, fleet_layouts: list[tuple[int, int]], fit: Fit,
+                              memo: dict | None = None) -> float:  # fmt: skip
+    """An upper bound on the speed of every setup of `fleet_layouts` (`layouts(w, hw, nodes)`) on this hardware
+    and node count: the global batch over the least `throughput.step_floor_s` of any layout. Layouts are taken from
+    the least compute floor up, and no further once the global batch over it is no faster than the speed found.
+    `memo`, kept across the fleets of one search, holds the compute floors (the same on every network)."""
+    memo = {} if memo is None else memo
+    devices = hw.devices_per_node * nodes
+    floors = []
+    for tp, pp in fleet_layouts:
+        key = ("compute floor", hw.accelerator, hw.peak_tflops, hw.devices_per_node, nodes, tp, pp)
+        if key not in memo:
+            memo[key] = throughput.compute_floor_s(w, hw, nodes, fit, tp, pp, micro_batches(w, devices // (tp * pp)))
+        floors.append((memo[key], tp, pp))
+    tokens = w.batch_sequences * w.seq_len  # per step, in every layout
+    fastest = 0.0
+    for compute_floor, tp, pp in sorted(floors):
+        if tokens / compute_floor[0] <= fastest:
+            break  # this layout and the rest compute too long to be faster, whatever their communication
+        stages = tuple(sorted({sh.zero_stage for sh in SHARDINGS if sharding_supported(sh, tp, pp)}))
+        fastest = max(fastest, tokens / throughput.step_floor_s(w, hw, nodes, tp, pp, stages, compute_floor))
     return fastest
 
 

@@ -248,10 +248,7 @@ def step(
     ga = grad_accum if grad_accum is not None else grad_accum_for(w, micro_batch, devices, tp=tp, pp=pp)
     mfu = fit.device_mfu(hw.accelerator, w.precision, w.shape.hidden, w.attention_share, devices,
                          micro_batch * w.seq_len, checkpointing)  # fmt: skip
-    # A micro-batch's FLOPs are split over its tp x pp devices (tp x pp = 1: unchanged, bit for bit), which run
-    # them at LAYOUT_EFFICIENCY of the calibrated MFU.
-    efficiency = LAYOUT_EFFICIENCY if tp * pp > 1 else 1.0
-    compute = micro_batch * w.seq_len * w.flops_per_token / (tp * pp * mfu * efficiency * hw.peak_tflops * 1e12)
+    compute = micro_compute_s(w, hw, micro_batch, mfu, tp, pp)
     comm = comm if comm is not None else zero_communication(w, hw, nodes, sharding, tp=tp, pp=pp)
     exposed_micro, exposed_step = comm.exposed(compute)
     tp_micro = tp_comm_micro_s(w, hw, micro_batch, checkpointing, tp, pp)
@@ -273,6 +270,49 @@ def step(
                 ga * micro_batch * w.seq_len * dp, tp=tp, pp=pp, bubble_share=pipeline_bubble_share(pp, ga),
                 bubble_s=bubble, tp_comm_s=ga * tp_micro, pp_p2p_s=ga * p2p_micro,
                 node_bytes=ga * comm.node_bytes_micro + comm.node_bytes_step + p2p_bytes)  # fmt: skip
+
+
+def micro_compute_s(w: Workload, hw: Hardware, micro_batch: int, mfu: float, tp: int = 1, pp: int = 1) -> float:
+    """One micro-step's compute on one device. Its FLOPs are split over its tp x pp devices (tp x pp = 1: unchanged,
+    bit for bit), which run them at LAYOUT_EFFICIENCY of the calibrated MFU."""
+    efficiency = LAYOUT_EFFICIENCY if tp * pp > 1 else 1.0
+    return micro_batch * w.seq_len * w.flops_per_token / (tp * pp * mfu * efficiency * hw.peak_tflops * 1e12)
+
+
+def compute_floor_s(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, pp: int,
+                    batches: tuple[int, ...]) -> tuple[float, float]:  # fmt: skip
+    """What `step_floor_s` reads of a layout's compute, the same on every network: (the least (m + p - 1) x
+    compute of a step over the micro batches `batches` without recompute, which only lowers MFU; the longest
+    micro-step compute of any of them, recompute's)."""
+    g, n = data_parallel_layout(w, hw.devices_per_node, nodes, tp, pp)
+    devices = hw.devices_per_node * nodes
+
+    def compute(mb: int, checkpointing: bool) -> float:
+        mfu = fit.device_mfu(hw.accelerator, w.precision, w.shape.hidden, w.attention_share, devices, mb * w.seq_len,
+                             checkpointing)  # fmt: skip
+        return micro_compute_s(w, hw, mb, mfu, tp, pp)
+
+    return (min((micro_batches_per_step(w, mb, g * n) + pp - 1) * compute(mb, False) for mb in batches),
+            max(compute(mb, True) for mb in batches))  # fmt: skip
+
+
+def step_floor_s(w: Workload, hw: Hardware, nodes: int, tp: int, pp: int, stages: tuple[int, ...],
+                 compute_floor: tuple[float, float]) -> float:  # fmt: skip
+    """Seconds that no `step` of this layout beats, whatever its ZeRO stage (of `stages`), offload, recompute or
+    micro batch (of those `compute_floor_s` was given, each dividing a data-parallel rank's share of the global
+    batch, so m x b = share):
+      - compute and bubble: `compute_floor_s`' least;
+      - the stages' exposed collectives at their least: each stage's, once, behind the longest micro-step compute
+        (`compute_floor_s`'), which hides the most;
+      - tensor-parallel all-reduces and pipeline sends: each a fixed latency plus a time linear in the micro
+        batch per micro-step, so m micro-steps take at least one of the whole share (and 4 all-reduces a layer);
+      - offload: none (it only adds)."""
+    g, n = data_parallel_layout(w, hw.devices_per_node, nodes, tp, pp)
+    share = w.batch_sequences // (g * n)
+    steps, longest = compute_floor
+    exposed = min(sum(zero_communication(w, hw, nodes, Sharding(stage), tp=tp, pp=pp).exposed(longest))
+                  for stage in stages)  # fmt: skip
+    return steps + exposed + tp_comm_micro_s(w, hw, share, False, tp, pp) + pp_p2p_micro_s(w, hw, share, tp, pp)
 
 
 def compute_only_tokens_per_second(w: Workload, hw: Hardware, nodes: int, micro_batch: int, checkpointing: bool,

@@ -89,42 +89,39 @@ def read_offers(path: Path) -> list[Offer]:
         raise CatalogError(f"catalog file {path} is corrupt ({exc}); {_FIX}") from None
 
 
+_COLUMNS = [*OFFER_COLUMNS, "as_of"]  # as_of: optional, last
+_AT = {column: i for i, column in enumerate(_COLUMNS)}
+
+
 def _offer(row: list[str], where: str, has_as_of: bool) -> Offer:
     width = len(OFFER_COLUMNS) + (1 if has_as_of else 0)
     if len(row) != width:
         raise CatalogError(f"{where}: has {len(row)} columns, expected {width}; {_FIX}")
-    cells = dict(zip([*OFFER_COLUMNS, "as_of"], row, strict=False))
-    values: dict[str, object] = {c: _number(cells[c], where, c) if c in NUMBERS else cells[c] for c in cells}
+    values: dict[str, object] = dict(zip(_COLUMNS, row, strict=False))
+    try:
+        for column in NUMBERS:
+            text = values[column]
+            values[column] = float(text) if text else None  # '' is unknown (None), never 0
+    except ValueError:
+        raise CatalogError(f"{where}: column {column} = {shown(str(text))} is not a number; {_FIX}") from None
     values.setdefault("as_of", "")
     bad = row_problem(values)
     if bad:
         column, problem = bad
-        raise CatalogError(f"{where}: column {column} = {shown(cells.get(column, ''))} {problem}; {_FIX}")
-    on_demand, note = values["on_demand_usd_per_hour"], cells["note"]
-    if not on_demand_sold(cells["cloud"], cells["instance_type"]):
+        cell = row[_AT[column]] if _AT[column] < len(row) else ""
+        raise CatalogError(f"{where}: column {column} = {shown(cell)} {problem}; {_FIX}")
+    cloud, instance_type, note = row[0], row[3], row[16]
+    on_demand = values["on_demand_usd_per_hour"]
+    if not on_demand_sold(cloud, instance_type):
         on_demand = None
         note = "; ".join(n for n in (note, NOT_SOLD_NOTE) if n)
     bucket = values["interruption_bucket"]
-    return Offer(
-        cloud=cells["cloud"],
-        region=cells["region"],
-        zone=cells["zone"],
-        instance_type=cells["instance_type"],
-        accelerator=cells["accelerator"],
-        accelerators_per_node=int(values["accelerators_per_node"] or 0),  # type: ignore[arg-type]
-        accelerator_memory_gib=float(values["accelerator_memory_gib"] or 0.0),  # type: ignore[arg-type]
-        vcpus=float(values["vcpus"] or 0.0),  # type: ignore[arg-type]
-        memory_gib=float(values["memory_gib"] or 0.0),  # type: ignore[arg-type]
-        on_demand_usd_per_hour=on_demand,  # type: ignore[arg-type]
-        spot_usd_per_hour=values["spot_usd_per_hour"],  # type: ignore[arg-type]
-        interruption_bucket=None if bucket is None else int(bucket),  # type: ignore[arg-type]
-        interruption_source=cells["interruption_source"],
-        network_gbps=values["network_gbps"],  # type: ignore[arg-type]
-        fabric=cells["fabric"],
-        source=cells["source"],
-        note=note,
-        as_of=str(values["as_of"]),
-    )
+    # positional, in OFFER_COLUMNS' order (a test holds the two alike)
+    return Offer(cloud, row[1], row[2], instance_type, row[4], int(values["accelerators_per_node"] or 0),  # type: ignore[arg-type]
+                 float(values["accelerator_memory_gib"] or 0.0), float(values["vcpus"] or 0.0),  # type: ignore[arg-type]
+                 float(values["memory_gib"] or 0.0), on_demand, values["spot_usd_per_hour"],  # type: ignore[arg-type]
+                 None if bucket is None else int(bucket), row[12], values["network_gbps"], row[14], row[15],  # type: ignore[arg-type]
+                 note, str(values["as_of"]))  # fmt: skip
 
 
 def read_accelerators(path: Path) -> list[Accelerator]:
