@@ -1,6 +1,6 @@
 """Plan wall time over the full embedded catalog: as a whole CLI process, and per stage in-process.
 
-    .venv/bin/python benchmarks/plan_speed.py [--repeat 5]
+    .venv/bin/python benchmarks/plan_speed.py [--repeat 5] [--instructions]
 
 Whole process: `trainfleet plan ... --json` in a fresh interpreter (start-up, imports, argument parsing, catalog
 load, calibration fit, search, ranking, JSON), the way an installed trainfleet runs: from byte-compiled modules
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -46,6 +48,17 @@ def whole_process(args: list[str], repeat: int, env: dict[str, str]) -> list[flo
     return times
 
 
+def instructions(args: list[str], env: dict[str, str]) -> float | None:
+    """Millions of instructions one `trainfleet ARGS` process runs (valgrind's callgrind; None without valgrind):
+    the same on a busy machine as on an idle one, so a change's effect shows where wall time is noise."""
+    if shutil.which("valgrind") is None:
+        return None
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m", "cli", *args]
+    out = subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True, env=env).stderr
+    found = re.search(r"Collected : (\d+)", out)
+    return int(found.group(1)) / 1e6 if found else None
+
+
 def stages(args: list[str]) -> dict[str, float]:
     from cli.planner.calibration import fit_rows, load_rows
     from cli.planner.optimizer import Request, alternatives, search
@@ -53,6 +66,7 @@ def stages(args: list[str]) -> dict[str, float]:
     from cli.planner.standing import Shown
     from cli.planner.workload import Workload, resolve_shape
     from infra.catalog import load_catalog
+    from infra.catalog.capacity import default_placement_scores
     from infra.units import MAX_HOURS, parse_count, parse_hours
 
     opts = dict(zip(args[::2], args[1::2], strict=True))
@@ -75,10 +89,11 @@ def stages(args: list[str]) -> dict[str, float]:
         objective=opts.get("--objective", "cost"),
     )
     t = time.perf_counter()
-    every = search(req, catalog.all_offers, catalog.accelerators, fit)
+    scores = default_placement_scores()  # as the CLI: the embedded spot placement scores
+    every = search(req, catalog.all_offers, catalog.accelerators, fit, scores=scores)
     out["search, every fleet"] = time.perf_counter() - t
     t = time.perf_counter()
-    result = search(req, catalog.all_offers, catalog.accelerators, fit, shown=Shown(3, MAX_HOURS))
+    result = search(req, catalog.all_offers, catalog.accelerators, fit, scores=scores, shown=Shown(3, MAX_HOURS))
     out["search, fleets that could show (the CLI's)"] = time.perf_counter() - t
     out["_fleets"] = (result.stats.hardware_evaluated, result.stats.not_shown, every.stats.hardware_evaluated)
     t = time.perf_counter()
@@ -87,8 +102,8 @@ def stages(args: list[str]) -> dict[str, float]:
     alts = alternatives(ranked, 3)
     out["select (count, rank, frontier)"] = time.perf_counter() - t
     t = time.perf_counter()
-    if ranked:
-        [plan_dict(c, req, True, fit) for c in [ranked[0], *alts, *front]]
+    if ranked:  # as the CLI without --explain
+        [plan_dict(c, req, False, fit) for c in [ranked[0], *alts, *front]]
     out["report"] = time.perf_counter() - t
     out["_candidates"] = result.stats.candidates
     out["_setups"] = result.stats.setups_evaluated
@@ -98,7 +113,10 @@ def stages(args: list[str]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
-    repeat = parser.parse_args().repeat
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count each case's instructions under valgrind (about 20 s a case)")
+    opts = parser.parse_args()
+    repeat = opts.repeat
     import typer
 
     from infra.catalog import default_catalog
@@ -116,6 +134,8 @@ def main() -> None:
             print(f"\ntrainfleet plan {' '.join(args)}")
             print(f"  whole CLI process: median {statistics.median(times):.3f} s, min {min(times):.3f} s "
                   f"over {repeat} runs")  # fmt: skip
+            if opts.instructions and (count := instructions(["plan", *args, "--json"], env)) is not None:
+                print(f"  instructions (valgrind, one run): {count:,.0f} M")
             searched, skipped, every = st.pop("_fleets")
             print(f"  candidates {st.pop('_candidates'):,}, DeepSpeed setups evaluated {st.pop('_setups'):,}; "
                   f"fleets searched {searched:,}, skipped {skipped:,} (of {every:,})")  # fmt: skip

@@ -376,6 +376,15 @@ def setup_options(w: Workload, hw: Hardware, nodes: int, fit: Fit, stats: Stats 
     return sorted(found, key=setup_key)
 
 
+def compute_floor(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, pp: int, fits: dict) -> tuple[float, float]:
+    """`throughput.compute_floor_s` of a layout, kept in `fits` (one search's memo): it ignores network and RAM."""
+    key = ("compute floor", hw.accelerator, hw.peak_tflops, hw.devices_per_node, nodes, tp, pp)
+    if key not in fits:
+        dp = hw.devices_per_node * nodes // (tp * pp)
+        fits[key] = throughput.compute_floor_s(w, hw, nodes, fit, tp, pp, micro_batches(w, dp))
+    return fits[key]
+
+
 def layout_bound(w: Workload, micro_batch: int, dp: int, tp: int, pp: int) -> float:
     """The share of the communication-free speed a layout can reach at most: its compute runs at
     LAYOUT_EFFICIENCY, and a step of m micro-batches takes at least m + pp - 1 of them (the 1F1B bubble)."""
@@ -703,7 +712,7 @@ def pareto(plans: Iterable[tuple]) -> list[tuple]:
 def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accelerator], fit: Fit,
            prune: bool = True, scores: PlacementScores | None = None, shown: Shown | None = None) -> Search:  # fmt: skip
     """Every plan in the search space (`blocks`). With `prune`, hardware and node counts that cannot meet the
-    deadline or budget even at their communication-free speed are not evaluated: the plans meeting the bounds
+    deadline or budget even at their fastest (`fastest_tokens_per_second`) are not evaluated: the plans meeting the bounds
     are the same, but `unbounded` then lacks those that miss them (`impossible` searches again without).
     `scores`: measured spot placement scores (none: every spot plan carries the assumed default capacity).
     `shown`: what the caller will `select`; fleets none of whose plans could be selected are then skipped too
@@ -728,8 +737,13 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
     # hardware -> (cloud, purchase, bucket) -> its price points: one setup per hardware and node count, one
     # reliability per group
     by_hardware: dict[Hardware, dict[tuple, list[tuple]]] = {}
+    hardware: dict[tuple, Hardware | None] = {}  # what hardware_for reads of an offer -> its Hardware, built once
     for offer, purchase, zones in cheapest.values():
-        hw = hardware_for(offer, accelerators.get(offer.accelerator), w.precision)
+        shape = (offer.accelerator, offer.accelerators_per_node, offer.accelerator_memory_gib, offer.memory_gib,
+                 offer.vcpus, offer.network_gbps, offer.fabric)  # fmt: skip
+        if shape not in hardware:
+            hardware[shape] = hardware_for(offer, accelerators.get(offer.accelerator), w.precision)
+        hw = hardware[shape]
         if hw is None:
             stats.skip(f"no peak TFLOP/s for {w.precision} or unknown accelerator")
             continue
@@ -739,13 +753,15 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
                       (offer.cloud, offer.region, offer.instance_type, purchase),
                       (offer.cloud, offer.region, offer.zone, zones, offer.instance_type, purchase)))  # fmt: skip
     # fleets (hardware x node count) with lower bounds on their hours and cost: the useful hours at their
-    # communication-free speed, at their cheapest price
+    # communication-free speed, at their cheapest price (tightened below, for the fleets that pass, with the
+    # communication no setup hides)
     fleets: list[tuple[float, float, Hardware, int, dict[tuple, list[tuple]], list[tuple[int, int]], float]] = []
     fits: dict = {}  # what fleets of one accelerator or node shape share (`best_layout_setup`)
     for hw, groups in by_hardware.items():
         cheapest_rate = min(point[3] for group in groups.values() for point in group)
         for nodes in node_counts(req.max_nodes):
-            fleet_layouts = layouts(w, hw, nodes)
+            shape = ("layouts", hw.devices_per_node, nodes)  # all `layouts` reads of the hardware
+            fleet_layouts = fits[shape] if shape in fits else fits.setdefault(shape, layouts(w, hw, nodes))
             if not fleet_layouts:
                 devices = hw.devices_per_node * nodes
                 stats.unsplit[devices] = stats.unsplit.get(devices, 0) + 1
@@ -846,20 +862,14 @@ def fastest_tokens_per_second(w: Workload, hw: Hardware, nodes: int, fleet_layou
     the least compute floor up, and no further once the global batch over it is no faster than the speed found.
     `memo`, kept across the fleets of one search, holds the compute floors (the same on every network)."""
     memo = {} if memo is None else memo
-    devices = hw.devices_per_node * nodes
-    floors = []
-    for tp, pp in fleet_layouts:
-        key = ("compute floor", hw.accelerator, hw.peak_tflops, hw.devices_per_node, nodes, tp, pp)
-        if key not in memo:
-            memo[key] = throughput.compute_floor_s(w, hw, nodes, fit, tp, pp, micro_batches(w, devices // (tp * pp)))
-        floors.append((memo[key], tp, pp))
+    floors = sorted((compute_floor(w, hw, nodes, fit, tp, pp, memo), tp, pp) for tp, pp in fleet_layouts)
     tokens = w.batch_sequences * w.seq_len  # per step, in every layout
     fastest = 0.0
-    for compute_floor, tp, pp in sorted(floors):
-        if tokens / compute_floor[0] <= fastest:
+    for computing, tp, pp in floors:
+        if tokens / computing[0] <= fastest:
             break  # this layout and the rest compute too long to be faster, whatever their communication
         stages = tuple(sorted({sh.zero_stage for sh in SHARDINGS if sharding_supported(sh, tp, pp)}))
-        fastest = max(fastest, tokens / throughput.step_floor_s(w, hw, nodes, tp, pp, stages, compute_floor))
+        fastest = max(fastest, tokens / throughput.step_floor_s(w, hw, nodes, tp, pp, stages, computing))
     return fastest
 
 

@@ -2,9 +2,11 @@
 
 `trainfleet plan` shows the best plan of each (cloud, region, instance type, purchase), `top` of them, and the
 cost/time frontier (`optimizer.Search.select`). Before a fleet's (hardware x node count) DeepSpeed setups are
-searched, its hours and cost get a lower bound: its communication-free speed, an upper bound on every setup's
-(`throughput.compute_only_tokens_per_second`), gives the useful hours that every plan's wall and billed hours
-include, and those hours at the fleet's cheapest price bound its cost (storage only adds). `Standing` keeps what
+searched, its hours and cost get a lower bound: an upper bound on every setup's speed gives the useful hours that
+every plan's wall and billed hours include, and those hours at the fleet's cheapest price bound its cost (storage
+only adds). The speed is bounded twice: quickly, with no communication at all (`optimizer.communication_free_
+tokens_per_second`), then, for the fleets that pass, with what no ZeRO stage, layout or overlap can hide
+(`optimizer.fastest_tokens_per_second`, `throughput.step_floor_s`). `Standing` keeps what
 the plans found so far would show; a fleet whose bound neither beats the `top`-th best score nor escapes the
 frontier's plans cannot change what is shown, and `optimizer.search` skips it. Fleets are searched cheapest bound
 first, so the plans that show come early. tests/test_planner_optimizer.py holds the shown plans to a search that
