@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import shutil
 from pathlib import Path
 
 import pytest
 
-from infra.catalog import default_catalog, load_catalog
+from infra.catalog import default_catalog, load_catalog, loader
 from infra.catalog.build import build
-from infra.catalog.loader import DATA_DIR
+from infra.catalog.loader import DATA_DIR, checked_at_build, read_offers
 from infra.errors import CatalogError
 from tests.conftest import SHARED_DATA
 from tests.needs import need
@@ -96,8 +97,41 @@ def test_every_offer_has_a_known_source(catalog):
 def test_embedded_data_is_exactly_what_the_build_makes(tmp_path: Path):
     need(SHARED_DATA.is_dir(), "../shared/data beside the checkout", "CI clones main with shared/ beside it")
     build(SHARED_DATA, tmp_path)
-    for name in ("offers.csv", "accelerators.csv", "sources.json"):
+    for name in ("offers.csv", "offers.csv.sha256", "accelerators.csv", "sources.json"):
         assert (tmp_path / name).read_text() == (DATA_DIR / name).read_text(), f"{name} is stale: rebuild it"
+
+
+def test_the_shipped_table_is_the_one_the_build_checked_and_passes_todays_rules():
+    """offers.csv.sha256 lets every load skip the row checks (loader.checked_at_build): it must name the shipped
+    bytes (sha256sum's own format, so `sha256sum -c` agrees), and those rows must pass the rules as they are now."""
+    offers = DATA_DIR / "offers.csv"
+    digest, name = (DATA_DIR / "offers.csv.sha256").read_text().split()
+    assert name == "offers.csv" and digest == hashlib.sha256(offers.read_bytes()).hexdigest()
+    assert checked_at_build(offers)
+    assert len(read_offers(offers, check=True)) == len(default_catalog().all_offers)
+
+
+def test_a_checked_table_loads_without_its_rows_checked_and_any_other_with(tmp_path: Path, monkeypatch):
+    """Byte for byte the checked table: no row is checked again. A byte changed (here a harmless price edit), or
+    a digest file that says nothing: every row is checked, as for any file."""
+    checked: list = []
+    real = loader.row_problem
+    monkeypatch.setattr(loader, "row_problem", lambda row: checked.append(row) or real(row))
+
+    def rows_checked(name: str, edit=None) -> int:  # each case its own folder: loads are cached per file version
+        data = tmp_path / name
+        shutil.copytree(DATA_DIR, data)
+        if edit:
+            edit(data)
+        checked.clear()
+        assert len(load_catalog(data).all_offers) > 2000
+        return len(checked)
+
+    assert rows_checked("as-shipped") == 0
+    offers = DATA_DIR / "offers.csv"
+    price = offers.read_text().replace(",9.973400,", ",9.973401,", 1)
+    assert rows_checked("one-price-edited", lambda d: (d / "offers.csv").write_text(price)) > 2000
+    assert rows_checked("digest-emptied", lambda d: (d / "offers.csv.sha256").write_text("")) > 2000
 
 
 # The p4de.24xlarge row in use1-az4 of offers.csv, as the build writes it; each damage case below edits

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import hashlib
 import io
 import json
 import re
@@ -21,6 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from infra.atomic import write_file
+from infra.catalog.loader import CHECKED_SUFFIX, read_offers
 from infra.catalog.model import OFFER_COLUMNS
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -280,6 +282,7 @@ def build(src: Path, out: Path = DATA_DIR) -> dict[str, int]:
     advisor = _load_advisor(src / "aws/spot-advisor-data.json")
     offers = _aws_rows(src, advisor) + _gcp_rows(src) + _azure_rows(src)
     _write_csv(out / "offers.csv", OFFER_COLUMNS, offers)
+    _record_checked(out / "offers.csv")
     accels = _accelerator_rows(src)
     _write_csv(out / "accelerators.csv", list(accels[0]), accels)
     write_file(out / "sources.json", json.dumps(SOURCES, indent=2) + "\n", what="catalog sources")
@@ -295,6 +298,14 @@ def _write_csv(path: Path, columns: list[str], rows: list[dict[str, str]]) -> No
     writer.writeheader()
     writer.writerows(rows)
     write_file(path, buf.getvalue(), what="catalog table")
+
+
+def _record_checked(path: Path) -> None:
+    """Check every row of a table just written (offer_rules: one line naming a bad row) and record its sha256
+    beside it: loads of that exact content skip the check (loader.checked_at_build)."""
+    read_offers(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    write_file(path.with_name(path.name + CHECKED_SUFFIX), f"{digest}  {path.name}\n", what="catalog digest")
 
 
 def main() -> None:

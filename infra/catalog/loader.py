@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 from collections import defaultdict
@@ -16,6 +17,7 @@ from infra.catalog.sold import NOT_SOLD_NOTE, on_demand_sold
 from infra.errors import CatalogError, shown
 
 DATA_DIR = Path(__file__).parent / "data"
+CHECKED_SUFFIX = ".sha256"  # beside a table the build checked: its digest, in sha256sum's format
 _FIX = "reinstall trainfleet, or rebuild it with `python -m infra.catalog.build`"
 
 
@@ -61,18 +63,9 @@ class Catalog:
         return self.accelerators.get(name)
 
 
-def _number(text: str, where: str, column: str) -> float | None:
-    """A numeric cell: '' is unknown (None); anything else must parse (its bounds are offer_rules')."""
-    if text == "":
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise CatalogError(f"{where}: column {column} = {shown(text)} is not a number; {_FIX}") from None
-
-
-def read_offers(path: Path) -> list[Offer]:
-    """Parse an offers CSV (the embedded one or a refreshed overlay)."""
+def read_offers(path: Path, check: bool = True) -> list[Offer]:
+    """Parse an offers CSV (the embedded one or a refreshed overlay), each row held to offer_rules unless `check`
+    is False (a table the build checked: `checked_at_build`)."""
     try:
         with path.open(newline="") as fh:
             reader = csv.reader(fh)
@@ -81,7 +74,7 @@ def read_offers(path: Path) -> list[Offer]:
                 raise CatalogError(f"catalog file {path}: header is not {','.join(OFFER_COLUMNS)}; {_FIX}")
             has_as_of = len(header) > len(OFFER_COLUMNS) and header[len(OFFER_COLUMNS)] == "as_of"
             return [
-                _offer(row, f"catalog file {path} line {n}", has_as_of) for n, row in enumerate(reader, 2)
+                _offer(row, f"catalog file {path} line {n}", has_as_of, check) for n, row in enumerate(reader, 2)
             ]
     except OSError as exc:
         raise CatalogError(f"catalog file {path} cannot be read ({exc.strerror}); {_FIX}") from None
@@ -93,7 +86,7 @@ _COLUMNS = [*OFFER_COLUMNS, "as_of"]  # as_of: optional, last
 _AT = {column: i for i, column in enumerate(_COLUMNS)}
 
 
-def _offer(row: list[str], where: str, has_as_of: bool) -> Offer:
+def _offer(row: list[str], where: str, has_as_of: bool, check: bool = True) -> Offer:
     width = len(OFFER_COLUMNS) + (1 if has_as_of else 0)
     if len(row) != width:
         raise CatalogError(f"{where}: has {len(row)} columns, expected {width}; {_FIX}")
@@ -105,7 +98,7 @@ def _offer(row: list[str], where: str, has_as_of: bool) -> Offer:
     except ValueError:
         raise CatalogError(f"{where}: column {column} = {shown(str(text))} is not a number; {_FIX}") from None
     values.setdefault("as_of", "")
-    bad = row_problem(values)
+    bad = row_problem(values) if check else None
     if bad:
         column, problem = bad
         cell = row[_AT[column]] if _AT[column] < len(row) else ""
@@ -161,7 +154,18 @@ def snapshot_offers(data_dir: Path = DATA_DIR) -> tuple[Offer, ...]:
 
 @cache
 def _parsed_offers(path: Path, mtime_ns: int, size: int) -> tuple[Offer, ...]:
-    return tuple(read_offers(path))
+    return tuple(read_offers(path, check=not checked_at_build(path)))
+
+
+def checked_at_build(path: Path) -> bool:
+    """Whether `path` is, byte for byte, the table `python -m infra.catalog.build` checked row by row and recorded
+    in PATH.sha256: its rows need no second check at every load (a tenth of a plan's time). Any other content (an
+    edit, a corrupt copy) is checked as it loads. tests/test_catalog.py holds the shipped table to today's rules."""
+    try:
+        recorded = path.with_name(path.name + CHECKED_SUFFIX).read_text().split()[0]
+        return hashlib.sha256(path.read_bytes()).hexdigest() == recorded
+    except (OSError, IndexError, UnicodeDecodeError):
+        return False
 
 
 def load_catalog(data_dir: Path = DATA_DIR, overlays: Iterable[Path] = ()) -> Catalog:

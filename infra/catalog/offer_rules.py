@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, fields
-from functools import lru_cache
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 from infra.catalog.model import Offer
 
