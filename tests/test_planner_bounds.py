@@ -6,6 +6,7 @@ ignores memory), and worked by hand for one fleet whose network decides."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -102,3 +103,21 @@ def test_compute_floors_are_kept_across_fleets():
     assert compute_floor(w, tcp, 16, FIT, 1, 1, memo) is first
     assert fastest_tokens_per_second(w, tcp, 16, layouts(w, tcp, 16), FIT, memo) < \
         fastest_tokens_per_second(w, efa, 16, layouts(w, efa, 16), FIT, memo)  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(hw=st.sampled_from(HARDWARE), nodes=st.sampled_from([1, 3, 8, 64]),
+       model=st.sampled_from(["mpt-125m", "llama-7b", "llama-70b"]), seq=st.sampled_from([1024, 4096]),
+       b4=st.sampled_from([None, -0.2, 0.0]))  # fmt: skip
+def test_the_quick_bound_is_the_fastest_micro_batch_of_all(hw, nodes, model, seq, b4):
+    """The quick bound reads one micro batch, at the end MFU rises toward: the best of every micro batch, with and
+    without recompute, worked out by trying each, for the fitted slope and for a falling or flat one."""
+    fit = FIT if b4 is None else replace(FIT, slopes=(*FIT.slopes[:3], b4))
+    w = Workload(PRESETS[model], 10**10, seq_len=seq)
+    fleet = layouts(w, hw, nodes)
+    if not fleet:
+        return
+    dp = min(hw.devices_per_node * nodes // (tp * pp) for tp, pp in fleet)
+    every = max(throughput.compute_only_tokens_per_second(w, hw, nodes, mb, ckpt, fit)
+                for mb in micro_batches(w, dp) for ckpt in (False, True))  # fmt: skip
+    assert communication_free_tokens_per_second(w, hw, nodes, fleet, fit) == every

@@ -108,6 +108,12 @@ class Fit:
         x = tuple(min(max(v, lo), hi) for v, lo, hi in zip(x, self.lo, self.hi, strict=True))
         return math.exp(self.intercepts[family] + sum(b * v for b, v in zip(self.slopes, x, strict=True)))
 
+    def mfu_rises_with_micro_tokens(self) -> bool:
+        """Whether MFU never falls as a micro-batch carries more tokens: they enter only through the clamped
+        ln(tokens) term of HFU (slope b4), which the 1.0 ceiling, the family factor, recompute's 3/4 and the
+        evidence cap keep monotone (`device_mfu`)."""
+        return self.slopes[3] >= 0
+
     def mfu(self, family: str, hidden: int, attention_share: float, devices: int, micro_tokens: int,
             checkpointing: bool) -> float:  # fmt: skip
         return _mfu_of_hfu(self.hfu(family, hidden, attention_share, devices, micro_tokens), checkpointing)

@@ -837,8 +837,8 @@ def with_capacity(group: list[tuple], nodes: int, devices_per_node: int,
     return {capacity: held for capacity, held in out.values()}
 
 
-def communication_free_tokens_per_second(w: Workload, hw: Hardware, nodes: int, fleet_layouts: list[tuple[int, int]], fit: Fit,
-                              memo: dict | None = None) -> float:  # fmt: skip
+def communication_free_tokens_per_second(w: Workload, hw: Hardware, nodes: int, fleet_layouts: list[tuple[int, int]],
+                                         fit: Fit, memo: dict | None = None) -> float:  # fmt: skip
     """A quick upper bound on the speed of every setup of `fleet_layouts` (`layouts(w, hw, nodes)`) on this
     hardware and node count, above `fastest_tokens_per_second`: the fastest communication-free speed of any micro
     batch (the fewest data-parallel ranks of any layout allow the most). `memo`: kept across the fleets of one
@@ -847,9 +847,11 @@ def communication_free_tokens_per_second(w: Workload, hw: Hardware, nodes: int, 
     key = ("fastest", hw.accelerator, hw.peak_tflops, hw.devices_per_node * nodes, dp)
     if memo is not None and key in memo:
         return memo[key]
-    # without recompute: it runs the forward twice, so its MFU is 3/4 of the same HFU (calibration.Fit.mfu)
-    fastest = max(throughput.compute_only_tokens_per_second(w, hw, nodes, mb, False, fit)
-                  for mb in micro_batches(w, dp))  # fmt: skip
+    batches = micro_batches(w, dp)
+    # MFU moves one way with a micro batch's tokens (Fit.mfu_rises_with_micro_tokens): the fastest is at one end;
+    # without recompute, which runs the forward twice: its MFU is 3/4 of the same HFU (Fit.mfu)
+    mb = max(batches) if fit.mfu_rises_with_micro_tokens() else min(batches)
+    fastest = throughput.compute_only_tokens_per_second(w, hw, nodes, mb, False, fit)
     if memo is not None:
         memo[key] = fastest
     return fastest
