@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import shutil
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from infra.catalog import default_catalog, load_catalog, loader
 from infra.catalog.build import build
 from infra.catalog.loader import DATA_DIR, checked_at_build, read_offers
+from infra.catalog.model import OFFER_COLUMNS, Offer
 from infra.errors import CatalogError
 from tests.conftest import SHARED_DATA
 from tests.needs import need
@@ -109,6 +111,11 @@ def test_the_shipped_table_is_the_one_the_build_checked_and_passes_todays_rules(
     assert name == "offers.csv" and digest == hashlib.sha256(offers.read_bytes()).hexdigest()
     assert checked_at_build(offers)
     assert len(read_offers(offers, check=True)) == len(default_catalog().all_offers)
+
+
+def test_an_offer_takes_its_fields_in_the_tables_column_order():
+    """The loader builds each Offer positionally from a row: its fields must be the table's columns, then as_of."""
+    assert [f.name for f in fields(Offer)] == [*OFFER_COLUMNS, "as_of"]
 
 
 def test_a_checked_table_loads_without_its_rows_checked_and_any_other_with(tmp_path: Path, monkeypatch):

@@ -84,37 +84,43 @@ def read_offers(path: Path, check: bool = True) -> list[Offer]:
 
 _COLUMNS = [*OFFER_COLUMNS, "as_of"]  # as_of: optional, last
 _AT = {column: i for i, column in enumerate(_COLUMNS)}
+_NUMBER_AT = [_AT[column] for column in NUMBERS]
 
 
 def _offer(row: list[str], where: str, has_as_of: bool, check: bool = True) -> Offer:
     width = len(OFFER_COLUMNS) + (1 if has_as_of else 0)
     if len(row) != width:
         raise CatalogError(f"{where}: has {len(row)} columns, expected {width}; {_FIX}")
-    values: dict[str, object] = dict(zip(_COLUMNS, row, strict=False))
     try:
-        for column in NUMBERS:
-            text = values[column]
-            values[column] = float(text) if text else None  # '' is unknown (None), never 0
+        numbers = [float(row[i]) if row[i] else None for i in _NUMBER_AT]  # '' is unknown (None), never 0
     except ValueError:
-        raise CatalogError(f"{where}: column {column} = {shown(str(text))} is not a number; {_FIX}") from None
-    values.setdefault("as_of", "")
-    bad = row_problem(values) if check else None
-    if bad:
-        column, problem = bad
-        cell = row[_AT[column]] if _AT[column] < len(row) else ""
-        raise CatalogError(f"{where}: column {column} = {shown(cell)} {problem}; {_FIX}")
+        column, text = next((c, row[i]) for c, i in zip(NUMBERS, _NUMBER_AT, strict=True) if not _is_number(row[i]))
+        raise CatalogError(f"{where}: column {column} = {shown(text)} is not a number; {_FIX}") from None
+    if check:
+        values: dict[str, object] = {**dict(zip(_COLUMNS, row, strict=False)), **dict(zip(NUMBERS, numbers, strict=True))}
+        values.setdefault("as_of", "")
+        bad = row_problem(values)
+        if bad:
+            column, problem = bad
+            cell = row[_AT[column]] if _AT[column] < len(row) else ""
+            raise CatalogError(f"{where}: column {column} = {shown(cell)} {problem}; {_FIX}")
+    per_node, device_gib, vcpus, memory_gib, on_demand, spot, bucket, network = numbers
     cloud, instance_type, note = row[0], row[3], row[16]
-    on_demand = values["on_demand_usd_per_hour"]
     if not on_demand_sold(cloud, instance_type):
         on_demand = None
         note = "; ".join(n for n in (note, NOT_SOLD_NOTE) if n)
-    bucket = values["interruption_bucket"]
-    # positional, in OFFER_COLUMNS' order (a test holds the two alike)
-    return Offer(cloud, row[1], row[2], instance_type, row[4], int(values["accelerators_per_node"] or 0),  # type: ignore[arg-type]
-                 float(values["accelerator_memory_gib"] or 0.0), float(values["vcpus"] or 0.0),  # type: ignore[arg-type]
-                 float(values["memory_gib"] or 0.0), on_demand, values["spot_usd_per_hour"],  # type: ignore[arg-type]
-                 None if bucket is None else int(bucket), row[12], values["network_gbps"], row[14], row[15],  # type: ignore[arg-type]
-                 note, str(values["as_of"]))  # fmt: skip
+    # positional, in the Offer's field order: OFFER_COLUMNS, then as_of (tests/test_catalog.py holds them alike)
+    return Offer(cloud, row[1], row[2], instance_type, row[4], int(per_node or 0), device_gib or 0.0, vcpus or 0.0,
+                 memory_gib or 0.0, on_demand, spot, None if bucket is None else int(bucket), row[12], network, row[14],
+                 row[15], note, row[17] if has_as_of else "")  # fmt: skip
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text or 0)
+    except ValueError:
+        return False
+    return True
 
 
 def read_accelerators(path: Path) -> list[Accelerator]:
