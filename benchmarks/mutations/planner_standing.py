@@ -5,10 +5,12 @@ one that could.
 A table for benchmarks/mutation.py: each mutant replaces one exact snippet (which must occur once)."""
 
 MODULE = "planner-standing"
-TESTS = ["tests/test_planner_standing.py", "tests/test_planner_optimizer.py", "tests/test_planner_checkpoint_parts.py",
+TESTS = ["tests/test_planner_standing.py", "tests/test_planner_bounds.py", "tests/test_planner_optimizer.py",
+         "tests/test_planner_checkpoint_parts.py",
          "tests/test_checkpoint_layout.py::test_layouts_of_one_parts_key_put_the_same_bytes_on_every_node"]
 STANDING = "cli/planner/standing.py"
 OPT = "cli/planner/optimizer.py"
+THROUGHPUT = "cli/planner/throughput.py"
 
 MUTANTS = [
     {
@@ -82,6 +84,49 @@ MUTANTS = [
         "bug": "the pricing of setups stops a tenth early: a slower setup with a faster restart is never priced",
         "original": "if best is not None and useful_hours(w, setup) >= best[1][0].wall_hours:",
         "replacement": "if best is not None and useful_hours(w, setup) >= 0.9 * best[1][0].wall_hours:",
+    },
+    # the speed bounds (a bound below what a setup reaches skips the fleet that holds the best plan)
+    {
+        "file": THROUGHPUT,
+        "bug": "the step floor takes the ZeRO stage that exposes the most, not the least",
+        "original": "exposed = min(sum(zero_communication(",
+        "replacement": "exposed = max(sum(zero_communication(",
+    },
+    {
+        "file": THROUGHPUT,
+        "bug": "the compute floor is recompute's, longer than a step without it",
+        "original": "(micro_batches_per_step(w, mb, g * n) + pp - 1) * compute(mb, False)",
+        "replacement": "(micro_batches_per_step(w, mb, g * n) + pp - 1) * compute(mb, True)",
+    },
+    {
+        "file": THROUGHPUT,
+        "bug": "the collectives hide behind the shortest micro-step, not the longest: the floor exposes too much",
+        "original": "max(compute(mb, True) for mb in batches)",
+        "replacement": "min(compute(mb, False) for mb in batches)",
+    },
+    {
+        "file": THROUGHPUT,
+        "bug": "the floor's tensor-parallel all-reduces are recompute's six a layer, not four",
+        "original": "return steps + exposed + tp_comm_micro_s(w, hw, share, False, tp, pp)",
+        "replacement": "return steps + exposed + tp_comm_micro_s(w, hw, share, True, tp, pp)",
+    },
+    {
+        "file": THROUGHPUT,
+        "bug": "the floor's pipeline sends are counted twice",
+        "original": "+ pp_p2p_micro_s(w, hw, share, tp, pp)",
+        "replacement": "+ 2 * pp_p2p_micro_s(w, hw, share, tp, pp)",
+    },
+    {
+        "file": OPT,
+        "bug": "the fleet bound stops at a layout whose compute alone is within 2x of the speed found",
+        "original": "if tokens / computing[0] <= fastest:",
+        "replacement": "if tokens / computing[0] <= 2 * fastest:",
+    },
+    {
+        "file": OPT,
+        "bug": "the quick bound reads the smallest micro batch, where MFU is lowest",
+        "original": "mb = max(batches) if fit.mfu_rises_with_micro_tokens() else min(batches)",
+        "replacement": "mb = min(batches)",
     },
     {
         "file": "infra/checkpoint_layout.py",
