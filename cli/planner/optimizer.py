@@ -752,6 +752,17 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
         group.append((offer, purchase, zones, offer.price(purchase) or math.inf,
                       (offer.cloud, offer.region, offer.instance_type, purchase),
                       (offer.cloud, offer.region, offer.zone, zones, offer.instance_type, purchase)))  # fmt: skip
+    def skipped(hours: float, cost: float, standing: Standing | None) -> bool:
+        """Whether a fleet that takes at least these hours and cost is skipped (and counted): it cannot meet the
+        deadline or budget (with `prune`), or none of its plans could show (with `standing`)."""
+        if prune and not within_bounds(req, hours, cost):
+            stats.pruned += 1
+            return True
+        if standing is not None and not standing.can_show(hours, cost):
+            stats.not_shown += 1
+            return True
+        return False
+
     # fleets (hardware x node count) with lower bounds on their hours and cost: the useful hours at their
     # communication-free speed, at their cheapest price (tightened below, for the fleets that pass, with the
     # communication no setup hides)
@@ -766,10 +777,9 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
                 devices = hw.devices_per_node * nodes
                 stats.unsplit[devices] = stats.unsplit.get(devices, 0) + 1
                 continue
-            hours = w.tokens / communication_free_tokens_per_second(w, hw, nodes, fleet_layouts, fit, fits) / 3600
-            cost = cheapest_rate * nodes * hours
-            if prune and not within_bounds(req, hours, cost):
-                stats.pruned += 1
+            hours, cost = fleet_bounds(w, communication_free_tokens_per_second(w, hw, nodes, fleet_layouts, fit, fits),
+                                       cheapest_rate * nodes)  # fmt: skip
+            if skipped(hours, cost, None):
                 continue
             fleets.append((hours, cost, hw, nodes, groups, fleet_layouts, cheapest_rate))
     standing = None
@@ -778,17 +788,11 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
         fleets.sort(key=lambda f: (standing.first(f[0], f[1]), f[0]))  # the likely best first
     blocks: list[Block] = []
     for hours, cost, hw, nodes, groups, fleet_layouts, cheapest_rate in fleets:
-        if standing is not None and not standing.can_show(hours, cost):
-            stats.not_shown += 1
+        if skipped(hours, cost, standing):
             continue
         # the same bounds, with what no setup's communication can hide: dearer to find, so found only here
-        hours = w.tokens / fastest_tokens_per_second(w, hw, nodes, fleet_layouts, fit, fits) / 3600
-        cost = cheapest_rate * nodes * hours
-        if prune and not within_bounds(req, hours, cost):
-            stats.pruned += 1
-            continue
-        if standing is not None and not standing.can_show(hours, cost):
-            stats.not_shown += 1
+        if skipped(*fleet_bounds(w, fastest_tokens_per_second(w, hw, nodes, fleet_layouts, fit, fits),
+                                 cheapest_rate * nodes), standing):  # fmt: skip
             continue
         stats.hardware_evaluated += 1
         options = setup_options(w, hw, nodes, fit, stats, req.memory_headroom, fits=fits)
@@ -873,6 +877,13 @@ def fastest_tokens_per_second(w: Workload, hw: Hardware, nodes: int, fleet_layou
         stages = tuple(sorted({sh.zero_stage for sh in SHARDINGS if sharding_supported(sh, tp, pp)}))
         fastest = max(fastest, tokens / throughput.step_floor_s(w, hw, nodes, tp, pp, stages, computing))
     return fastest
+
+
+def fleet_bounds(w: Workload, tokens_per_second: float, usd_per_hour: float) -> tuple[float, float]:
+    """(hours, USD) every plan of a fleet takes at least, from a bound on its speed and its cheapest rate: the useful
+    hours, which every plan's wall and billed hours include, and those hours at that rate (storage only adds)."""
+    hours = w.tokens / tokens_per_second / 3600
+    return hours, usd_per_hour * hours
 
 
 def within_bounds(req: Request, hours_low: float, cost_low: float) -> bool:
