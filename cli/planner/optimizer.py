@@ -787,12 +787,14 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
         standing = Standing(shown, req.objective, req.time_value_usd_per_hour, req.deadline_hours, req.budget_usd)
         fleets.sort(key=lambda f: (standing.first(f[0], f[1]), f[0]))  # the likely best first
     blocks: list[Block] = []
+    tighten = standing is not None or (prune and (req.deadline_hours is not None or req.budget_usd is not None))
     for hours, cost, hw, nodes, groups, fleet_layouts, cheapest_rate in fleets:
         if skipped(hours, cost, standing):
             continue
-        # the same bounds, with what no setup's communication can hide: dearer to find, so found only here
-        if skipped(*fleet_bounds(w, fastest_tokens_per_second(w, hw, nodes, fleet_layouts, fit, fits),
-                                 cheapest_rate * nodes), standing):  # fmt: skip
+        # the same bounds, with what no setup's communication can hide: dearer to find, so found only here, and only
+        # where they could skip the fleet
+        if tighten and skipped(*fleet_bounds(w, fastest_tokens_per_second(w, hw, nodes, fleet_layouts, fit, fits),
+                                             cheapest_rate * nodes), standing):  # fmt: skip
             continue
         stats.hardware_evaluated += 1
         options = setup_options(w, hw, nodes, fit, stats, req.memory_headroom, fits=fits)
