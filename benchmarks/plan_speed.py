@@ -60,7 +60,7 @@ def instructions(args: list[str], env: dict[str, str]) -> float | None:
 
 
 def stages(args: list[str]) -> dict[str, float]:
-    from cli.planner.calibration import fit_rows, load_rows
+    from cli.planner.calibration import default_fit
     from cli.planner.optimizer import Request, alternatives, search
     from cli.planner.report import plan_dict
     from cli.planner.standing import Shown
@@ -75,7 +75,7 @@ def stages(args: list[str]) -> dict[str, float]:
     catalog = load_catalog()
     out["catalog load"] = time.perf_counter() - t
     t = time.perf_counter()
-    fit = fit_rows(load_rows())
+    fit = default_fit.__wrapped__()  # as the CLI's (with each family's evidence), not the cached one: timed cold
     out["calibration fit"] = time.perf_counter() - t
     shape = resolve_shape(opts.get("--model"), parse_count(opts["--params"]) if "--params" in opts else None)
     w = Workload(shape, parse_count(opts["--tokens"]), method=opts.get("--method", "full"))
