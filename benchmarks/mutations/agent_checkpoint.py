@@ -41,20 +41,20 @@ MUTANTS = [
     {
         "file": F,
         "bug": "LATEST moves backwards when an older step finishes uploading after a newer one",
-        "original": "if current is None or step >= current:",
-        "replacement": "if True:",
+        "original": '        if current is not None and current >= step:\n            return current',
+        "replacement": '        if False:\n            return current',
     },
     {
         "file": F,
         "bug": "LATEST is written before the step's manifest: a kill in between leaves LATEST naming an unverifiable step",
-        "original": '    store.put_bytes(_key(prefix, step_name(step), "MANIFEST.json"), json.dumps(manifest, indent=1).encode())\n    current = read_latest(store, prefix)\n    if current is None or step >= current:\n        store.put_bytes(_key(prefix, "LATEST"), step_name(step).encode())',
-        "replacement": '    current = read_latest(store, prefix)\n    if current is None or step >= current:\n        store.put_bytes(_key(prefix, "LATEST"), step_name(step).encode())\n    store.put_bytes(_key(prefix, step_name(step), "MANIFEST.json"), json.dumps(manifest, indent=1).encode())',
+        "original": '    store.put_bytes(_key(prefix, step_name(step), "MANIFEST.json"), json.dumps(manifest, indent=1).encode())\n    latest = advance_latest(store, prefix, step)',
+        "replacement": '    latest = advance_latest(store, prefix, step)\n    store.put_bytes(_key(prefix, step_name(step), "MANIFEST.json"), json.dumps(manifest, indent=1).encode())',
     },
     {
         "file": F,
         "bug": "LATEST holds the bare step number, which read_latest cannot parse",
-        "original": 'store.put_bytes(_key(prefix, "LATEST"), step_name(step).encode())',
-        "replacement": 'store.put_bytes(_key(prefix, "LATEST"), str(step).encode())',
+        "original": 'if store.put_if(key, step_name(step).encode(), version):',
+        "replacement": 'if store.put_if(key, str(step).encode(), version):',
     },
     {
         "file": F,
@@ -84,7 +84,7 @@ MUTANTS = [
         "file": F,
         "bug": "keep_last is ignored: the bucket grows without bound",
         "original": "if keep_last and keep_last > 0:",
-        "replacement": "if False:",
+        "replacement": 'if name.startswith((".convert-",)) or name == ".tmp":',
     },
     {
         "file": F,
@@ -135,8 +135,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "a download whose checksum differs from the manifest is restored",
-        "original": 'return e["path"] if not store.download(key, out, entry_checksum(e)) else None',
-        "replacement": "return None",
+        "original": 'if not store.download(key, out, entry_checksum(e)):',
+        "replacement": 'if not (store.download(key, out, entry_checksum(e)) or True):',
     },
     {
         "file": F,
@@ -167,7 +167,7 @@ MUTANTS = [
     {
         "file": F,
         "bug": "temp dirs left by killed restores are never removed: a node restarting over and over fills its disk",
-        "original": 'if name.startswith(".restore-step-"):',
+        "original": 'if name.startswith((".restore-step-", ".convert-")) or name == ".tmp":',
         "replacement": "if False:",
     },
     # Sharded checkpoints (issue 13 #1, #2): tests/test_agent_sharded.py.
@@ -180,8 +180,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "a node restores every rank's ZeRO shard (the whole checkpoint on every node)",
-        "original": ' and not ZERO_SHARD_RE.search(e["path"])]',
-        "replacement": "]",
+        "original": '        if ZERO_SHARD_RE.search(path):\n            return False',
+        "replacement": '        if False:\n            return False',
     },
     {
         "file": F,

@@ -55,8 +55,8 @@ MUTANTS = [
     {
         "file": CAP,
         "bug": "the chance of holding the nodes within an hour forgets the first try",
-        "original": "return 1 - (1 - self.q) ** (math.floor(seconds / RETRY_S + 1e-9) + 1)",
-        "replacement": "return 1 - (1 - self.q) ** math.floor(seconds / RETRY_S + 1e-9)",
+        "original": 'return 1 - (1 - self.q_first) * (1 - self.q) ** math.floor(seconds / RETRY_S + 1e-9)',
+        "replacement": 'return 1 - (1 - self.q) ** math.floor(seconds / RETRY_S + 1e-9)',
     },
     {
         "file": "cli/planner/reliability.py",

@@ -33,8 +33,8 @@ MUTANTS = [
     {
         "file": F,
         "bug": "the optimizer grows the user's global batch (micro-batch x devices above it)",
-        "original": "return mb * w.seq_len <= MAX_MICRO_TOKENS and mb * w.seq_len * devices <= w.global_batch_tokens",
-        "replacement": "return mb * w.seq_len <= MAX_MICRO_TOKENS",
+        "original": 'return tuple(mb for mb in divisors(share) if mb <= min(most, MAX_MICRO_BATCH))',
+        "replacement": 'return tuple(mb for mb in range(1, share + 1) if mb <= min(most, MAX_MICRO_BATCH))',
     },
     {
         "file": F,
@@ -63,14 +63,14 @@ MUTANTS = [
     {
         "file": F,
         "bug": "expected cost ignores interruption loss and checkpoint overhead (useful hours only)",
-        "original": "cost = rate * rel.wall_hours + storage if rel.feasible else math.inf",
-        "replacement": "cost = rate * rel.useful_hours + storage if rel.feasible else math.inf",
+        "original": 'cost = rate * rel.billed_hours + storage if rel.feasible else math.inf',
+        "replacement": 'cost = rate * rel.useful_hours + storage if rel.feasible else math.inf',
     },
     {
         "file": F,
         "bug": "checkpoint storage is left out of a plan's expected cost",
-        "original": "cost = rate * rel.wall_hours + storage if rel.feasible else math.inf",
-        "replacement": "cost = rate * rel.wall_hours if rel.feasible else math.inf",
+        "original": 'cost = rate * rel.billed_hours + storage if rel.feasible else math.inf',
+        "replacement": 'cost = rate * rel.billed_hours if rel.feasible else math.inf',
     },
     {
         "file": F,
@@ -141,7 +141,7 @@ MUTANTS = [
     {
         "file": F,
         "bug": "a node's total accelerator memory is taken as one device's, so models that do not fit are planned",
-        "original": "offer.accelerators_per_node, offer.accelerator_memory_gib,",
-        "replacement": "offer.accelerators_per_node, offer.accelerator_memory_gib * offer.accelerators_per_node,",
+        "original": 'return Hardware(offer.accelerator, peak, offer.accelerators_per_node, offer.accelerator_memory_gib,',
+        "replacement": 'return Hardware(offer.accelerator, peak, offer.accelerators_per_node, offer.accelerator_memory_gib * offer.accelerators_per_node,',
     },
 ]

@@ -51,8 +51,8 @@ MUTANTS = [
     {
         "file": BASE,
         "bug": "the group's zones are ignored: spot priced over every zone of the region",
-        "original": "in_zones = [o for o in offers if o.zone in zones] if zones else []",
-        "replacement": "in_zones = []",
+        "original": 'return ([o for o in offers if o.zone in zones] or offers) if zones else offers',
+        "replacement": 'return offers',
     },
     {
         "file": BASE,

@@ -30,14 +30,14 @@ MUTANTS = [
     {
         "file": "infra/aws/iam.py",
         "bug": "nodes may reconfigure their own group (raise MaxSize, swap the launch template)",
-        "original": '"Action": ["autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction"],',
-        "replacement": '"Action": ["autoscaling:SetDesiredCapacity", "autoscaling:CompleteLifecycleAction", "autoscaling:UpdateAutoScalingGroup"],',
+        "original": '                    "autoscaling:SetDesiredCapacity",\n',
+        "replacement": '                    "autoscaling:SetDesiredCapacity",\n                    "autoscaling:UpdateAutoScalingGroup",\n',
     },
     {
         "file": "infra/aws/fleet.py",
         "bug": "pulumi up --refresh relaunches an AWS fleet the job scaled to zero",
         "original": 'ignore_changes=["desiredCapacity"]',
-        "replacement": "ignore_changes=[]",
+        "replacement": 'capacity=args.nodes',
     },
     {
         "file": "infra/gcp/fleet.py",
@@ -48,7 +48,7 @@ MUTANTS = [
     {
         "file": "infra/azure/fleet.py",
         "bug": "pulumi up --refresh relaunches an Azure fleet the job scaled to zero",
-        "original": 'ignore_changes=["sku.capacity"]',
+        "original": 'capacity=capacity_to_send(args.resource_group_name, args.group_name, self)',
         "replacement": "ignore_changes=[]",
     },
     {
@@ -66,10 +66,10 @@ MUTANTS = [
     {
         "file": "infra/gcp/iam.py",
         "bug": "the group permissions are conditioned on the instance group manager: resize and peers denied",
-        "original": '"see and resize instance groups (no IAM condition can name one)", None),',
+        "original": "group_condition: pulumi.Input[str] | None = None",
         "replacement": (
-            '"see and resize instance groups (no IAM condition can name one)", '
-            "f'resource.name.endsWith(\"/instanceGroupManagers/{args.group_name}\")'),"
+            "group_condition: pulumi.Input[str] | None = "
+            "f'resource.name.endsWith(\"/instanceGroupManagers/{args.group_name}\")'"
         ),
     },
     {
