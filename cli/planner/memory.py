@@ -375,10 +375,9 @@ def _ceil_div(a: int, b: int) -> int:
 def data_parallel_layout(w: Workload, gpus_per_node: int, nodes: int, tp: int = 1, pp: int = 1) -> tuple[int, int]:
     """(data-parallel devices per node, nodes per pipeline stage): the data-parallel group of one (tp rank,
     stage) as a job of its own. ValueError for a layout Megatron/DeepSpeed cannot run."""
-    if not (type(tp) is int and type(pp) is int and tp >= 1 and pp >= 1):  # the search's case at once
-        for name, value in (("tp", tp), ("pp", pp)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name}={value!r}: the {name} degree must be a whole number >= 1")
+    for name, value in (("tp", tp), ("pp", pp)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name}={value!r}: the {name} degree must be a whole number >= 1")
     shape = w.shape
     return _data_parallel_layout(gpus_per_node, nodes, tp, pp, shape.layers, shape.heads, shape.key_value_heads)
 

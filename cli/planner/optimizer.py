@@ -772,7 +772,9 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
         cheapest_rate = min(point[3] for group in groups.values() for point in group)
         for nodes in node_counts(req.max_nodes):
             shape = ("layouts", hw.devices_per_node, nodes)  # all `layouts` reads of the hardware
-            fleet_layouts = fits[shape] if shape in fits else fits.setdefault(shape, layouts(w, hw, nodes))
+            if shape not in fits:
+                fits[shape] = layouts(w, hw, nodes)
+            fleet_layouts = fits[shape]
             if not fleet_layouts:
                 devices = hw.devices_per_node * nodes
                 stats.unsplit[devices] = stats.unsplit.get(devices, 0) + 1

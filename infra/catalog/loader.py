@@ -104,15 +104,17 @@ def _offer(row: list[str], where: str, has_as_of: bool, check: bool = True) -> O
             column, problem = bad
             cell = row[_AT[column]] if _AT[column] < len(row) else ""
             raise CatalogError(f"{where}: column {column} = {shown(cell)} {problem}; {_FIX}")
+    # the text cells by name, in OFFER_COLUMNS' order (the numbers between them are parsed above)
+    cloud, region, zone, instance_type, accelerator = row[:5]
+    interruption_source, _, fabric, source, note = row[12:17]
     per_node, device_gib, vcpus, memory_gib, on_demand, spot, bucket, network = numbers
-    cloud, instance_type, note = row[0], row[3], row[16]
     if not on_demand_sold(cloud, instance_type):
         on_demand = None
         note = "; ".join(n for n in (note, NOT_SOLD_NOTE) if n)
     # positional, in the Offer's field order: OFFER_COLUMNS, then as_of (tests/test_catalog.py holds them alike)
-    return Offer(cloud, row[1], row[2], instance_type, row[4], int(per_node or 0), device_gib or 0.0, vcpus or 0.0,
-                 memory_gib or 0.0, on_demand, spot, None if bucket is None else int(bucket), row[12], network, row[14],
-                 row[15], note, row[17] if has_as_of else "")  # fmt: skip
+    return Offer(cloud, region, zone, instance_type, accelerator, int(per_node or 0), device_gib or 0.0, vcpus or 0.0,
+                 memory_gib or 0.0, on_demand, spot, None if bucket is None else int(bucket), interruption_source,
+                 network, fabric, source, note, row[-1] if has_as_of else "")  # fmt: skip
 
 
 def _is_number(text: str) -> bool:

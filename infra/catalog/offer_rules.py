@@ -27,9 +27,6 @@ class Bound:
     above: bool = False
 
     def problem(self, value: float) -> str | None:
-        if (self.low < value if self.above else self.low <= value) and value <= self.high and (
-                not self.whole or value == int(value)):  # fmt: skip
-            return None  # the common case at once (nan and inf fail a comparison and are named below)
         if not math.isfinite(value):
             return "is not a finite number"
         if self.above and (value <= self.low or value > self.high):
