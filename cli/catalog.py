@@ -6,6 +6,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from infra.catalog import Catalog, Offer
+from infra.catalog.price_age import observed, source_label
 from infra.errors import TrainfleetError, did_you_mean, shown
 
 PURCHASES = ("spot", "on-demand")
@@ -40,6 +41,10 @@ class RegionRow:
     network_gbps: float | None = None
     fabric: str = ""
     source: str = ""
+    # when each price was observed (ISO time; None: undated) and where it comes from (repository, path, commit)
+    on_demand_as_of: str | None = None
+    spot_as_of: str | None = None
+    price_source: str = ""
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -84,14 +89,15 @@ def region_rows(catalog: Catalog, f: CatalogFilter) -> list[RegionRow]:
         if f.purchase is not None and o.price(f.purchase) is None:
             continue
         groups.setdefault((o.cloud, o.region, o.instance_type), []).append(o)
-    rows = [_summarise(offers) for offers in groups.values()]
+    rows = [_summarise(offers, catalog.sources) for offers in groups.values()]
     return sorted(rows, key=lambda r: (r.cloud, r.accelerator, r.instance_type, r.region))
 
 
-def _summarise(offers: list[Offer]) -> RegionRow:
+def _summarise(offers: list[Offer], sources: dict) -> RegionRow:
     spot_known = [o for o in offers if o.spot_usd_per_hour is not None]
     cheapest = min(spot_known, key=lambda o: o.spot_usd_per_hour) if spot_known else offers[0]
-    on_demand = [o.on_demand_usd_per_hour for o in offers if o.on_demand_usd_per_hour is not None]
+    on_demand_known = [o for o in offers if o.on_demand_usd_per_hour is not None]
+    on_demand = [o.on_demand_usd_per_hour for o in on_demand_known]
     first = offers[0]
     return RegionRow(
         cloud=first.cloud,
@@ -110,7 +116,16 @@ def _summarise(offers: list[Offer]) -> RegionRow:
         network_gbps=first.network_gbps,
         fabric=first.fabric,
         source=first.source,
+        on_demand_as_of=_observed(min(on_demand_known, key=lambda o: o.on_demand_usd_per_hour), sources)
+        if on_demand_known else None,
+        spot_as_of=_observed(cheapest, sources) if spot_known else None,
+        price_source=source_label(first.source, sources),
     )
+
+
+def _observed(offer: Offer, sources: dict) -> str | None:
+    when = observed(offer, sources)
+    return None if when is None else when.isoformat().replace("+00:00", "Z")
 
 
 def show_instance(catalog: Catalog, instance_type: str, region: str | None = None) -> dict:
@@ -151,7 +166,7 @@ def show_instance(catalog: Catalog, instance_type: str, region: str | None = Non
                 "spot_usd_per_hour": o.spot_usd_per_hour,
                 "interruption": o.interruption_label,
                 "source": o.source,
-                "as_of": o.as_of or catalog.sources.get(o.source, {}).get("as_of", ""),
+                "as_of": _observed(o, catalog.sources),  # None: undated
                 "note": o.note,
             }
             for o in sorted(offers, key=lambda o: (o.region, o.zone))

@@ -10,6 +10,9 @@ with one line naming the option and the value as typed, before the command runs:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Annotated
+
+import typer
 
 from infra.errors import TrainfleetError, shown
 from infra.units import parse_number
@@ -35,3 +38,18 @@ def comma_list(value: str, option: str, example: str) -> list[str]:
             f"{option} {shown(value)} names nothing; give a comma list, e.g. {example}, or leave {option} out for all"
         )
     return list(dict.fromkeys(items))
+
+
+# How old a price may be before a plan, estimate or preview says so (infra/catalog/price_age.py); a team sets its
+# own limit once in the environment. The names are spelled out here: `trainfleet --help` imports no catalog module.
+MaxPriceAgeOpt = Annotated[
+    float,
+    typer.Option(
+        "--max-price-age",
+        envvar="TRAINFLEET_MAX_PRICE_AGE_DAYS",
+        parser=finite_float("--max-price-age", minimum=0, maximum=36_500, example="90"),
+        metavar="DAYS",
+        help="say so when a price used is older than this many days, or undated (default 90; env "
+        "TRAINFLEET_MAX_PRICE_AGE_DAYS)",
+    ),
+]

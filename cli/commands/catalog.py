@@ -8,7 +8,7 @@ import typer
 
 from cli.app import app
 from cli.catalog import CatalogFilter, region_rows, show_instance
-from cli.options import finite_float
+from cli.options import MaxPriceAgeOpt, finite_float
 from cli.output import Col, Footnotes, WideOpt, console, money, print_json, show, table
 
 catalog_app = typer.Typer(help="Browse the embedded price and hardware catalog.", no_args_is_help=True)
@@ -131,3 +131,52 @@ def show_command(
         wide=wide,
     )
     console.print(notes.renderable("sources:"))
+
+
+@catalog_app.command("check")
+def check_command(
+    cloud: Annotated[str | None, typer.Option(help="aws, gcp or azure")] = None,
+    rule: Annotated[
+        str | None, typer.Option(help="list the rows of this rule (see the summary for the rules)")
+    ] = None,
+    max_price_age: MaxPriceAgeOpt = 90.0,
+    json_out: JsonFlag = False,
+    wide: WideOpt = False,
+) -> None:
+    """Rows whose prices or hardware facts are doubtful or missing, rule by rule, and what plans do with them."""
+    from cli.catalog import CatalogFilter, check_filter
+    from infra.catalog import default_catalog
+    from infra.catalog.checks import RULE_KEYS, RULES, check, counts
+    from infra.errors import TrainfleetError, did_you_mean, shown
+
+    catalog = default_catalog()
+    check_filter(catalog, CatalogFilter(cloud=cloud))
+    if rule is not None and rule not in RULE_KEYS:
+        raise TrainfleetError(f"--rule {shown(rule)} is not a rule{did_you_mean(rule, list(RULE_KEYS))}; "
+                              f"use one of {', '.join(RULE_KEYS)}")  # fmt: skip
+    findings = check(catalog.offers(cloud=cloud), catalog.sources, max_price_age)
+    per_rule = counts(findings)
+    if json_out:
+        print_json({
+            "offers": len(catalog.offers(cloud=cloud)),
+            "max_price_age_days": max_price_age,
+            "rules": [{"rule": r.key, "rows": per_rule[r.key], "means": r.means, "action": r.action} for r in RULES],
+            "findings": [f.to_json() for f in findings if rule is None or f.rule == rule],
+        })  # fmt: skip
+        return
+    if rule is None:
+        show(table(
+            f"{len(catalog.offers(cloud=cloud))} offers checked ({cloud or 'every cloud'})",
+            [Col("rule"), Col("rows", "right"), Col("what trainfleet does", wrap=True), Col("rows flagged", drop=1)],
+            [(r.key, f"{per_rule[r.key]:,}", r.action, r.means) for r in RULES],
+            wide=wide,
+        ), wide=wide)  # fmt: skip
+        console.print("[dim]--rule RULE lists a rule's rows; --json lists every row[/]")
+        return
+    listed = [f for f in findings if f.rule == rule]
+    show(table(
+        f"{rule}: {len(listed):,} rows",
+        [Col("cloud", drop=2), Col("region"), Col("zone", drop=1), Col("instance type"), Col("detail", wrap=True)],
+        [(f.offer.cloud, f.offer.region, f.offer.zone, f.offer.instance_type, f.detail) for f in listed],
+        wide=wide,
+    ), wide=wide)  # fmt: skip

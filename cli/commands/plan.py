@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from cli.app import app
-from cli.options import comma_list, finite_float
+from cli.options import MaxPriceAgeOpt, comma_list, finite_float
 from cli.output import WideOpt
 from infra.errors import TrainfleetError, did_you_mean, shown
 
@@ -179,6 +179,7 @@ def plan_command(
         str | None,
         typer.Option("--plot", metavar="FILE.svg|-", help="draw the cost/time frontier: FILE.svg, or - for the terminal"),
     ] = None,
+    max_price_age: MaxPriceAgeOpt = 90.0,
     json_out: JsonOpt = False,
     explain: ExplainOpt = False,
     wide: WideOpt = False,
@@ -187,7 +188,7 @@ def plan_command(
     t0 = time.perf_counter()
     from cli.planner.calibration import default_fit
     from cli.planner.optimizer import Request, alternatives, search
-    from cli.planner.report import impossible, notes, plan_dict, unsplit_line
+    from cli.planner.report import impossible, notes, plan_dict, price_notes, unsplit_line
     from cli.planner.standing import Shown
     from infra.catalog import default_catalog
     from infra.catalog.capacity import default_placement_scores
@@ -262,7 +263,8 @@ def plan_command(
         "best": plan_dict(best, req, explain, fit),
         "alternatives": [plan_dict(c, req, explain, fit) for c in alts],
         "frontier": [plan_dict(c, req, False, fit) for c in front],
-        "notes": notes(best, front, req) + ([unsplit_line(result)] if result.stats.unsplit else []),
+        "notes": notes(best, front, req) + price_notes(best, [*alts, *front], max_price_age)
+        + ([unsplit_line(result)] if result.stats.unsplit else []),
         "search": {
             "offers": result.stats.offers_considered,
             "candidates": result.stats.candidates,
@@ -345,7 +347,8 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
         f"{b['wallclock_hours_high']:,.1f} h), {money(b['expected_cost_usd'])} expected "
         f"({short_money(b['expected_cost_usd_low'])}-{short_money(b['expected_cost_usd_high'])}), "
         f"{b['tokens_per_second']:,.0f} tokens/s, MFU {b['mfu']:.1%}\n"
-        f"  memory per device: {_memory_line(b)}"
+        f"  memory per device: {_memory_line(b)}\n"
+        f"  price: ${b['price_usd_per_node_hour']:,.4f}/node-h {b['purchase']}, {_price_age_label(b)}"
         + (f"\n  capacity: {_capacity_line(b)}" if b["purchase"] == "spot" else ""),
         highlight=False,
     )
@@ -360,7 +363,7 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
              f"{short_money(p['expected_cost_usd_low'])}-{short_money(p['expected_cost_usd_high'])}",
              p["interruption"], f"{p['devices']} x {p['accelerator']}",
              f"ZeRO-{p['zero_stage']}, offload {p['offload']}",
-             _capacity_cell(p), ",".join(p["zones"]))
+             _capacity_cell(p), _age_cell(p), ",".join(p["zones"]))
             for p in plans
         ]  # fmt: skip
 
@@ -376,6 +379,7 @@ def _print_plans(out: dict, req, best, explain: bool, wide: bool = False) -> Non
         Col("devices", drop=3),
         Col("setup", drop=4),
         Col("capacity", drop=5),
+        Col("price age", drop=6),
         Col("zones", wide=True),
     ]
     if out["alternatives"]:
@@ -426,6 +430,21 @@ def _capacity_line(p: dict) -> str:
             f"1 h, {cap['expected_wait_minutes']:,.0f} min expected wait for a full set, {cap['replace_node_minutes']:,.0f} "
             f"min to replace a lost node; waiting for capacity adds "
             f"${cap['risk_usd']:,.2f} to the expected cost")  # fmt: skip
+
+
+def _age_cell(p: dict) -> str:
+    days = p["price_age"]["age_days"]
+    return "undated" if days is None else f"{days * 24:.0f} h" if days < 2 else f"{days:,.0f} days"
+
+
+def _price_age_label(p: dict) -> str:
+    """'observed 2026-11-25, 2 days old (azure-retail-prices)' or 'undated (skypilot-azure)', from a plan's JSON."""
+    age = p["price_age"]
+    if age["as_of"] is None:
+        return f"undated ({age['source']})"
+    days = age["age_days"]
+    old = f"{days * 24:.0f} h old" if days < 2 else f"{days:,.0f} days old"
+    return f"observed {age['as_of'][:10]}, {old} ({age['source']})"
 
 
 def _memory_line(p: dict) -> str:
@@ -519,6 +538,7 @@ def estimate_command(
     pp: Annotated[
         int | None, typer.Option("--pp", min=1, max=64, help="pin pipeline stages (whole nodes each; ZeRO 0-1)")
     ] = None,
+    max_price_age: MaxPriceAgeOpt = 90.0,
     json_out: JsonOpt = False,
     explain: ExplainOpt = False,
     wide: WideOpt = False,
@@ -542,6 +562,8 @@ def estimate_command(
         interval_figures,
         memory_figures,
         offload_label,
+        price_age,
+        price_notes,
         price_outlier,
     )
     from infra.catalog import default_catalog
@@ -674,6 +696,8 @@ def estimate_command(
         ]
         + [x for x in [price_outlier(best)] if x]
         + assumptions(best, req, fit),  # fmt: skip
+        "price_age": price_age(best).to_json(),
+        "notes": price_notes(best, [], max_price_age),
     }
     if explain:
         out["explain"] = explain_lines(best, req, fit)
@@ -691,11 +715,14 @@ def estimate_command(
         f"{out['gpu_hours']:,.0f} device-hours ({out['device_hours_low']:,.0f}-{out['device_hours_high']:,.0f}), "
         f"{money(out['cost_usd'])} expected ({short_money(out['cost_usd_low'])}-{short_money(out['cost_usd_high'])}), "
         f"{out['tokens_per_second']:,.0f} tokens/s, MFU {out['mfu']:.1%}\n"
-        f"  memory per device: {_memory_line(out)}",
+        f"  memory per device: {_memory_line(out)}\n"
+        f"  price: ${out['price_usd_per_node_hour']:,.4f}/node-h {purchase}, {_price_age_label(out)}",
         highlight=False,
     )
     show(_breakdown_table(out["breakdown"], out["cost_usd"], wide), wide=wide)
     for line in out["assumptions"]:
         console.print(f"[dim]assumption:[/] {line}", highlight=False)
+    for line in out["notes"]:
+        console.print(f"[yellow]note:[/] {line}", highlight=False)
     for line in out.get("explain", []):
         console.print(f"  {line}", highlight=False, markup=False)

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from cli.app import app
-from cli.options import finite_float
+from cli.options import MaxPriceAgeOpt, finite_float
 from cli.output import WideOpt, error_line, print_json, show
 from infra.errors import TrainfleetError
 from infra.units import MAX_USD
@@ -57,6 +57,7 @@ def preview_command(
     show_all: Annotated[
         bool, typer.Option("--all", help="also list each free resource and why it is free")
     ] = False,
+    max_price_age: MaxPriceAgeOpt = 90.0,
     json_out: JsonFlag = False,
     wide: WideOpt = False,
 ) -> None:
@@ -73,7 +74,7 @@ def preview_command(
         if json_out:
             print_json({"estimate": estimate.to_json(), "diff": diff.to_json()})
         else:
-            show(estimate_renderable(estimate, show_free=show_all, wide=wide), wide=wide)
+            show(estimate_renderable(estimate, show_free=show_all, wide=wide, max_price_age=max_price_age), wide=wide)
             show(diff_renderable(diff, wide=wide), wide=wide)
     else:
         from cli.preview.engine import estimate_stack
@@ -83,7 +84,7 @@ def preview_command(
         if json_out:
             print_json(estimate.to_json())
         else:
-            show(estimate_renderable(estimate, show_free=show_all, wide=wide), wide=wide)
+            show(estimate_renderable(estimate, show_free=show_all, wide=wide, max_price_age=max_price_age), wide=wide)
     breach = check_guardrail(estimate, fail_above)
     unpriced = check_unpriced(estimate) if fail_on_unpriced else None
     for message in (breach.message if breach else None, unpriced):

@@ -8,23 +8,14 @@ contradicts) and says so with the plan; `trainfleet catalog refresh` replaces th
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
 
 from infra.catalog import Offer
+from infra.catalog.checks import OUTLIER_RATIO, neighbours_median
 
-OUTLIER_RATIO = 2.0
 OUTLIER_NOTE = "spot priced at its neighbours' median"
-
-
-def neighbours_median(offer: Offer, offers: Iterable[Offer]) -> tuple[float, int] | None:
-    """(median spot USD/h, zones) of the same cloud, region and type in other zones; None without any."""
-    others = [o.spot_usd_per_hour for o in offers
-              if (o.cloud, o.region, o.instance_type) == (offer.cloud, offer.region, offer.instance_type)
-              and o.zone != offer.zone and o.spot_usd_per_hour]  # fmt: skip
-    return (statistics.median(others), len(others)) if others else None
 
 
 def conservative_spot(offers: Iterable[Offer]) -> list[Offer]:

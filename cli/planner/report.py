@@ -13,6 +13,8 @@ from cli.planner.optimizer import Candidate, FixedSetup, Request, Search, assess
 from cli.planner.outliers import OUTLIER_NOTE, neighbours_median
 from cli.planner.throughput import explain_step, parallelism_assumptions
 from cli.planner.uncertainty import LEVEL, PLAN_INTERVAL
+from infra.catalog import Offer
+from infra.catalog.price_age import PriceAge, oldest, refresh_command, stale_note
 from infra.errors import TrainfleetError
 
 
@@ -141,10 +143,50 @@ def plan_dict(c: Candidate, req: Request, explain: bool = False, fit: Fit | None
         "capacity": capacity_dict(c, req),
         "elastic": elastic_dict(c, req),
         "assumptions": assumptions(c, req, fit),
+        "price_age": price_age(c).to_json(),
     }
     if explain:
         d["explain"] = explain_lines(c, req, fit)
     return d
+
+
+def priced_offers(c: Candidate) -> list[Offer]:
+    """The catalog rows the plan's price rests on: its zones' rows for spot over several zones, else its own."""
+    from infra.catalog import default_catalog
+
+    if c.purchase != "spot" or len(c.zones) < 2:
+        return [c.offer]
+    o = c.offer
+    rows = default_catalog().offers(cloud=o.cloud, region=o.region, instance_type=o.instance_type)
+    return [x for x in rows if x.zone in c.zones and x.spot_usd_per_hour] or [o]
+
+
+def price_age(c: Candidate) -> PriceAge:
+    from infra.catalog import default_catalog
+
+    return oldest(priced_offers(c), default_catalog().sources)
+
+
+def price_notes(best: Candidate, shown: list[Candidate], max_days: float) -> list[str]:
+    """The best plan's price when it is undated or older than `max_days`, with the command that updates it; one
+    more line when other plans shown rest on such prices too."""
+    from infra.catalog import default_catalog
+
+    sources = default_catalog().sources
+    o = best.offer
+    where = f"{', '.join(best.zones) or o.region}"
+    line = stale_note(price_age(best), f"this plan ({o.instance_type} {best.purchase} in {o.cloud} {where})",
+                      o.cloud, [o.region], max_days, sources)  # fmt: skip
+    out = [line] if line else []
+    others = {c.identity(): c for c in shown if c.identity() != best.identity() and price_age(c).too_old(max_days)}
+    if others:
+        clouds = sorted({c.offer.cloud for c in others.values()})
+        out.append(
+            f"{len(others)} other plan{'s' if len(others) > 1 else ''} shown rest{'s' if len(others) == 1 else ''} "
+            f"on undated prices or prices older than {max_days:g} days too ({', '.join(clouds)}; their age is in "
+            f"--json price_age and the wide tables): `{refresh_command('CLOUD')}` for each"
+        )
+    return out
 
 
 def interval_figures(wall_hours: float, device_hours: float, cost_usd: float) -> dict:

@@ -8,6 +8,7 @@ numbered notes ([1], [2], ...), so a row stays one line at 80 columns.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from rich.console import Console, Group
 from rich.text import Text
@@ -17,7 +18,10 @@ from cli.planner.uncertainty import PLAN_INTERVAL
 from cli.preview.diff import CostDiff
 from cli.preview.markdown import OP_LABEL
 from cli.preview.model import FREE, Estimate, PricedResource
+from infra.catalog.price_age import DEFAULT_MAX_AGE_DAYS, PriceAge
 from infra.errors import TrainfleetError
+
+CLOUD_OF_PROVIDER = {"aws": "aws", "gcp": "gcp", "azure-native": "azure", "azure": "azure"}  # type token prefix
 
 
 def type_label(token: str) -> str:
@@ -45,7 +49,41 @@ def _branch(i: int, n: int) -> str:
     return "└─" if i == n - 1 else "├─"
 
 
-def estimate_renderable(est: Estimate, *, show_free: bool = False, wide: bool = False) -> Group:
+def price_age_lines(est: Estimate, max_days: float, now: datetime | None = None) -> list[str]:
+    """The age of the oldest catalog price behind each cloud's instances, and a note for each cloud whose oldest is
+    undated or older than `max_days`, with the command that updates it."""
+    from infra.catalog import default_catalog
+    from infra.catalog.offer_rules import parse_time
+    from infra.catalog.price_age import PriceAge, stale_note
+
+    now = now or datetime.now(UTC)
+    by_cloud: dict[str, tuple[PriceAge, str]] = {}
+    for r in est.resources:
+        for c in r.components:
+            if r.status != "priced" or not c.source.startswith("catalog") or c.unit_price is None:
+                continue
+            cloud = CLOUD_OF_PROVIDER.get(r.resource.type.split(":")[0], r.resource.type.split(":")[0])
+            key = c.source.removeprefix("catalog:").split(",")[0]
+            age = PriceAge(key, parse_time(c.as_of) if c.as_of else None, now)
+            held = by_cloud.get(cloud)
+            if held is None or _older(age, held[0]):
+                by_cloud[cloud] = (age, c.name)
+    sources = default_catalog().sources
+    out = [f"Instance prices ({cloud}): oldest {age.label()} ({age.source})" for cloud, (age, _) in
+           sorted(by_cloud.items())]  # fmt: skip
+    for cloud, (age, name) in sorted(by_cloud.items()):
+        note = stale_note(age, name, cloud, (), max_days, sources)
+        if note:
+            out.append("note: " + note)
+    return out
+
+
+def _older(a: PriceAge, b: PriceAge) -> bool:
+    return b.observed is not None and (a.observed is None or a.observed < b.observed)
+
+
+def estimate_renderable(est: Estimate, *, show_free: bool = False, wide: bool = False,
+                        max_price_age: float = DEFAULT_MAX_AGE_DAYS) -> Group:
     """Priced and unpriced resources with their components; free ones listed only with `show_free`."""
     notes = Footnotes()
     rows: list[tuple] = []
@@ -99,6 +137,8 @@ def estimate_renderable(est: Estimate, *, show_free: bool = False, wide: bool = 
         lines.append(Text(f"The document leaves out {est.absent} unchanged resources (no --show-sames): totals "
                           "cover only what it lists", style="yellow"))  # fmt: skip
     lines += expected_lines(est)
+    lines += [Text(line, style="yellow" if line.startswith("note:") else "") for line in
+              price_age_lines(est, max_price_age)]  # fmt: skip
     lines.append(Text("Usage assumptions (--usage-file overrides):"))
     lines += [Text(f"  {k} = {v.value:g} {v.unit}  ({v.source})") for k, v in est.usage.items()]
     if est.budget_usd is not None:

@@ -32,6 +32,7 @@ SOURCES = {
     "skypilot-aws": {
         "what": "AWS on-demand and spot USD/hour per availability zone",
         "origin": SKYPILOT,
+        "repository": "skypilot-org/skypilot-catalog",
         "path": "catalogs/v8/aws/vms.csv",
         "commit": "00148f2af3672e2229b4f7bf8157d5a3f36e3c35",
         "as_of": "unknown (no date in the source); snapshot at that commit",
@@ -39,6 +40,7 @@ SOURCES = {
     "skypilot-gcp": {
         "what": "GCP host (vCPU+RAM) and GPU USD/hour per zone; a VM's price is host row + GPU row",
         "origin": SKYPILOT,
+        "repository": "skypilot-org/skypilot-catalog",
         "path": "catalogs/v8/gcp/vms.csv",
         "commit": "006059e0f18acb1341e22a27751e9f80df6ba92f",
         "as_of": "unknown (no date in the source); snapshot at that commit",
@@ -46,6 +48,7 @@ SOURCES = {
     "skypilot-azure": {
         "what": "Azure pay-as-you-go and spot USD/hour per region (US regions only, older v6 snapshot)",
         "origin": SKYPILOT,
+        "repository": "skypilot-org/skypilot-catalog",
         "path": "catalogs/v6/azure/vms.csv",
         "commit": "098741e70562f65d7af1cceb81e33b284f742604",
         "as_of": "unknown (no date in the source); OLD v6 snapshot",
@@ -66,6 +69,13 @@ SOURCES = {
         "what": "peak dense TFLOP/s per accelerator and precision",
         "origin": "vendor datasheets as tabulated in composer, pytorch-lightning, torchtitan, ml-engineering, "
         "Intel Hot Chips 2024 (per row in data/calibration/peak_flops.csv)",
+    },
+    "network-specs": {
+        "what": "inter-node bandwidth (Gbit/s) and fabric per instance type",
+        "origin": "AWS: EC2 DescribeInstanceTypes NetworkInfo as moto 5.2.5 ships it (getmoto/moto "
+        "moto/ec2/resources/instance_types.json.gz): a fixed NetworkPerformance, or the cards' summed baseline for "
+        "'Up to N'; Azure: the size pages' Max Bandwidth (MicrosoftDocs/azure-compute-docs "
+        "articles/virtual-machines/sizes/gpu-accelerated/); the rest: vendor spec sheets (hardware-specs)",
     },
     "hardware-specs": {
         "what": "accelerator memory where the price source does not carry it, and inter-node fabric bandwidth",
@@ -141,13 +151,32 @@ ACCELERATORS = {
 PEAK_SCALE = {"Trainium1": 2.0}
 PRECISIONS = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "tf32": "tf32", "fp32 (non-tensor)": "fp32"}
 
-# Inter-node fabric: instance type -> (Gbit/s, fabric). Only types whose spec sheet we are sure of.
+# Inter-node fabric: instance type -> (Gbit/s, fabric), from the sources named in SOURCES["network-specs"].
+# AWS: EC2 DescribeInstanceTypes NetworkInfo as moto 5.2.5 ships it (moto/ec2/resources/instance_types.json.gz):
+# NetworkPerformance where it is a fixed "N Gigabit" (or "Kx N"), the network cards' summed baseline where it is
+# "Up to N" (a burst a days-long all-reduce does not keep); efa where EfaSupported. tests/test_catalog_network.py
+# holds every AWS entry to the installed moto file.
+AWS_NETWORK = {
+    "dl2q.24xlarge": (100, "efa"), "g4dn.16xlarge": (50, "efa"), "g4dn.2xlarge": (10, ""), "g4dn.4xlarge": (20, ""),
+    "g4dn.8xlarge": (50, "efa"), "g4dn.xlarge": (5, ""), "g5.16xlarge": (25, "efa"), "g5.2xlarge": (5, ""),
+    "g5.4xlarge": (10, ""), "g5.8xlarge": (25, "efa"), "g5.xlarge": (2.5, ""), "g6.12xlarge": (40, "efa"),
+    "g6.16xlarge": (25, "efa"), "g6.24xlarge": (50, "efa"), "g6.2xlarge": (5, ""), "g6.4xlarge": (10, ""),
+    "g6.8xlarge": (25, "efa"), "g6.xlarge": (2.5, ""), "g6e.16xlarge": (35, "efa"), "g6e.2xlarge": (5, ""),
+    "g6e.4xlarge": (20, ""), "g6e.8xlarge": (25, "efa"), "g6e.xlarge": (2.5, ""), "p5.4xlarge": (100, "efa"),
+    "p6-b300.48xlarge": (6400, "efa"), "trn1.2xlarge": (3.125, ""), "trn2.3xlarge": (200, "efa"),
+}  # fmt: skip
+# Azure: the size pages' "Max Bandwidth (Mbps)" (MicrosoftDocs/azure-compute-docs, tests/fixtures/network_specs/).
+AZURE_NETWORK = {
+    "Standard_NC24ads_A100_v4": (20, ""), "Standard_NC48ads_A100_v4": (40, ""), "Standard_NC96ads_A100_v4": (80, ""),
+}  # fmt: skip
 NETWORK = {
+    **AWS_NETWORK,
+    **AZURE_NETWORK,
     "p4d.24xlarge": (400, "efa"), "p4de.24xlarge": (400, "efa"), "p5.48xlarge": (3200, "efa"),
     "p5e.48xlarge": (3200, "efa"), "p5en.48xlarge": (3200, "efa"), "p6-b200.48xlarge": (3200, "efa"),
     "p3dn.24xlarge": (100, "efa"), "p3.16xlarge": (25, ""), "dl1.24xlarge": (400, "efa"),
     "trn1.32xlarge": (800, "efa"), "trn1n.32xlarge": (1600, "efa"), "trn2.48xlarge": (3200, "efa"),
-    "g5.48xlarge": (100, "efa"), "g5.12xlarge": (40, "efa"), "g5.24xlarge": (50, ""),
+    "g5.48xlarge": (100, "efa"), "g5.12xlarge": (40, "efa"), "g5.24xlarge": (50, "efa"),
     "g4dn.metal": (100, "efa"), "g4dn.12xlarge": (50, "efa"), "g6.48xlarge": (100, "efa"),
     "g6e.48xlarge": (400, "efa"), "g6e.24xlarge": (200, "efa"), "g6e.12xlarge": (100, "efa"),
     "a2-highgpu-8g": (100, ""), "a2-megagpu-16g": (100, ""), "a2-ultragpu-8g": (100, ""),
@@ -249,8 +278,13 @@ def _azure_rows(src: Path) -> list[dict[str, str]]:
     return rows
 
 
+SPOT_NOT_BELOW_ON_DEMAND = "spot at or above on-demand in the source (a capped or stale spot price)"
+
+
 def _row(cloud, region, zone, itype, accel, count, mem, vcpus, ram, od, spot, bucket, bucket_src, src, note):
     gbps, fabric = NETWORK.get(itype, ("", ""))
+    if od and spot and float(spot) >= float(od) and "spot equals" not in note:
+        note = f"{note}; {SPOT_NOT_BELOW_ON_DEMAND}" if note else SPOT_NOT_BELOW_ON_DEMAND
     if not mem and accel in ACCELERATORS:
         mem = str(ACCELERATORS[accel][1])
     values = [
