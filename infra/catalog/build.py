@@ -168,6 +168,8 @@ AWS_NETWORK = {
 # Azure: the size pages' "Max Bandwidth (Mbps)" (MicrosoftDocs/azure-compute-docs, tests/fixtures/network_specs/).
 AZURE_NETWORK = {
     "Standard_NC24ads_A100_v4": (20, ""), "Standard_NC48ads_A100_v4": (40, ""), "Standard_NC96ads_A100_v4": (80, ""),
+    "Standard_NC40ads_H100_v5": (40, ""), "Standard_NC80adis_H100_v5": (80, ""), "Standard_NC4as_T4_v3": (8, ""),
+    "Standard_NC8as_T4_v3": (8, ""), "Standard_NC16as_T4_v3": (8, ""), "Standard_NC64as_T4_v3": (32, ""),
 }  # fmt: skip
 NETWORK = {
     **AWS_NETWORK,
