@@ -58,10 +58,25 @@ def refresh_command(
             min=1, max=1000, help="with --placement-scores: most requests sent (AWS limits new ones per 24 h)"
         ),
     ] = 10,
+    capacity: Annotated[
+        bool,
+        typer.Option(
+            "--capacity",
+            help="instead of prices, fetch the cloud's published interruption rates (AWS: the Spot Instance Advisor "
+            "buckets) into $TRAINFLEET_HOME/spot-advisor.json",
+        ),
+    ] = False,
 ) -> None:
     """Fetch today's prices from the cloud's price APIs into your catalog overlay (the snapshot stays the fallback)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    if capacity:
+        if placement_scores or regions is not None or instance_types is not None or nodes is not None:
+            from infra.errors import TrainfleetError
+
+            raise TrainfleetError("--capacity fetches every catalog type in every region the feed has; leave out "
+                                  "--placement-scores, --regions, --instance-types and --nodes")  # fmt: skip
+        return _interruption_refresh(cloud, json_out)
     if placement_scores:
         return _placement_refresh(cloud, regions, instance_types, nodes, max_configurations, json_out, wide)
     if instance_types is not None or nodes is not None:
@@ -151,6 +166,51 @@ _OTHER_PLACEMENT_APIS = {
     "gcp": "GCP's Compute Engine capacity advice (advice.capacity, an obtainability score 0.0-1.0) is not "
     "supported yet",
 }
+
+
+# What each cloud publishes about interruptions, and why trainfleet does not read it yet (issue 32).
+_OTHER_INTERRUPTION_DATA = {
+    "azure": "Azure publishes eviction rates per size and region in Resource Graph (SpotResources, "
+    "microsoft.compute/skuspotevictionrate/location) as ranges per hour, a scale the planner's monthly buckets "
+    "cannot hold yet, so plans keep the labelled assumption",
+    "gcp": "GCP publishes preemption history (Compute advice.capacityHistory) as the share of stopped Spot VMs that "
+    "were preempted, not a rate over time, so plans keep the labelled assumption",
+}
+
+
+def _interruption_refresh(cloud: str, json_out: bool) -> None:
+    """`catalog refresh --cloud aws --capacity`: the Spot Advisor feed's buckets into spot-advisor.json."""
+    from infra.catalog.advisor import advisor_path
+    from infra.catalog.loader import snapshot_offers
+    from infra.catalog.refresh.advisor import advisor_url, fetch_buckets, write_refresh
+    from infra.catalog.refresh.http import FetchError
+    from infra.errors import TrainfleetError, did_you_mean, shown
+
+    if cloud in _OTHER_INTERRUPTION_DATA:
+        raise TrainfleetError(f"--capacity reads AWS's Spot Instance Advisor only; {_OTHER_INTERRUPTION_DATA[cloud]}")
+    if cloud != "aws":
+        raise TrainfleetError(
+            f"--cloud {shown(cloud)} is not a cloud{did_you_mean(cloud, ['aws', 'gcp', 'azure'])}; use aws"
+        )
+    url = advisor_url()
+    types = sorted({o.instance_type for o in snapshot_offers() if o.cloud == "aws"})
+    path = advisor_path()
+    try:
+        buckets = fetch_buckets(types, url)
+    except FetchError as exc:
+        err_console.print(f"error: {exc}; {path} is unchanged", highlight=False, markup=False)
+        raise typer.Exit(1) from None
+    fetched_at = write_refresh(path, buckets, url)
+    summary = {"path": str(path), "fetched_at": fetched_at, "source": url, "buckets": len(buckets),
+               "instance_types": len({t for _, t in buckets}), "regions": len({r for r, _ in buckets})}  # fmt: skip
+    if json_out:
+        print_json(summary)
+        return
+    console.print(
+        f"wrote {summary['buckets']} interruption buckets ({summary['instance_types']} instance types in "
+        f"{summary['regions']} regions) as of {fetched_at} to {path}",
+        highlight=False,
+    )
 
 
 def _placement_refresh(

@@ -36,7 +36,7 @@ class Offer:
     on_demand_usd_per_hour: float | None  # None: unknown, never 0
     spot_usd_per_hour: float | None
     interruption_bucket: int | None  # 0..4, see INTERRUPTION_BUCKETS
-    interruption_source: str  # "aws-spot-advisor", "assumed-interruption" or "" (unknown)
+    interruption_source: str  # "aws-spot-advisor" (-refresh), "assumed-interruption" or "" (unknown)
     network_gbps: float | None  # inter-node bandwidth where known
     fabric: str  # efa, infiniband, gpudirect-tcpx, ... or ""
     source: str  # key into sources.json, or the refresh that produced the price

@@ -51,7 +51,7 @@ NUMBERS: dict[str, Bound] = {
 }
 
 CLOUDS = ("aws", "gcp", "azure")
-INTERRUPTION_SOURCES = ("aws-spot-advisor", "assumed-interruption", "")
+INTERRUPTION_SOURCES = ("aws-spot-advisor", "aws-spot-advisor-refresh", "assumed-interruption", "")
 NAME = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}"
 # Text columns: the form each must have ('' allowed where the pattern allows it). Names reach stack files, shell
 # and tables; notes only tables (no control characters, so no terminal escapes).
