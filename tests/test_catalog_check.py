@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -83,3 +84,23 @@ def test_counts_list_every_rule_even_when_none_fire():
 def test_a_bad_rule_or_cloud_is_one_line():
     assert_one_line_error(run_trainfleet("catalog", "check", "--rule", "spot-cheap"), "--rule", "price-undated")
     assert_one_line_error(run_trainfleet("catalog", "check", "--cloud", "ibm"), "--cloud")
+
+
+def test_interruption_rules_count_assumed_unknown_and_old_buckets_and_a_refresh_clears_old(tmp_path):
+    with (DATA_DIR / "offers.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assumed = sum(r["interruption_source"] == "assumed-interruption" for r in rows)
+    unknown = sum(r["interruption_bucket"] == "" for r in rows)
+    advisor = sum(r["interruption_source"] == "aws-spot-advisor" for r in rows)  # published 2025-06-28
+    got = counts(check(SNAPSHOT, {"aws-spot-advisor": {"as_of": "2025-06-28"}}, 90, NOW))
+    assert (got["interruption-assumed"], got["interruption-unknown"], got["interruption-too-old"]) == (
+        assumed, unknown, advisor)  # fmt: skip
+    assert counts(check(SNAPSHOT, {"aws-spot-advisor": {"as_of": "2025-06-28"}}, 600, NOW))["interruption-too-old"] == 0
+    # a refresh an hour ago dates the buckets it covers
+    p5 = sum(r["instance_type"] == "p5.48xlarge" and r["region"] == "us-east-1" and r["interruption_bucket"] != ""
+             for r in rows)  # fmt: skip
+    fetched = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    (tmp_path / "spot-advisor.json").write_text(json.dumps(
+        {"format": 1, "fetched_at": fetched, "source": "test", "buckets": [["us-east-1", "p5.48xlarge", 4]]}))
+    cli = run_trainfleet("catalog", "check", "--cloud", "aws", "--json", env=isolated_env(tmp_path)).json()
+    assert {r["rule"]: r["rows"] for r in cli["rules"]}["interruption-too-old"] == advisor - p5 > 0

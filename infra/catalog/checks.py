@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from infra.catalog.model import Offer
-from infra.catalog.price_age import oldest
+from infra.catalog.price_age import PriceAge, oldest, source_date
 
 OUTLIER_RATIO = 2.0  # a spot row under 1/2 of its neighbours' median (cli/planner/outliers.py prices it at the median)
 
@@ -43,6 +43,12 @@ RULES = (
          "plans, estimates and previews say so beside the figure; `trainfleet catalog refresh` dates it"),
     Rule("price-too-old", "the price was observed longer ago than the limit (--max-price-age)",
          "plans, estimates and previews say so beside the figure; `trainfleet catalog refresh` updates it"),
+    Rule("interruption-assumed", "the cloud publishes no per-type monthly interruption rate (GCP, Azure)",
+         "plans assume 10-15%/month and say so"),
+    Rule("interruption-unknown", "no interruption rate for this type and region in any source",
+         "plans assume >20%/month and say so"),
+    Rule("interruption-too-old", "the interruption bucket was published longer ago than the limit "
+         "(--max-price-age)", "plans use it; `trainfleet catalog refresh --cloud aws --capacity` updates it"),
 )  # fmt: skip
 RULE_KEYS = tuple(r.key for r in RULES)
 
@@ -96,6 +102,7 @@ def _row_findings(o: Offer, same_type: list[Offer], sources: Mapping[str, Mappin
         yield "network-unknown", f"{o.accelerators_per_node} x {o.accelerator}, no network figure"
     if not o.accelerator:
         yield "accelerator-unknown", "no accelerator name or count in the source"
+    yield from _interruption_findings(o, sources, max_age_days, now)
     if spot is None and on_demand is None:
         yield "price-missing", "no price"
         return
@@ -104,6 +111,18 @@ def _row_findings(o: Offer, same_type: list[Offer], sources: Mapping[str, Mappin
         yield "price-undated", f"source {o.source}"
     elif age.too_old(max_age_days):
         yield "price-too-old", age.label()
+
+
+def _interruption_findings(o: Offer, sources: Mapping[str, Mapping], max_age_days: float,
+                           now: datetime) -> Iterable[tuple[str, str]]:  # fmt: skip
+    if o.interruption_assumed:
+        yield "interruption-assumed", o.interruption_label
+    elif o.interruption_bucket is None:
+        yield "interruption-unknown", "no bucket"
+    else:
+        published = PriceAge(o.interruption_source, source_date(sources.get(o.interruption_source) or {}), now)
+        if published.observed is not None and published.too_old(max_age_days):
+            yield "interruption-too-old", f"{o.interruption_label}, {published.label().replace('observed', 'published')}"
 
 
 def counts(findings: Iterable[Finding]) -> dict[str, int]:

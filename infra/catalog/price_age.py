@@ -54,10 +54,10 @@ def observed(offer: Offer, sources: Mapping[str, Mapping]) -> datetime | None:
     """When the offer's price was observed: its row's as_of, else a date its source names, else None."""
     if offer.as_of:
         return parse_time(offer.as_of)
-    return _source_date(sources.get(offer.source) or {})
+    return source_date(sources.get(offer.source) or {})
 
 
-def _source_date(source: Mapping) -> datetime | None:
+def source_date(source: Mapping) -> datetime | None:
     text = str(source.get("as_of") or "")
     return parse_time(text) if text[:4].isdigit() else None  # "unknown (...)", "n/a": no date
 
