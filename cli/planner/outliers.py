@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from infra.catalog import Offer
-from infra.catalog.checks import OUTLIER_RATIO, neighbours_median
+from infra.catalog.neighbours import OUTLIER_RATIO, neighbours_median
 
 OUTLIER_NOTE = "spot priced at its neighbours' median"
 

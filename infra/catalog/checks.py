@@ -8,16 +8,14 @@ time (infra/catalog/build.py) and no longer flagged.
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from infra.catalog.model import Offer
+from infra.catalog.neighbours import OUTLIER_RATIO, neighbours_median
 from infra.catalog.price_age import PriceAge, oldest, source_date
-
-OUTLIER_RATIO = 2.0  # a spot row under 1/2 of its neighbours' median (cli/planner/outliers.py prices it at the median)
 
 
 @dataclass(frozen=True)
@@ -63,14 +61,6 @@ class Finding:
         o = self.offer
         return {"rule": self.rule, "cloud": o.cloud, "region": o.region, "zone": o.zone,
                 "instance_type": o.instance_type, "source": o.source, "detail": self.detail}  # fmt: skip
-
-
-def neighbours_median(offer: Offer, offers: Iterable[Offer]) -> tuple[float, int] | None:
-    """(median spot USD/h, zones) of the same cloud, region and type in other zones; None without any."""
-    others = [o.spot_usd_per_hour for o in offers
-              if (o.cloud, o.region, o.instance_type) == (offer.cloud, offer.region, offer.instance_type)
-              and o.zone != offer.zone and o.spot_usd_per_hour]  # fmt: skip
-    return (statistics.median(others), len(others)) if others else None
 
 
 def check(offers: Iterable[Offer], sources: Mapping[str, Mapping], max_age_days: float,
