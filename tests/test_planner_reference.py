@@ -253,7 +253,7 @@ def expected_wall_hours(useful_hours: float, nodes: int, hw: Hardware, cloud: st
                         eval_s: float = 0.0) -> tuple | None:  # fmt: skip
     """(wall hours, billed hours): Daly's expected wall time, spot interruptions and failures included
     (reliability.py's docstring); None when the plan is refused (restarts would take half the time, or useful work
-    under a third). A spot fleet waits for a full set of nodes before the start and in every restart (capacity.py),
+    under a third of the running time, the start wait left out). A spot fleet waits for a full set of nodes before the start and in every restart (capacity.py),
     holding and paying for 7.9% of them before the start; its nodes are interrupted together, a few per event. `eval_s`: the evaluation run beside each step (seconds per step)."""
     share = MONTHLY_INTERRUPTED_SHARE[4 if bucket is None else int(bucket)]
     spot_per_node_hour = -math.log(1 - share) / HOURS_PER_MONTH / spot_nodes_per_event(nodes) if spot else 0.0
@@ -294,7 +294,7 @@ def expected_wall_hours(useful_hours: float, nodes: int, hw: Hardware, cloud: st
     if load >= 0.5 or not math.isfinite(daly_s):
         return None
     wall_s = daly_s / (1 - load) + waiting
-    if useful_s < wall_s / 3:
+    if useful_s < (wall_s - waiting) / 3:  # the wait for the first full set is not running time
         return None
     return wall_s / 3600, (wall_s - (1 - HELD_WHILE_WAITING) * waiting) / 3600
 

@@ -138,3 +138,17 @@ def test_deepspeed_parts_replace_the_even_split_worked_by_hand():
     # the even split of the same bytes (what the planner assumed before) is the float form
     even = assess(cloud="gcp")
     assert even.checkpoint_write_s == pytest.approx(6.125) and r.wall_hours > even.wall_hours
+
+
+def test_the_wait_for_the_first_nodes_never_decides_feasibility():
+    """A third of the running time must be useful work; the wait for the first full set of nodes is not running
+    time. 1.5 h of work on one spot node: feasible alike with no wait and with a 3.4 h wait, which only adds to the
+    wall time (worked: the same Daly wall, plus the wait)."""
+    common = dict(useful_hours=1.5, nodes=1, devices_per_node=8, cloud="aws", spot=True, interruption_bucket=None,
+                  checkpoint_bytes=156e9, node_network_gbits=None, step_s=227.0)  # fmt: skip
+    without = rel.assess(**common)
+    waiting = rel.assess(**common, capacity_wait_s=3.4 * 3600)
+    assert without.feasible and waiting.feasible
+    assert waiting.daly_hours > without.daly_hours  # restarts wait for a node too
+    assert waiting.wall_hours >= waiting.daly_hours + 3.4  # and the start waits for it
+    assert 1.5 < waiting.wall_hours / 3  # so counting the start wait in would have refused it

@@ -40,7 +40,9 @@ and Daly's expected wall time for T hours of work (the steps, plus the evaluatio
 runs beside them, cli/planner/overheads.py):
     W = M e^(R/M) (e^((tau + d)/M) - 1) T / tau
 Safe interruptions then stretch it by 1 / (1 - hazard_safe (d + R)). A plan whose useful work would be
-under a third of its wall time is refused as infeasible (it would mostly pay for restarts).
+under a third of its running time is refused as infeasible (it would mostly pay for restarts). The wait for the
+first full set of nodes is not running time: counted in, it would refuse a fast setup that a slower one of the
+same fleet passes, only because the slower one has more work to set against the same wait.
 
 Elastic recovery (checkpoint.elastic: min_nodes, wait w; infra/elastic.py), on every lost node (spot or failure:
 the node side cannot tell them apart). T, the time until a replacement is up, is capacity.py's: T = PROVISION_S +
@@ -98,7 +100,7 @@ PROVISION_S = 900.0
 STORAGE_USD_PER_GB_MONTH = {"aws": 0.023, "gcp": 0.020, "azure": 0.018}  # standard object storage
 KEEP_LAST = 3  # checkpoints kept (the schema's default keep_last)
 MAX_SAFE_LOAD = 0.5  # refuse plans that would spend half their time restarting
-MIN_EFFICIENCY = 1 / 3  # refuse plans where less than a third of the paid time is useful work
+MIN_EFFICIENCY = 1 / 3  # refuse plans where less than a third of the running time (after the start wait) is useful work
 # DeepSpeed universal checkpoint conversion (ds_to_universal), bytes of the whole checkpoint per second on one node:
 # benchmarks/conversion_rate.py (infra/catalog/data/calibration/conversion_rate.csv): ZeRO-2 bf16 checkpoints of 0.22 to
 # 5.03 GiB, 2 workers on a 2-core machine, the fastest of 3 runs each: 2.97 s + bytes / 137 MB/s fitted on all six;
@@ -663,7 +665,7 @@ def assess(
     load = safe_rate * (times.emergency_s + restart)
     feasible = load < MAX_SAFE_LOAD and math.isfinite(daly)
     wall = daly / (1 - load) + capacity_wait_s if feasible else math.inf
-    if useful_s < MIN_EFFICIENCY * wall:
+    if useful_s < MIN_EFFICIENCY * (wall - capacity_wait_s):
         feasible, wall = False, math.inf
     return Reliability(spot_node, fail_node, nodes, notice, write, times, lossy_restart, fits, tau, mtbf / 3600,
                        useful_hours, useful_hours * eval_share, useful_hours * data_stall_share, daly / 3600,

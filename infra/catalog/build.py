@@ -163,8 +163,13 @@ AWS_NETWORK = {
     "g6.16xlarge": (25, "efa"), "g6.24xlarge": (50, "efa"), "g6.2xlarge": (5, ""), "g6.4xlarge": (10, ""),
     "g6.8xlarge": (25, "efa"), "g6.xlarge": (2.5, ""), "g6e.16xlarge": (35, "efa"), "g6e.2xlarge": (5, ""),
     "g6e.4xlarge": (20, ""), "g6e.8xlarge": (25, "efa"), "g6e.xlarge": (2.5, ""), "p5.4xlarge": (100, "efa"),
-    "p6-b300.48xlarge": (6400, "efa"), "trn1.2xlarge": (3.125, ""), "trn2.3xlarge": (200, "efa"),
+    "p6-b300.48xlarge": (6400, ""), "trn1.2xlarge": (3.125, ""), "trn2.3xlarge": (200, "efa"),
 }  # fmt: skip
+# EFA-capable types the fleet cannot give EFA yet, so the catalog names no fabric (plans assume TCP) until it can.
+EFA_NOT_YET = {
+    "p6-b300.48xlarge": "17 network cards but 16 EFA interfaces (card 0 is ENA only): the fleet's one EFA interface "
+    "per card, from card 0 (infra/catalog/network_cards.py), would not launch",
+}
 # Azure: the size pages' "Max Bandwidth (Mbps)" (MicrosoftDocs/azure-compute-docs, tests/fixtures/network_specs/).
 AZURE_NETWORK = {
     "Standard_NC24ads_A100_v4": (20, ""), "Standard_NC48ads_A100_v4": (40, ""), "Standard_NC96ads_A100_v4": (80, ""),
