@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from infra.catalog import Catalog, Offer
-from infra.catalog.price_age import observed, source_label
+from infra.catalog.price_age import observed, source_label, utc_text
 from infra.errors import TrainfleetError, did_you_mean, shown
 
 PURCHASES = ("spot", "on-demand")
@@ -97,7 +97,7 @@ def _summarise(offers: list[Offer], sources: dict) -> RegionRow:
     spot_known = [o for o in offers if o.spot_usd_per_hour is not None]
     cheapest = min(spot_known, key=lambda o: o.spot_usd_per_hour) if spot_known else offers[0]
     on_demand_known = [o for o in offers if o.on_demand_usd_per_hour is not None]
-    on_demand = [o.on_demand_usd_per_hour for o in on_demand_known]
+    cheapest_on_demand = min(on_demand_known, key=lambda o: o.on_demand_usd_per_hour) if on_demand_known else None
     first = offers[0]
     return RegionRow(
         cloud=first.cloud,
@@ -108,7 +108,7 @@ def _summarise(offers: list[Offer], sources: dict) -> RegionRow:
         accelerator_memory_gib=first.accelerator_memory_gib,
         vcpus=first.vcpus,
         memory_gib=first.memory_gib,
-        on_demand_usd_per_hour=min(on_demand) if on_demand else None,
+        on_demand_usd_per_hour=cheapest_on_demand.on_demand_usd_per_hour if cheapest_on_demand else None,
         spot_usd_per_hour=cheapest.spot_usd_per_hour,
         cheapest_spot_zone=cheapest.zone if spot_known else "",
         zones=sorted(o.zone for o in offers if o.zone),
@@ -116,8 +116,7 @@ def _summarise(offers: list[Offer], sources: dict) -> RegionRow:
         network_gbps=first.network_gbps,
         fabric=first.fabric,
         source=first.source,
-        on_demand_as_of=_observed(min(on_demand_known, key=lambda o: o.on_demand_usd_per_hour), sources)
-        if on_demand_known else None,
+        on_demand_as_of=_observed(cheapest_on_demand, sources) if cheapest_on_demand else None,
         spot_as_of=_observed(cheapest, sources) if spot_known else None,
         price_source=source_label(first.source, sources),
     )
@@ -125,7 +124,7 @@ def _summarise(offers: list[Offer], sources: dict) -> RegionRow:
 
 def _observed(offer: Offer, sources: dict) -> str | None:
     when = observed(offer, sources)
-    return None if when is None else when.isoformat().replace("+00:00", "Z")
+    return None if when is None else utc_text(when)
 
 
 def show_instance(catalog: Catalog, instance_type: str, region: str | None = None) -> dict:

@@ -151,14 +151,15 @@ def check_command(
 
     catalog = default_catalog()
     check_filter(catalog, CatalogFilter(cloud=cloud))
+    offers = catalog.offers(cloud=cloud)
     if rule is not None and rule not in RULE_KEYS:
         raise TrainfleetError(f"--rule {shown(rule)} is not a rule{did_you_mean(rule, list(RULE_KEYS))}; "
                               f"use one of {', '.join(RULE_KEYS)}")  # fmt: skip
-    findings = check(catalog.offers(cloud=cloud), catalog.sources, max_price_age)
+    findings = check(offers, catalog.sources, max_price_age)
     per_rule = counts(findings)
     if json_out:
         print_json({
-            "offers": len(catalog.offers(cloud=cloud)),
+            "offers": len(offers),
             "max_price_age_days": max_price_age,
             "rules": [{"rule": r.key, "rows": per_rule[r.key], "means": r.means, "action": r.action} for r in RULES],
             "findings": [f.to_json() for f in findings if rule is None or f.rule == rule],
@@ -166,7 +167,7 @@ def check_command(
         return
     if rule is None:
         show(table(
-            f"{len(catalog.offers(cloud=cloud))} offers checked ({cloud or 'every cloud'})",
+            f"{len(offers)} offers checked ({cloud or 'every cloud'})",
             [Col("rule"), Col("rows", "right"), Col("what trainfleet does", wrap=True), Col("rows flagged", drop=1)],
             [(r.key, f"{per_rule[r.key]:,}", r.action, r.means) for r in RULES],
             wide=wide,

@@ -433,8 +433,10 @@ def _capacity_line(p: dict) -> str:
 
 
 def _age_cell(p: dict) -> str:
+    from infra.catalog.price_age import age_text
+
     days = p["price_age"]["age_days"]
-    return "undated" if days is None else f"{days * 24:.0f} h" if days < 2 else f"{days:,.0f} days"
+    return "undated" if days is None else age_text(days)
 
 
 def _price_age_label(p: dict) -> str:
@@ -442,9 +444,7 @@ def _price_age_label(p: dict) -> str:
     age = p["price_age"]
     if age["as_of"] is None:
         return f"undated ({age['source']})"
-    days = age["age_days"]
-    old = f"{days * 24:.0f} h old" if days < 2 else f"{days:,.0f} days old"
-    return f"observed {age['as_of'][:10]}, {old} ({age['source']})"
+    return f"observed {age['as_of'][:10]}, {_age_cell(p)} old ({age['source']})"
 
 
 def _memory_line(p: dict) -> str:

@@ -54,15 +54,16 @@ def price_age_lines(est: Estimate, max_days: float, now: datetime | None = None)
     undated or older than `max_days`, with the command that updates it."""
     from infra.catalog import default_catalog
     from infra.catalog.offer_rules import parse_time
-    from infra.catalog.price_age import PriceAge, stale_note
+    from infra.catalog.price_age import stale_note
 
     now = now or datetime.now(UTC)
     by_cloud: dict[str, tuple[PriceAge, str]] = {}
-    for r in est.resources:
+    for r in est.by_status("priced"):
+        provider = r.resource.type.split(":")[0]
+        cloud = CLOUD_OF_PROVIDER.get(provider, provider)
         for c in r.components:
-            if r.status != "priced" or not c.source.startswith("catalog") or c.unit_price is None:
+            if not c.source.startswith("catalog") or c.unit_price is None:
                 continue
-            cloud = CLOUD_OF_PROVIDER.get(r.resource.type.split(":")[0], r.resource.type.split(":")[0])
             key = c.source.removeprefix("catalog:").split(",")[0]
             age = PriceAge(key, parse_time(c.as_of) if c.as_of else None, now)
             held = by_cloud.get(cloud)

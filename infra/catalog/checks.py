@@ -112,7 +112,7 @@ def _interruption_findings(o: Offer, sources: Mapping[str, Mapping], max_age_day
     else:
         published = PriceAge(o.interruption_source, source_date(sources.get(o.interruption_source) or {}), now)
         if published.observed is not None and published.too_old(max_age_days):
-            yield "interruption-too-old", f"{o.interruption_label}, {published.label().replace('observed', 'published')}"
+            yield "interruption-too-old", f"{o.interruption_label}, {published.label('published')}"
 
 
 def counts(findings: Iterable[Finding]) -> dict[str, int]:

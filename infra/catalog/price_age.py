@@ -34,20 +34,28 @@ class PriceAge:
     def too_old(self, max_days: float) -> bool:
         return self.days is None or self.days > max_days
 
-    def label(self) -> str:
-        """'observed 2026-11-27, 2 days old' or 'undated'."""
+    def label(self, seen: str = "observed") -> str:
+        """'observed 2026-11-27, 2 days old' (`seen` names how the date came: observed, published) or 'undated'."""
         if self.observed is None or self.days is None:
             return "undated"
-        days = self.days
-        age = f"{days * 24:.0f} h old" if days < 2 else f"{days:,.0f} days old"
-        return f"observed {self.observed.date().isoformat()}, {age}"
+        return f"{seen} {self.observed.date().isoformat()}, {age_text(self.days)} old"
 
     def to_json(self) -> dict:
         return {
-            "as_of": None if self.observed is None else self.observed.isoformat().replace("+00:00", "Z"),
+            "as_of": None if self.observed is None else utc_text(self.observed),
             "age_days": None if self.days is None else round(self.days, 1),
             "source": self.source,
         }
+
+
+def age_text(days: float) -> str:
+    """'36 h' under two days, else '120 days': an age as plans, estimates and checks print it."""
+    return f"{days * 24:.0f} h" if days < 2 else f"{days:,.0f} days"
+
+
+def utc_text(when: datetime) -> str:
+    """'2026-11-27T12:00:00Z': a UTC time as trainfleet's files and JSON write it."""
+    return when.isoformat().replace("+00:00", "Z")
 
 
 def observed(offer: Offer, sources: Mapping[str, Mapping]) -> datetime | None:

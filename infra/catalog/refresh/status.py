@@ -8,6 +8,7 @@ from pathlib import Path
 
 from infra.catalog.loader import Catalog
 from infra.catalog.offer_rules import parse_time
+from infra.catalog.price_age import utc_text
 from infra.catalog.refresh.overlay import REFRESH_SOURCES
 
 
@@ -47,7 +48,7 @@ def status_rows(catalog: Catalog, cloud: str | None = None, now: datetime | None
         times = [t for t in (parse_time(o.as_of) for o in offers if o.as_of) if t is not None]
         if times:
             oldest = min(times)
-            as_of, age = oldest.isoformat().replace("+00:00", "Z"), (now - oldest).total_seconds() / 3600
+            as_of, age = utc_text(oldest), (now - oldest).total_seconds() / 3600
         else:
             note = str(catalog.sources.get(source, {}).get("as_of", "unknown"))
             as_of, age = note.split(";")[0].strip(), None
