@@ -19,6 +19,7 @@ from cli.planner.presets import PRESETS
 from cli.planner.workload import Workload
 from infra.catalog import default_catalog
 from infra.catalog.capacity import PlacementScore, PlacementScores
+from infra.catalog.interruption import aws_bucket_rate
 from tests.conftest import assert_one_line_error, run_trainfleet
 from tests.fake_price_apis import isolated_env
 from tests.fake_spot_placement import FakeSpotPlacement
@@ -79,7 +80,7 @@ def test_waiting_for_capacity_adds_the_wait_before_the_start_and_to_every_restar
     """Daly's wall time (reliability.py's docstring) with the restart R + W, then + W before the start; by hand
     for one spot node of 8 devices in bucket 0, a 10 GB checkpoint, 100 useful hours."""
     w_s = 1125.0
-    args = dict(useful_hours=100.0, nodes=1, devices_per_node=8, cloud="aws", spot=True, interruption_bucket=0,
+    args = dict(useful_hours=100.0, nodes=1, devices_per_node=8, cloud="aws", spot=True, interruption=aws_bucket_rate(0),
                 checkpoint_bytes=10e9, node_network_gbits=400.0, step_s=5.0)  # fmt: skip
     rel = reliability.assess(**args, capacity_wait_s=w_s)
     d, up = 10 / 2.0, 10 / 1.0  # save at 2 GB/s, upload at 1 GB/s
@@ -102,7 +103,7 @@ def test_waiting_for_capacity_adds_the_wait_before_the_start_and_to_every_restar
 def test_spot_nodes_lost_together_are_one_restart():
     """Four spot nodes whose checkpoint does not fit the notice: every spot event loses work. The job's rate of
     work-losing events is 4 x failures + 4 x spot / 1.28 (the traces' nodes per event at 4), by hand."""
-    args = dict(useful_hours=100.0, nodes=4, devices_per_node=8, cloud="gcp", spot=True, interruption_bucket=4,
+    args = dict(useful_hours=100.0, nodes=4, devices_per_node=8, cloud="gcp", spot=True, interruption=aws_bucket_rate(4),
                 checkpoint_bytes=400e9, node_network_gbits=100.0, step_s=5.0)  # fmt: skip
     rel = reliability.assess(**args)
     assert not rel.emergency_checkpoint_fits  # 100 GB a node against GCP's 30 s

@@ -21,6 +21,7 @@ from cli.planner.optimizer import assess_group, assess_options, best_setup, chec
 from cli.planner.presets import PRESETS
 from cli.planner.throughput import Hardware
 from cli.planner.workload import Workload
+from infra.catalog.interruption import aws_bucket_rate
 from infra.checkpoint_io import azure_terminate_minutes, checkpoint_part_bytes, emergency_checkpoint_s
 from infra.checkpoint_layout import CheckpointLayout
 from tests.conftest import run_trainfleet
@@ -99,7 +100,7 @@ def test_the_plans_verdict_and_restart_follow_node_0s_part():
     """On demand on AWS (failures only, no capacity wait): the trainer blocks 76.6 s per checkpoint and a restart
     is 900 s + download 205.9 s + load 76.6 s + the not yet durable upload 205.9 s + commit 10 s (the 140 GB
     model-states file at 0.68 GB/s, as above)."""
-    common = dict(useful_hours=100.0, nodes=64, devices_per_node=8, cloud="aws", interruption_bucket=2,
+    common = dict(useful_hours=100.0, nodes=64, devices_per_node=8, cloud="aws", interruption=aws_bucket_rate(2),
                   checkpoint_bytes=980e9, node_network_gbits=P5_NIC, step_s=10.0)  # fmt: skip
     r = rel.assess(spot=False, parts=zero1(64), **common)
     assert r.checkpoint_write_s == pytest.approx(76.5625)
@@ -160,8 +161,8 @@ def test_the_options_start_with_the_fastest_and_the_plan_keeps_the_shortest_run(
     splits = [checkpoint_parts(w, 8, nodes, s.sharding.zero_stage, s.tp, s.pp) for s in options]
     assert len({(p.saved_bytes, p.restored_bytes, p.total_bytes) for p in splits}) == len(options)
     for cloud in ("aws", "gcp", "azure"):
-        chosen, (r, _) = assess_options(w, H100, nodes, options, cloud, "spot", 2, FULL)
-        walls = [assess_group(w, H100, nodes, s, cloud, "spot", 2, FULL)[0].wall_hours for s in options]
+        chosen, (r, _) = assess_options(w, H100, nodes, options, cloud, "spot", aws_bucket_rate(2), FULL)
+        walls = [assess_group(w, H100, nodes, s, cloud, "spot", aws_bucket_rate(2), FULL)[0].wall_hours for s in options]
         assert r.wall_hours == min(walls) and chosen == options[walls.index(min(walls))]
 
 

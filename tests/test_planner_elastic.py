@@ -15,6 +15,7 @@ from fractions import Fraction
 import pytest
 
 from cli.planner import reliability as rel
+from infra.catalog.interruption import aws_bucket_rate
 from infra.elastic import accumulation_at, shrink_to, usable_node_counts
 from infra.stack_file import read_stack_file
 from tests.conftest import REPO, assert_one_line_error, run_trainfleet
@@ -239,7 +240,7 @@ def test_elastic_recovery_with_deepspeed_parts_worked_by_hand():
 
 
 def assess(elastic=None, **kw):
-    args = dict(useful_hours=200.0, nodes=NODES, devices_per_node=8, cloud="aws", spot=True, interruption_bucket=2,
+    args = dict(useful_hours=200.0, nodes=NODES, devices_per_node=8, cloud="aws", spot=True, interruption=aws_bucket_rate(2),
                 checkpoint_bytes=B, node_network_gbits=None, step_s=1.0, capacity_wait_s=WAIT)  # fmt: skip
     return rel.assess(**{**args, **kw}, elastic=elastic)
 

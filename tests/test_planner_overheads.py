@@ -36,7 +36,7 @@ def test_evaluation_costs_a_forward_pass_of_a_global_batch_every_so_many_steps(c
 
 
 def test_the_overheads_stretch_the_work_daly_prices_and_nothing_else():
-    args = dict(useful_hours=100.0, nodes=4, devices_per_node=8, cloud="aws", spot=False, interruption_bucket=None,
+    args = dict(useful_hours=100.0, nodes=4, devices_per_node=8, cloud="aws", spot=False, interruption=None,
                 checkpoint_bytes=10e9, node_network_gbits=400.0, step_s=5.0)  # fmt: skip
     bare = reliability.assess(**args)
     stretched = reliability.assess(**args, eval_share=0.01, data_stall_share=0.05)

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from cli.planner import reliability as rel
+from infra.catalog.interruption import InterruptionRate, aws_bucket_rate
 
 
 def simulate_wall(useful_s, tau, write_s, restart_s, mtbf_s, runs, seed=7):
@@ -56,16 +57,29 @@ def test_daly_interval_is_the_minimum_of_expected_wall():
 
 
 def test_hazard_follows_the_advisor_bucket():
-    rates = [rel.spot_hazard(b) for b in range(5)]
+    rates = [rel.spot_hazard(aws_bucket_rate(b)) for b in range(5)]
     assert rates == sorted(rates) and rates[0] > 0
     # 12.5% of instances interrupted per month -> about 1 in 5,500 node-hours
-    assert rel.spot_hazard(2) == pytest.approx(-math.log(1 - 0.125) / 730)
-    assert rel.spot_hazard(None) == rel.spot_hazard(4)  # unknown is taken as the worst bucket
+    assert rel.spot_hazard(aws_bucket_rate(2)) == pytest.approx(-math.log(1 - 0.125) / 730)
+    assert rel.spot_hazard(aws_bucket_rate(0)) == pytest.approx(-math.log(1 - 0.025) / 730)  # "<5%": the middle
+    assert rel.spot_hazard(aws_bucket_rate(4)) == pytest.approx(-math.log(1 - 0.25) / 730)  # ">20%": 25%
+    assert rel.spot_hazard(None) == rel.spot_hazard(aws_bucket_rate(4))  # unknown is taken as the worst bucket
+
+
+def test_an_hourly_eviction_rate_is_a_hazard_per_hour():
+    """Azure quotes eviction rates per hour (spot-vms.md: "10% ... within the next hour"): 0-5% is a 2.5% chance
+    per node-hour, 730 times the monthly reading of the same figures, and 20+% is taken as 25% per hour."""
+    hourly = InterruptionRate(0.0, 0.05, 1.0)
+    assert rel.spot_hazard(hourly) == pytest.approx(-math.log(1 - 0.025))  # 0.02532 per node-hour
+    assert rel.spot_hazard(hourly) == pytest.approx(730 * rel.spot_hazard(aws_bucket_rate(0)))
+    assert rel.spot_hazard(InterruptionRate(0.20, None, 1.0)) == pytest.approx(-math.log(0.75))
+    assert hourly.label == "0-5%/hour" and aws_bucket_rate(0).label == "<5%/month"
+    assert InterruptionRate(0.20, None, 1.0).label == ">20%/hour"
 
 
 def assess(**kw):
     args = dict(useful_hours=100.0, nodes=8, devices_per_node=8, cloud="aws", spot=True,
-                interruption_bucket=2, checkpoint_bytes=14 * 7e9, node_network_gbits=400.0, step_s=5.0)  # fmt: skip
+                interruption=aws_bucket_rate(2), checkpoint_bytes=14 * 7e9, node_network_gbits=400.0, step_s=5.0)  # fmt: skip
     args.update(kw)
     return rel.assess(**args)
 
@@ -120,7 +134,7 @@ def test_job_hazard_scales_with_nodes_and_spot_costs_time():
 
 def test_unbearable_interruption_load_is_infeasible():
     # 1024 nodes in the worst bucket with 30 s notice and a huge checkpoint: restarts never end
-    r = assess(nodes=1024, interruption_bucket=4, cloud="gcp", checkpoint_bytes=1e16, node_network_gbits=10)
+    r = assess(nodes=1024, interruption=aws_bucket_rate(4), cloud="gcp", checkpoint_bytes=1e16, node_network_gbits=10)
     assert not r.feasible and math.isinf(r.wall_hours)
 
 
@@ -144,7 +158,7 @@ def test_the_wait_for_the_first_nodes_never_decides_feasibility():
     """A third of the running time must be useful work; the wait for the first full set of nodes is not running
     time. 1.5 h of work on one spot node: feasible alike with no wait and with a 3.4 h wait, which only adds to the
     wall time (worked: the same Daly wall, plus the wait)."""
-    common = dict(useful_hours=1.5, nodes=1, devices_per_node=8, cloud="aws", spot=True, interruption_bucket=None,
+    common = dict(useful_hours=1.5, nodes=1, devices_per_node=8, cloud="aws", spot=True, interruption=None,
                   checkpoint_bytes=156e9, node_network_gbits=None, step_s=227.0)  # fmt: skip
     without = rel.assess(**common)
     waiting = rel.assess(**common, capacity_wait_s=3.4 * 3600)

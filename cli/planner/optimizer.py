@@ -17,14 +17,14 @@ the ZeRO stage and the TP x PP layout, infra/checkpoint_layout.py). Hazards do n
 setup too, up to the rounding of grad accumulation, so the setup with the highest tokens/s is best for every
 objective and every bound; `setup_options` finds it once per distinct hardware, node count and checkpoint
 split (`checkpoint_key`, which tells the splits apart without listing their files; `best_setup`, the fastest of
-all, is the first of them). Each cloud, purchase, interruption bucket and capacity prices those few options,
+all, is the first of them). Each cloud, purchase, interruption rate and capacity prices those few options,
 fastest first, and keeps the one with the least wall time, stopping at the first whose useful hours alone reach
 it: storage is priced on the workload's checkpoint bytes, the same for every setup, so at every price the
 shortest run is the cheapest. tests/test_planner_optimizer.py checks this against brute force.
 What the CLI shows of the plans (`Search.select`) needs only some fleets (hardware x node count): `search` with
 `shown` skips those whose lower bounds cannot show (cli/planner/standing.py).
 Multi-node plans use one offer, so they stay in one region (and one zone for spot). Spot zones of one region,
-instance type and interruption bucket differ only in price: only the cheapest is priced (`search`).
+instance type and interruption rate differ only in price: only the cheapest is priced (`search`).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from cli.planner.throughput import Hardware, Step
 from cli.planner.workload import Workload
 from infra.catalog import Accelerator, Offer
 from infra.catalog.capacity import PlacementScores
+from infra.catalog.interruption import InterruptionRate
 from infra.catalog.model import NOT_DEEPSPEED
 from infra.checkpoint_layout import parts_key
 from infra.parallelism import TP_SIZES, divisors, unsupported
@@ -155,7 +156,7 @@ class Stats:
     offers_skipped: dict[str, int] = field(default_factory=dict)
     hardware_evaluated: int = 0
     price_points: int = 0  # offer x purchase pairs with usable hardware
-    zones_not_priced: int = 0  # spot zones dearer than another zone of the same region, type and bucket
+    zones_not_priced: int = 0  # spot zones dearer than another zone of the same region, type and interruption rate
     pruned: int = 0  # hardware x node counts that could not meet the deadline or budget at any speed
     # hardware x node counts no layout of which splits the global batch evenly: devices in the fleet -> how many
     unsplit: dict[int, int] = field(default_factory=dict)
@@ -496,7 +497,7 @@ def price_points(offers: Iterable[Offer], purchase: str) -> list[tuple[Offer, st
         places: dict[tuple, list[Offer]] = {}
         for o in offers:
             if o.spot_usd_per_hour:
-                places.setdefault((o.cloud, o.region, o.instance_type, o.interruption_bucket), []).append(o)
+                places.setdefault((o.cloud, o.region, o.instance_type, o.interruption), []).append(o)
         for group in places.values():
             group.sort(key=lambda o: o.zone)
             zones = tuple(o.zone for o in group if o.zone)
@@ -522,17 +523,17 @@ def useful_hours(w: Workload, setup: Setup) -> float:
 
 
 def assess_group(w: Workload, hw: Hardware, nodes: int, setup: Setup, cloud: str, purchase: str,
-                 bucket: int | None, capacity: Capacity = FULL,
+                 interruption: InterruptionRate | None, capacity: Capacity = FULL,
                  elastic: tuple[int, float] | None = None) -> tuple[Reliability, float]:  # fmt: skip
     """(reliability, checkpoint storage USD) shared by every offer of one cloud, purchase, interruption
-    bucket and obtainable capacity on this hardware and node count (storage 0 for a plan refused as
+    rate and obtainable capacity on this hardware and node count (storage 0 for a plan refused as
     unbearable); with `elastic` (min_nodes, wait s), elastic recovery where this setup allows it."""
     useful_h = useful_hours(w, setup)
     wait = capacity.wait_s if purchase == "spot" else 0.0
     setting = None
     if elastic is not None:
         setting, _ = reliability.elastic_setting(nodes, setup.step.grad_accum, setup.tp, setup.pp, *elastic)
-    rel = reliability.assess(useful_h, nodes, hw.devices_per_node, cloud, purchase == "spot", bucket,
+    rel = reliability.assess(useful_h, nodes, hw.devices_per_node, cloud, purchase == "spot", interruption,
                              w.checkpoint_bytes, hw.network_gbits, setup.step.step_s,
                              **w.overheads.shares(setup.step, setup.checkpointing), capacity_wait_s=wait,
                              elastic=setting, parts=setup_parts(w, hw, nodes, setup),
@@ -541,7 +542,7 @@ def assess_group(w: Workload, hw: Hardware, nodes: int, setup: Setup, cloud: str
 
 
 def assess_options(w: Workload, hw: Hardware, nodes: int, options: list[Setup], cloud: str, purchase: str,
-                   bucket: int | None, capacity: Capacity = FULL,
+                   interruption: InterruptionRate | None, capacity: Capacity = FULL,
                    elastic: tuple[int, float] | None = None) -> tuple[Setup, tuple[Reliability, float]]:  # fmt: skip
     """Of `setup_options`, the one with the least expected wall time here (the first, faster, of equal ones) and
     its `assess_group`: at every price it is the cheapest too (storage does not depend on the setup). A run's
@@ -550,7 +551,7 @@ def assess_options(w: Workload, hw: Hardware, nodes: int, options: list[Setup], 
     for setup in options:  # fastest first
         if best is not None and useful_hours(w, setup) >= best[1][0].wall_hours:
             break
-        held = assess_group(w, hw, nodes, setup, cloud, purchase, bucket, capacity, elastic)
+        held = assess_group(w, hw, nodes, setup, cloud, purchase, interruption, capacity, elastic)
         if best is None or held[0].wall_hours < best[1][0].wall_hours:
             best = (setup, held)
     assert best is not None, "no setup to price"
@@ -560,12 +561,12 @@ def assess_options(w: Workload, hw: Hardware, nodes: int, options: list[Setup], 
 def candidate(req: Request, offer: Offer, purchase: str, zones: tuple[str, ...], nodes: int, hw: Hardware,
               setup: Setup, assessed: dict | None = None, capacity: Capacity | None = None,
               scores: PlacementScores | None = None) -> Candidate:  # fmt: skip
-    """One priced plan. `assessed` memoizes the reliability of (cloud, purchase, bucket, capacity score) for
+    """One priced plan. `assessed` memoizes the reliability of (cloud, purchase, interruption rate, capacity score) for
     this hardware and node count: the zones and regions of one instance type share it (a pure function of
     them for one job). `capacity` defaults to what `scores` (or the assumed default) says of this fleet."""
     if capacity is None:
         capacity = capacity_for(offer, purchase, zones, nodes, scores)
-    key = (offer.cloud, purchase, offer.interruption_bucket, capacity.key)
+    key = (offer.cloud, purchase, offer.interruption, capacity.key)
     held = assessed.get(key) if assessed is not None else None
     if held is None:
         held = assess_group(req.workload, hw, nodes, setup, *key[:3], capacity, req.elastic)
@@ -608,13 +609,13 @@ def node_counts(max_nodes: int) -> list[int]:
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """Price points that share hardware, node count, setup and reliability (one cloud, purchase and bucket):
+    """Price points that share hardware, node count, setup and reliability (one cloud, purchase and interruption rate):
     their plans differ only in price, so they are built only when shown (`Search.select`)."""
 
     hw: Hardware
     nodes: int
     setup: Setup
-    assessed: dict  # (cloud, purchase, bucket, capacity score) -> (Reliability, storage USD) of the setup its block
+    assessed: dict  # (cloud, purchase, interruption rate, capacity score) -> (Reliability, storage USD) of the setup its block
     # keeps (`assess_options`): what `candidate` reads
     rel: Reliability
     storage_usd: float
@@ -720,7 +721,7 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
     stats = Stats()
     w = req.workload
     pool = conservative_spot(filtered_offers(offers, req, stats))  # a zone far below its neighbours is not bet on
-    # Spot zones of one region, type and interruption bucket share hardware, setup and wall time: only the
+    # Spot zones of one region, type and interruption rate share hardware, setup and wall time: only the
     # cheapest (then the lexically first) can be best, a runner-up or on the frontier, so only it is priced.
     # A zone with its own measured placement scores differs in capacity too, so it stands on its own.
     cheapest: dict[tuple, tuple[Offer, str, tuple[str, ...]]] = {}
@@ -728,13 +729,13 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
     for offer, purchase, zones in points:
         measured = purchase == "spot" and scores is not None and scores.lookup(
             offer.cloud, offer.region, offer.zone, offer.instance_type, 1) is not None  # any score for this zone
-        k = (offer.cloud, offer.region, offer.instance_type, purchase, offer.interruption_bucket,
+        k = (offer.cloud, offer.region, offer.instance_type, purchase, offer.interruption,
              offer.zone if measured else None, len(zones) > 1)  # fmt: skip
         held = cheapest.get(k)
         if held is None or (offer.price(purchase), offer.zone) < (held[0].price(purchase), held[0].zone):
             cheapest[k] = (offer, purchase, zones)
     stats.zones_not_priced = len(points) - len(cheapest)
-    # hardware -> (cloud, purchase, bucket) -> its price points: one setup per hardware and node count, one
+    # hardware -> (cloud, purchase, interruption rate) -> its price points: one setup per hardware and node count, one
     # reliability per group
     by_hardware: dict[Hardware, dict[tuple, list[tuple]]] = {}
     hardware: dict[tuple, Hardware | None] = {}  # what hardware_for reads of an offer -> its Hardware, built once
@@ -748,7 +749,7 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
             stats.skip(f"no peak TFLOP/s for {w.precision} or unknown accelerator")
             continue
         stats.price_points += 1
-        group = by_hardware.setdefault(hw, {}).setdefault((offer.cloud, purchase, offer.interruption_bucket), [])
+        group = by_hardware.setdefault(hw, {}).setdefault((offer.cloud, purchase, offer.interruption), [])
         group.append((offer, purchase, zones, offer.price(purchase) or math.inf,
                       (offer.cloud, offer.region, offer.instance_type, purchase),
                       (offer.cloud, offer.region, offer.zone, zones, offer.instance_type, purchase)))  # fmt: skip
@@ -802,7 +803,7 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
         options = setup_options(w, hw, nodes, fit, stats, req.memory_headroom, fits=fits)
         if not options:
             continue
-        # one per (cloud, purchase, bucket, score) here, for the option its block keeps
+        # one per (cloud, purchase, interruption rate, score) here, for the option its block keeps
         assessed: dict[tuple, tuple[Reliability, float]] = {}
         for key, group in groups.items():
             for capacity, held in with_capacity(group, nodes, hw.devices_per_node, scores).items():

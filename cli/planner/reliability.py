@@ -68,6 +68,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from cli.planner.capacity import RETRY_S, nodes_lost_per_event, try_odds
+from infra.catalog.interruption import HOURS_PER_MONTH, WORST_KNOWN, InterruptionRate
 
 # The node's save and upload rates are infra's too (the Azure terminate-notice window is sized by them).
 from infra.checkpoint_io import (  # noqa: F401 (re-exported: the planner's tests and benchmarks read them here)
@@ -89,8 +90,6 @@ from infra.checkpoint_io import (  # noqa: F401 (re-exported: the planner's test
 from infra.checkpoint_layout import CheckpointLayout
 from templates.agent.trainfleet_agent.checkpoint_names import LAYER_RE, SHARD_MP_RE, ZERO_SHARD_RE
 
-HOURS_PER_MONTH = 730.0
-BUCKET_MONTHLY = {0: 0.025, 1: 0.075, 2: 0.125, 3: 0.175, 4: 0.25}
 FAILURES_PER_DEVICE_HOUR = 5e-5
 NOTICE_S = {"aws": 120.0, "gcp": 30.0, "azure": 30.0}
 # Regaining a full set of nodes after an interruption or failure: MegaScale (arXiv 2402.15627 sec. 6.3) detects
@@ -577,13 +576,10 @@ class Reliability:
         ]  # fmt: skip
 
 
-def monthly_share(bucket: int | None) -> float:
-    return BUCKET_MONTHLY[4 if bucket is None else bucket]
-
-
-def spot_hazard(bucket: int | None) -> float:
-    """Interruptions per node-hour from the monthly interruption share."""
-    return -math.log1p(-monthly_share(bucket)) / HOURS_PER_MONTH
+def spot_hazard(rate: InterruptionRate | None) -> float:
+    """Interruptions per node-hour from a published rate (infra/catalog/interruption.py); an unknown rate is taken
+    as the worst AWS bucket, >20%/month."""
+    return (WORST_KNOWN if rate is None else rate).hazard_per_node_hour
 
 
 def daly_interval(write_s: float, mtbf_s: float) -> float:
@@ -615,7 +611,7 @@ def assess(
     devices_per_node: int,
     cloud: str,
     spot: bool,
-    interruption_bucket: int | None,
+    interruption: InterruptionRate | None,
     checkpoint_bytes: float,
     node_network_gbits: float | None,
     step_s: float,
@@ -639,7 +635,7 @@ def assess(
     over the nodes (`layout_parts`); without them, `checkpoint_bytes` split evenly. `eval_share` and
     `data_stall_share`: the job's evaluation and data-loader stalls as shares of the useful time
     (cli/planner/overheads.py JobOverheads.shares)."""
-    spot_node = spot_hazard(interruption_bucket) if spot else 0.0
+    spot_node = spot_hazard(interruption) if spot else 0.0
     interruptible = nodes if spot_nodes is None else spot_nodes
     per_event = nodes_lost_per_event(interruptible) if spot else 1.0
     spot_events = interruptible * spot_node / per_event  # spot interruption events per hour, for the job

@@ -28,9 +28,32 @@ def offload_label(c: Candidate) -> str:
 def interruption_label(c: Candidate) -> str:
     if c.purchase != "spot":
         return "on-demand: failures only"
-    if c.offer.interruption_bucket is None:
+    if c.offer.interruption is None:
         return "unknown (>20%/month assumed)"
     return c.offer.interruption_label
+
+
+# Where the rate of an assumed row could come from instead, per cloud.
+ASSUMED_BECAUSE = {
+    "gcp": "GCP publishes no interruption rate over time",
+    "azure": "Azure's eviction rates need `trainfleet catalog refresh --cloud azure --capacity` (Azure credentials)",
+}
+
+
+def interruption_assumption(o) -> str | None:
+    """The line that says where a spot offer's interruption rate comes from, when it is not a plain AWS bucket."""
+    if o.interruption is None:
+        return f"{o.instance_type} in {o.region}: interruption rate unknown, >20%/month assumed"
+    if o.interruption_assumed:
+        evidence = f"; {o.interruption_evidence}" if o.interruption_evidence else ""
+        why = ASSUMED_BECAUSE.get(o.cloud, f"{o.cloud} publishes no interruption rate")
+        return f"{why}: {o.interruption_label} per node{evidence}"
+    if o.interruption_rate is not None:
+        rate = o.interruption_rate
+        per = "hour" if rate.period_hours == 1 else f"{rate.period_hours:g} h"
+        return (f"{o.instance_type} in {o.region}: eviction rate {rate.label} as {o.cloud} publishes it "
+                f"({o.interruption_evidence or o.interruption_source}), {rate.taken * 100:g}% per node-{per} taken")
+    return None
 
 
 def assumptions(c: Candidate, req: Request, fit: Fit | None = None) -> list[str]:
@@ -38,10 +61,9 @@ def assumptions(c: Candidate, req: Request, fit: Fit | None = None) -> list[str]
     out = c.hardware.assumptions(w.precision, fit)
     o = c.offer
     if c.purchase == "spot":
-        if o.interruption_bucket is None:
-            out.append(f"{o.instance_type} in {o.region}: interruption rate unknown, >20%/month assumed")
-        elif o.interruption_assumed:
-            out.append(f"{o.cloud} publishes no interruption rates: {o.interruption_label} per node")
+        line = interruption_assumption(o)
+        if line:
+            out.append(line)
     if c.purchase == "spot" and not c.capacity.measured:
         out.append(c.capacity.source)
     if w.method == "lora":
@@ -263,7 +285,7 @@ def capacity_risk_usd(c: Candidate, req: Request) -> float:
     always to be had (before the start and in every restart)."""
     if c.purchase != "spot" or not c.rel.feasible:
         return 0.0
-    key = (c.offer.cloud, c.purchase, c.offer.interruption_bucket)
+    key = (c.offer.cloud, c.purchase, c.offer.interruption)
     rel, storage = assess_group(req.workload, c.hardware, c.nodes, c.setup, *key, elastic=req.elastic)
     return max(0.0, c.cost_usd - (c.price_usd_per_node_hour * c.nodes * rel.billed_hours + storage))
 
@@ -310,7 +332,7 @@ def elastic_comparison(c: Candidate, req: Request) -> tuple[tuple[int, float], _
     setting = req.elastic if req.elastic is not None else default_elastic(c)
     st = c.setup.step
     usable, why = reliability.elastic_setting(c.nodes, st.grad_accum, st.tp, st.pp, *setting)
-    key = (c.offer.cloud, c.purchase, c.offer.interruption_bucket)
+    key = (c.offer.cloud, c.purchase, c.offer.interruption)
     without = _Priced(c, *assess_group(req.workload, c.hardware, c.nodes, c.setup, *key, c.capacity))
     if usable is None:
         return setting, None, without, why
@@ -392,7 +414,7 @@ def setup_reason(c: Candidate, req: Request) -> str:
     if fastest is None or fastest.step.tokens_per_second <= c.setup.step.tokens_per_second:
         return "highest tokens/s that fits"
     options = setup_options(w, hw, c.nodes, default_fit(), headroom=req.memory_headroom)
-    key = (c.offer.cloud, c.purchase, c.offer.interruption_bucket)
+    key = (c.offer.cloud, c.purchase, c.offer.interruption)
     if c.setup not in options or assess_options(w, hw, c.nodes, options, *key, c.capacity, req.elastic)[0] != c.setup:
         return "highest tokens/s that fits the pinned options"
     rel, _ = assess_group(w, hw, c.nodes, fastest, *key, c.capacity, req.elastic)
@@ -576,7 +598,7 @@ def mixed_fleet_cost(c: Candidate, req: Request):
     if req.elastic:
         setting = reliability.elastic_setting(c.nodes, st.grad_accum, st.tp, st.pp, *req.elastic)[0]
     rel = reliability.assess(w.tokens / st.tokens_per_second / 3600, c.nodes, c.hardware.devices_per_node,
-                             c.offer.cloud, True, c.offer.interruption_bucket, w.checkpoint_bytes,
+                             c.offer.cloud, True, c.offer.interruption, w.checkpoint_bytes,
                              c.hardware.network_gbits, st.step_s, **w.overheads.shares(st, c.setup.checkpointing),
                              spot_nodes=spot_nodes,
                              capacity_wait_s=capacity.wait_s, start_held_share=capacity.held_share,

@@ -3,7 +3,7 @@
 For each fleet: the job (params, tokens, precision) on the fleet's instance type, node count and declared
 DeepSpeed setup gives a step time (cli/planner/throughput via optimizer.best_setup with every choice
 pinned); the reliability model (cli/planner/reliability.assess) turns useful hours into expected wall hours
-with the fleet's spot interruptions (its zones' interruption bucket, the worst of them), hardware failures,
+with the fleet's spot interruptions (its zones' interruption rate, the worst of them), hardware failures,
 restarts that wait for replacement capacity (and for a full set of spot nodes, as cli/planner/capacity.py
 reads the placement scores or assumes them), the emergency checkpoint against the cloud's notice, and the
 declared checkpoint interval, on the declared tensor x pipeline layout. The list price is the preview's own fleet price (zone mean, per purchase).
@@ -96,8 +96,8 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
         c.unit_price * n for c, n in zip(lines, [x for x in (on_demand, spot) if x > 0], strict=True)
     )
     spot_per_hour = lines[-1].unit_price * spot if spot > 0 else 0.0
-    buckets = [o.interruption_bucket for o in in_zones]
-    bucket = None if any(b is None for b in buckets) else max(buckets)
+    rates = [o.interruption for o in in_zones]  # the fleet may land in any of its zones: the worst of them
+    interruption = None if any(r is None for r in rates) else max(rates, key=lambda r: r.hazard_per_node_hour)
     useful_h = work.tokens / setup.step.tokens_per_second / 3600
     capacity = None
     if spot > 0:
@@ -113,7 +113,7 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
 
     def assess(elastic):
         return reliability.assess(
-            useful_h, fleet.nodes, hw.devices_per_node, fleet.cloud, spot > 0, bucket, work.checkpoint_bytes,
+            useful_h, fleet.nodes, hw.devices_per_node, fleet.cloud, spot > 0, interruption, work.checkpoint_bytes,
             hw.network_gbits, setup.step.step_s, **work.overheads.shares(setup.step, setup.checkpointing),
             interval_s=config.checkpoint.interval_minutes * 60, spot_nodes=spot,
             capacity_wait_s=capacity.wait_s if capacity else 0.0, elastic=elastic,
@@ -140,7 +140,8 @@ def _fleet(config: StackConfig, fleet: Fleet, catalog, usage: dict[str, UsageVal
         + (f", TP {layout[0]} x PP {layout[1]}" if layout != (1, 1) else "") + f") + {rel.eval_hours:,.1f} h "
         f"evaluation + {rel.data_stall_hours:,.1f} h data-loader stalls ("
         + work.overheads.assumption(setup.step, setup.checkpointing) + ")",
-        f"spot interruption bucket {'unknown, taken as >20%/month' if bucket is None else bucket} (worst of the fleet's zones); "
+        f"spot interruption rate {'unknown, taken as >20%/month' if interruption is None else interruption.label} "
+        "(worst of the fleet's zones); "
         f"failures {reliability.FAILURES_PER_DEVICE_HOUR:g} per device-hour; a lost node waits "
         f"{reliability.PROVISION_S / 60:.0f} min for a replacement"
         + (f" plus {capacity.wait_s / 60:.0f} min for spot capacity, as before the start ({capacity.source})"

@@ -41,12 +41,14 @@ RULES = (
          "plans, estimates and previews say so beside the figure; `trainfleet catalog refresh` dates it"),
     Rule("price-too-old", "the price was observed longer ago than the limit (--max-price-age)",
          "plans, estimates and previews say so beside the figure; `trainfleet catalog refresh` updates it"),
-    Rule("interruption-assumed", "the cloud publishes no per-type monthly interruption rate (GCP, Azure)",
-         "plans assume 10-15%/month and say so"),
+    Rule("interruption-assumed", "no published interruption rate over time for this row: GCP publishes none (its "
+         "preemption history is a share of stopped VMs), Azure's eviction rates are not refreshed",
+         "plans assume 10-15%/month and say so, beside GCP's preempted share where `catalog refresh --cloud gcp "
+         "--capacity` read it; `catalog refresh --cloud azure --capacity` reads Azure's rates"),
     Rule("interruption-unknown", "no interruption rate for this type and region in any source",
          "plans assume >20%/month and say so"),
-    Rule("interruption-too-old", "the interruption bucket was published longer ago than the limit "
-         "(--max-price-age)", "plans use it; `trainfleet catalog refresh --cloud aws --capacity` updates it"),
+    Rule("interruption-too-old", "the interruption rate was published longer ago than the limit "
+         "(--max-price-age)", "plans use it; `trainfleet catalog refresh --cloud CLOUD --capacity` updates it"),
 )  # fmt: skip
 RULE_KEYS = tuple(r.key for r in RULES)
 
@@ -106,8 +108,9 @@ def _row_findings(o: Offer, same_type: list[Offer], sources: Mapping[str, Mappin
 def _interruption_findings(o: Offer, sources: Mapping[str, Mapping], max_age_days: float,
                            now: datetime) -> Iterable[tuple[str, str]]:  # fmt: skip
     if o.interruption_assumed:
-        yield "interruption-assumed", o.interruption_label
-    elif o.interruption_bucket is None:
+        yield "interruption-assumed", o.interruption_label + (f"; {o.interruption_evidence}"
+                                                              if o.interruption_evidence else "")
+    elif o.interruption is None:
         yield "interruption-unknown", "no bucket"
     else:
         published = PriceAge(o.interruption_source, source_date(sources.get(o.interruption_source) or {}), now)

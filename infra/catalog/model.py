@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from infra.catalog.interruption import InterruptionRate, aws_bucket_rate
+
 # Column order of data/offers.csv (and of a refreshed overlay); the loader checks it.
 OFFER_COLUMNS = [
     "cloud", "region", "zone", "instance_type", "accelerator", "accelerators_per_node",
@@ -42,6 +44,10 @@ class Offer:
     source: str  # key into sources.json, or the refresh that produced the price
     note: str = ""
     as_of: str = ""  # when the price was observed, if known
+    # A refreshed rate that is not an AWS bucket (Azure's eviction rate per hour): over interruption_bucket.
+    interruption_rate: InterruptionRate | None = None
+    # Published evidence that is not a rate (GCP's preempted share of stopped Spot VMs), shown beside the assumption.
+    interruption_evidence: str = ""
 
     @property
     def local_zone(self) -> bool:
@@ -53,11 +59,18 @@ class Offer:
         return self.interruption_source == "assumed-interruption"
 
     @property
+    def interruption(self) -> InterruptionRate | None:
+        """The rate the planner uses: a refreshed one, else the AWS-style monthly bucket; None when unknown."""
+        if self.interruption_rate is not None:
+            return self.interruption_rate
+        return None if self.interruption_bucket is None else aws_bucket_rate(self.interruption_bucket)
+
+    @property
     def interruption_label(self) -> str:
-        if self.interruption_bucket is None:
+        rate = self.interruption
+        if rate is None:
             return "unknown"
-        label = INTERRUPTION_BUCKETS[self.interruption_bucket] + "/month"
-        return label + " (assumed)" if self.interruption_assumed else label
+        return rate.label + " (assumed)" if self.interruption_assumed else rate.label
 
     def price(self, purchase: str) -> float | None:
         """USD/hour for 'spot' or 'on-demand'."""
