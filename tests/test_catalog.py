@@ -114,8 +114,9 @@ def test_the_shipped_table_is_the_one_the_build_checked_and_passes_todays_rules(
 
 
 def test_an_offer_takes_its_fields_in_the_tables_column_order():
-    """The loader builds each Offer positionally from a row: its fields must be the table's columns, then as_of."""
-    assert [f.name for f in fields(Offer)] == [*OFFER_COLUMNS, "as_of"]
+    """The loader builds each Offer positionally from a row: its fields must be the table's columns, then as_of
+    (then what a capacity refresh adds at load, never read from a row)."""
+    assert [f.name for f in fields(Offer)] == [*OFFER_COLUMNS, "as_of", "interruption_rate", "interruption_evidence"]
 
 
 def test_a_checked_table_loads_without_its_rows_checked_and_any_other_with(tmp_path: Path, monkeypatch):

@@ -145,10 +145,7 @@ def test_a_corrupt_refresh_file_is_one_line_naming_it(tmp_path):
     assert_one_line_error(result, "spot-advisor.json", "is corrupt", "--capacity")
 
 
-def test_gcp_and_azure_say_what_they_publish_and_why_plans_keep_the_assumption(tmp_path):
-    for cloud, says in (("gcp", "share of stopped Spot VMs"), ("azure", "ranges per hour")):
-        result = run_trainfleet("catalog", "refresh", "--cloud", cloud, "--capacity", env=isolated_env(tmp_path))
-        assert_one_line_error(result, says, "labelled assumption")
+def test_capacity_refuses_a_region_list(tmp_path):
     assert_one_line_error(
         run_trainfleet("catalog", "refresh", "--cloud", "aws", "--capacity", "--regions", "us-east-1",
                        env=isolated_env(tmp_path)),

@@ -62,8 +62,9 @@ def refresh_command(
         bool,
         typer.Option(
             "--capacity",
-            help="instead of prices, fetch the cloud's published interruption rates (AWS: the Spot Instance Advisor "
-            "buckets) into $TRAINFLEET_HOME/spot-advisor.json",
+            help="instead of prices, fetch what the cloud publishes about spot interruptions into $TRAINFLEET_HOME "
+            "(AWS: Spot Instance Advisor buckets; Azure: Resource Graph eviction rates; GCP: capacityHistory "
+            "preemption history)",
         ),
     ] = False,
 ) -> None:
@@ -76,7 +77,7 @@ def refresh_command(
 
             raise TrainfleetError("--capacity fetches every catalog type in every region the feed has; leave out "
                                   "--placement-scores, --regions, --instance-types and --nodes")  # fmt: skip
-        return _interruption_refresh(cloud, json_out)
+        return _interruption_refresh(cloud, json_out, parallel)
     if placement_scores:
         return _placement_refresh(cloud, regions, instance_types, nodes, max_configurations, json_out, wide)
     if instance_types is not None or nodes is not None:
@@ -168,49 +169,78 @@ _OTHER_PLACEMENT_APIS = {
 }
 
 
-# What each cloud publishes about interruptions, and why trainfleet does not read it yet (issue 32).
-_OTHER_INTERRUPTION_DATA = {
-    "azure": "Azure publishes eviction rates per size and region in Resource Graph (SpotResources, "
-    "microsoft.compute/skuspotevictionrate/location) as ranges per hour, a scale the planner's monthly buckets "
-    "cannot hold yet, so plans keep the labelled assumption",
-    "gcp": "GCP publishes preemption history (Compute advice.capacityHistory) as the share of stopped Spot VMs that "
-    "were preempted, not a rate over time, so plans keep the labelled assumption",
-}
-
-
-def _interruption_refresh(cloud: str, json_out: bool) -> None:
-    """`catalog refresh --cloud aws --capacity`: the Spot Advisor feed's buckets into spot-advisor.json."""
-    from infra.catalog.advisor import advisor_path
-    from infra.catalog.loader import snapshot_offers
-    from infra.catalog.refresh.advisor import advisor_url, fetch_buckets, write_refresh
+def _interruption_refresh(cloud: str, json_out: bool, parallel: int) -> None:
+    """`catalog refresh --cloud CLOUD --capacity`: what the cloud publishes about spot interruptions, dated, into
+    $TRAINFLEET_HOME (AWS: the Spot Advisor's buckets; Azure: Resource Graph's eviction rates; GCP: the preemption
+    history of advice.capacityHistory). A refusal leaves the previous file as it was."""
+    from infra.catalog import advisor, azure_eviction, gcp_preemption
     from infra.catalog.refresh.http import FetchError
     from infra.errors import TrainfleetError, did_you_mean, shown
 
-    if cloud in _OTHER_INTERRUPTION_DATA:
-        raise TrainfleetError(f"--capacity reads AWS's Spot Instance Advisor only; {_OTHER_INTERRUPTION_DATA[cloud]}")
-    if cloud != "aws":
-        raise TrainfleetError(
-            f"--cloud {shown(cloud)} is not a cloud{did_you_mean(cloud, ['aws', 'gcp', 'azure'])}; use aws"
-        )
-    url = advisor_url()
-    types = sorted({o.instance_type for o in snapshot_offers() if o.cloud == "aws"})
-    path = advisor_path()
+    fetchers = {"aws": _aws_capacity, "azure": _azure_capacity, "gcp": _gcp_capacity}
+    paths = {"aws": advisor.advisor_path, "azure": azure_eviction.eviction_path, "gcp": gcp_preemption.history_path}
+    if cloud not in fetchers:
+        raise TrainfleetError(f"--cloud {shown(cloud)} is not a cloud{did_you_mean(cloud, list(fetchers))}; "
+                              "use aws, azure or gcp")  # fmt: skip
     try:
-        buckets = fetch_buckets(types, url)
+        summary, line = fetchers[cloud](parallel)
     except FetchError as exc:
-        err_console.print(f"error: {exc}; {path} is unchanged", highlight=False, markup=False)
+        err_console.print(f"error: {exc}; {paths[cloud]()} is unchanged", highlight=False, markup=False)
         raise typer.Exit(1) from None
+    if json_out:
+        print_json(summary)
+    else:
+        console.print(line, highlight=False)
+
+
+def _catalog_types(cloud: str) -> list[str]:
+    from infra.catalog.loader import snapshot_offers
+
+    return sorted({o.instance_type for o in snapshot_offers() if o.cloud == cloud})
+
+
+def _aws_capacity(parallel: int) -> tuple[dict, str]:
+    from infra.catalog.advisor import advisor_path
+    from infra.catalog.refresh.advisor import advisor_url, fetch_buckets, write_refresh
+
+    url, path = advisor_url(), advisor_path()
+    buckets = fetch_buckets(_catalog_types("aws"), url)
     fetched_at = write_refresh(path, buckets, url)
     summary = {"path": str(path), "fetched_at": fetched_at, "source": url, "buckets": len(buckets),
                "instance_types": len({t for _, t in buckets}), "regions": len({r for r, _ in buckets})}  # fmt: skip
-    if json_out:
-        print_json(summary)
-        return
-    console.print(
-        f"wrote {summary['buckets']} interruption buckets ({summary['instance_types']} instance types in "
-        f"{summary['regions']} regions) as of {fetched_at} to {path}",
-        highlight=False,
-    )
+    return summary, (f"wrote {summary['buckets']} interruption buckets ({summary['instance_types']} instance types "
+                     f"in {summary['regions']} regions) as of {fetched_at} to {path}")  # fmt: skip
+
+
+def _azure_capacity(parallel: int) -> tuple[dict, str]:
+    from infra.catalog.azure_eviction import eviction_path
+    from infra.catalog.refresh.azure_eviction import fetch_rates, resources_url, write_refresh
+
+    path, url = eviction_path(), resources_url()
+    rates = fetch_rates(_catalog_types("azure"))
+    fetched_at = write_refresh(path, rates, url)
+    summary = {"path": str(path), "fetched_at": fetched_at, "source": url, "rates": len(rates),
+               "sizes": len({s for _, s in rates}), "regions": len({r for r, _ in rates})}  # fmt: skip
+    return summary, (f"wrote {summary['rates']} eviction rates per hour ({summary['sizes']} sizes in "
+                     f"{summary['regions']} regions, 28 trailing days) as of {fetched_at} to {path}")  # fmt: skip
+
+
+def _gcp_capacity(parallel: int) -> tuple[dict, str]:
+    from infra.catalog.gcp_preemption import history_path
+    from infra.catalog.loader import snapshot_offers
+    from infra.catalog.refresh.gcp_preemption import compute_url, fetch_history, write_refresh
+
+    path = history_path()
+    pairs = {(o.zone, o.instance_type) for o in snapshot_offers() if o.cloud == "gcp" and o.spot_usd_per_hour}
+    result, project = fetch_history(pairs, parallel)
+    fetched_at = write_refresh(path, result, compute_url(), project)
+    answered = {(z, t) for z, t, *_ in result.records}
+    summary = {"path": str(path), "fetched_at": fetched_at, "project": project, "asked": len(pairs),
+               "answered": len(answered), "records": len(result.records), "skipped": len(result.skipped),
+               "first_skip": result.skipped[0] if result.skipped else None}  # fmt: skip
+    skipped = f"; {len(result.skipped)} left out, first: {result.skipped[0]}" if result.skipped else ""
+    return summary, (f"wrote {summary['records']} preemption records for {len(answered)} of {len(pairs)} machine "
+                     f"types and zones (project {project}) as of {fetched_at} to {path}{skipped}")  # fmt: skip
 
 
 def _placement_refresh(

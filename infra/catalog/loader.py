@@ -198,15 +198,19 @@ def load_catalog(data_dir: Path = DATA_DIR, overlays: Iterable[Path] = ()) -> Ca
 @cache
 def default_catalog() -> Catalog:
     """The catalog every command uses: the embedded snapshot, under the user's refreshed overlay if one exists."""
-    from infra.catalog.advisor import SOURCE, advisor_path, apply_refreshed, read_refresh
+    from infra.catalog import advisor, azure_eviction, gcp_preemption
     from infra.catalog.refresh.overlay import REFRESH_SOURCES, overlay_path  # late: import cycle
 
     overlay = overlay_path()
     catalog = load_catalog(overlays=[overlay] if overlay.is_file() else [])
     for key, source in REFRESH_SOURCES.items():
         catalog.sources.setdefault(key, source)
-    advisor = read_refresh(advisor_path())  # `catalog refresh --cloud aws --capacity`: dated interruption buckets
-    if advisor is not None:
-        sources = {**catalog.sources, SOURCE: advisor.source_entry()}
-        catalog = Catalog(apply_refreshed(catalog.all_offers, advisor), catalog.accelerators.values(), sources)
+    # `catalog refresh --cloud CLOUD --capacity`: dated interruption data over the snapshot's
+    for store, path in ((advisor, advisor.advisor_path()), (azure_eviction, azure_eviction.eviction_path()),
+                        (gcp_preemption, gcp_preemption.history_path())):  # fmt: skip
+        refresh = store.read_refresh(path)
+        if refresh is not None:
+            sources = {**catalog.sources, store.SOURCE: refresh.source_entry()}
+            catalog = Catalog(store.apply_refreshed(catalog.all_offers, refresh), catalog.accelerators.values(),
+                              sources)  # fmt: skip
     return catalog

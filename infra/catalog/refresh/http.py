@@ -12,7 +12,11 @@ from typing import Any
 
 
 class FetchError(Exception):
-    """One request (or one region) failed; the message is one line saying why."""
+    """One request (or one region) failed; the message is one line saying why, `status` the HTTP status if any."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 def _retries() -> int:
@@ -51,8 +55,8 @@ def request_json(
                 time.sleep(_retry_after(exc, attempt))
                 continue
             if exc.code == 429:
-                raise FetchError(f"{label}: throttled (HTTP 429) after {attempts} attempts{detail}") from None
-            raise FetchError(f"{label}: HTTP {exc.code}{detail}") from None
+                raise FetchError(f"{label}: throttled (HTTP 429) after {attempts} attempts{detail}", 429) from None
+            raise FetchError(f"{label}: HTTP {exc.code}{detail}", exc.code) from None
         except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             if attempt < attempts:
@@ -67,11 +71,18 @@ def request_json(
 
 
 def _retry_after(exc: urllib.error.HTTPError, attempt: int) -> float:
-    header = exc.headers.get("Retry-After") if exc.headers else None
+    """Retry-After seconds; else Azure Resource Graph's x-ms-user-quota-resets-after (hh:mm:ss, the time until the
+    caller's query quota resets); else exponential backoff. At most 30 s."""
+    headers = exc.headers or {}
     try:
-        return min(float(header), 30.0) if header is not None else _backoff() * 2 ** (attempt - 1)
+        if headers.get("Retry-After") is not None:
+            return min(float(headers["Retry-After"]), 30.0)
+        if headers.get("x-ms-user-quota-resets-after") is not None:
+            h, m, sec = headers["x-ms-user-quota-resets-after"].split(":")
+            return min(int(h) * 3600 + int(m) * 60 + float(sec), 30.0)
     except ValueError:
-        return _backoff() * 2 ** (attempt - 1)
+        pass
+    return _backoff() * 2 ** (attempt - 1)
 
 
 def _error_detail(exc: urllib.error.HTTPError) -> str:
