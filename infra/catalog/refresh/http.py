@@ -93,6 +93,8 @@ def _error_detail(exc: urllib.error.HTTPError) -> str:
     err = body.get("error") if isinstance(body, dict) else None
     if isinstance(err, dict):
         msg = err.get("message") or err.get("code") or ""
+        if isinstance(err.get("code"), str) and err.get("message"):  # ARM names the error: AuthorizationFailed
+            msg = f"{err['code']}: {msg}"
     elif isinstance(body, dict):
         msg = body.get("message") or body.get("Message") or ""
     else:
