@@ -146,6 +146,10 @@ def show_instance(catalog: Catalog, instance_type: str, region: str | None = Non
     first = offers[0]
     accel = catalog.accelerator(first.accelerator)
     sources = {o.source for o in offers} | {o.interruption_source for o in offers if o.interruption_source}
+    if any(o.cloud == "gcp" and o.interruption_evidence for o in offers):
+        from infra.catalog.gcp_preemption import SOURCE as GCP_HISTORY
+
+        sources.add(GCP_HISTORY)  # the evidence beside GCP's assumed rate
     return {
         "instance_type": instance_type,
         "cloud": first.cloud,
@@ -164,6 +168,7 @@ def show_instance(catalog: Catalog, instance_type: str, region: str | None = Non
                 "on_demand_usd_per_hour": o.on_demand_usd_per_hour,
                 "spot_usd_per_hour": o.spot_usd_per_hour,
                 "interruption": o.interruption_label,
+                "interruption_evidence": o.interruption_evidence or None,  # published, but not a rate (GCP)
                 "source": o.source,
                 "as_of": _observed(o, catalog.sources),  # None: undated
                 "note": o.note,

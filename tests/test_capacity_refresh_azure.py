@@ -174,6 +174,16 @@ def test_a_refresh_follows_every_page_and_the_rates_reach_the_catalog_per_hour(g
     nc = run_trainfleet("catalog", "show", "Standard_NC24ads_A100_v4", "--json", env=env).json()
     by_region = {o["region"]: o["interruption"] for o in nc["offers"]}
     assert by_region["eastus"] == ">20%/hour" and by_region["southcentralus"] == "15-20%/hour"
+    # `catalog check` no longer counts the refreshed rows as assumed: one fewer per catalog row Resource Graph rated
+    rated = {(loc, s) for s, loc, _ in catalog_rows}
+    refreshed_rows = sum((o["region"], o["instance_type"].lower()) in rated for o in
+                         run_trainfleet("catalog", "list", "--cloud", "azure", "--json", env=env).json())  # fmt: skip
+
+    def assumed(run_env):
+        got = run_trainfleet("catalog", "check", "--cloud", "azure", "--json", env=run_env).json()
+        return {r["rule"]: r["rows"] for r in got["rules"]}["interruption-assumed"]
+
+    assert refreshed_rows >= 8 and assumed(env) == assumed(isolated_env(tmp_path / "plain")) - refreshed_rows
     # a region Resource Graph did not answer for keeps the snapshot's labelled assumption
     assert {r for r, label in by_region.items() if label == "10-15%/month (assumed)"} == set(by_region) - {
         "eastus", "southcentralus", "westus2"}
