@@ -266,8 +266,8 @@ def test_without_credentials_one_line(tmp_path, fake):
 @pytest.mark.parametrize(
     ("args", "needles"),
     [
-        (["--cloud", "azure"], ["GetSpotPlacementScores only", "Azure's Spot Placement Score", "not supported yet"]),
-        (["--cloud", "gcp"], ["GetSpotPlacementScores only", "advice.capacity", "not supported yet"]),
+        (["--cloud", "azure", "--regions", "mars-1"], ["no Azure spot size", "--regions"]),
+        (["--cloud", "gcp"], ["AWS's and Azure's spot placement scores", "advice.capacity", "not supported yet"]),
         (["--cloud", "awz"], ["'awz'", "did you mean aws"]),
         (["--nodes", "0"], ["--nodes '0'", "1 to 2,000,000,000"]),
         (["--nodes", "eight"], ["--nodes 'eight'"]),

@@ -162,8 +162,6 @@ def refresh_command(
 
 # Placement-score APIs of the other clouds, named in the one-line refusal (tests/fixtures/placement/PROVENANCE.md).
 _OTHER_PLACEMENT_APIS = {
-    "azure": "Azure's Spot Placement Score (POST .../providers/Microsoft.Compute/locations/{location}/placementScores/"
-    "spot/generate, a preview API) is not supported yet",
     "gcp": "GCP's Compute Engine capacity advice (advice.capacity, an obtainability score 0.0-1.0) is not "
     "supported yet",
 }
@@ -247,7 +245,8 @@ def _placement_refresh(
     cloud: str, regions: str | None, instance_types: str | None, nodes: str | None, max_configurations: int,
     json_out: bool, wide: bool,
 ) -> None:  # fmt: skip
-    """`catalog refresh --cloud aws --placement-scores`: EC2 GetSpotPlacementScores into the placement file."""
+    """`catalog refresh --cloud aws|azure --placement-scores`: EC2 GetSpotPlacementScores (or Azure's Spot Placement
+    Score) into the placement file."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from cli.options import comma_list
@@ -256,19 +255,21 @@ def _placement_refresh(
 
     if cloud in _OTHER_PLACEMENT_APIS:
         raise TrainfleetError(
-            f"--placement-scores reads AWS EC2 GetSpotPlacementScores only; {_OTHER_PLACEMENT_APIS[cloud]}; "
-            "use --cloud aws, or leave --placement-scores out to refresh prices"
+            f"--placement-scores reads AWS's and Azure's spot placement scores; {_OTHER_PLACEMENT_APIS[cloud]}; "
+            "use --cloud aws or azure, or leave --placement-scores out to refresh prices"
         )
-    if cloud != "aws":
+    if cloud not in ("aws", "azure"):
         raise TrainfleetError(
             f"--cloud {shown(cloud)} is not a cloud{did_you_mean(cloud, ['aws', 'gcp', 'azure'])}; "
-            "--placement-scores works with --cloud aws"
+            "--placement-scores works with --cloud aws or azure"
         )
     wanted_regions = comma_list(regions, "--regions", "us-east-1,us-west-2") if regions is not None else None
     wanted_types = (
         comma_list(instance_types, "--instance-types", "p5.48xlarge") if instance_types is not None else None
     )
     counts = parse_nodes(comma_list(nodes, "--nodes", "1,8,64")) if nodes is not None else list(DEFAULT_NODES)
+    if cloud == "azure":
+        return _azure_placement_refresh(wanted_regions, wanted_types, counts, json_out)
     progress = Progress(
         TextColumn("placement scores"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
         TimeElapsedColumn(), console=err_console.rich(), transient=True,
@@ -320,6 +321,41 @@ def _placement_refresh(
         for line in report.not_sent:
             console.print(f"not fetched: {line}", highlight=False)
     if report.failed:
+        raise typer.Exit(1)
+
+
+def _azure_placement_refresh(regions: list[str] | None, types: list[str] | None, counts: list[int],
+                             json_out: bool) -> None:  # fmt: skip
+    """`catalog refresh --cloud azure --placement-scores`: Azure's levels, regional, into the placement file."""
+    from infra.catalog.loader import snapshot_offers
+    from infra.catalog.model import NOT_DEEPSPEED
+    from infra.catalog.refresh.azure_placement import refresh_azure_placement
+    from infra.catalog.refresh.http import FetchError
+    from infra.errors import TrainfleetError
+
+    regions_by_size: dict[str, set[str]] = {}
+    for o in snapshot_offers():
+        if (o.cloud == "azure" and o.accelerator and o.accelerator not in NOT_DEEPSPEED and o.spot_usd_per_hour
+                and (regions is None or o.region in regions) and (types is None or o.instance_type in types)):  # fmt: skip
+            regions_by_size.setdefault(o.instance_type, set()).add(o.region)
+    if not regions_by_size:
+        raise TrainfleetError("no Azure spot size in the catalog matches --regions and --instance-types; see "
+                              "`trainfleet catalog list --cloud azure --purchase spot`")  # fmt: skip
+    try:
+        report = refresh_azure_placement(regions_by_size, counts)
+    except FetchError as exc:
+        err_console.print(f"error: {exc}; nothing was written", highlight=False, markup=False)
+        raise typer.Exit(1) from None
+    if json_out:
+        print_json(report.to_json())
+    else:
+        levels = ", ".join(f"{n} {level}" for level, n in sorted(report.levels.items())) or "none"
+        console.print(f"azure spot placement scores as of {report.fetched_at}: {report.requests} requests, answers "
+                      f"{levels}; {len(report.rows)} kept (DataNotFoundOrStale is not); {report.path} holds "
+                      f"{report.file_rows} scores", highlight=False)  # fmt: skip
+        for failure in report.failures:
+            err_console.print(f"failed: {failure}", highlight=False, markup=False)
+    if report.failures:
         raise typer.Exit(1)
 
 

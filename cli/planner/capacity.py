@@ -168,17 +168,24 @@ def spot_capacity(scores: PlacementScores | None, cloud: str, region: str, zones
     zone = zones[0] if len(zones) == 1 else ""
     where = zone or region
     found = scores.lookup(cloud, region, zone, instance_type, nodes) if scores is not None else None
-    if found is not None:
-        scope = f"zone {zone}" if zone else f"region {region}, any zone"
+    scope = f"zone {zone}" if zone else f"region {region}, any zone"
+    if found is not None and found.score is not None:
+        said = (f"Azure spot placement score {found.level}, read as {found.score}/10 (the words AWS gives its "
+                f"{found.score})" if found.level else f"placement score {found.score}/10")  # fmt: skip
         return Capacity(found.score, nodes, where,
-                        f"placement score {found.score}/10 for {found.target_capacity} x {instance_type} in {scope} "
+                        f"{said} for {found.target_capacity} x {instance_type} in {scope} "
                         f"({found.source}, {found.as_of})", measured=True)  # fmt: skip
     wait = trace_wait_s(nodes)
-    how = ("measure it with `trainfleet catalog refresh --cloud aws --placement-scores`" if cloud == "aws" else
-           f"trainfleet fetches no {cloud} capacity score")  # fmt: skip
+    how = {"aws": "measure it with `trainfleet catalog refresh --cloud aws --placement-scores`",
+           "azure": "measure it with `trainfleet catalog refresh --cloud azure --placement-scores`"}.get(
+        cloud, f"trainfleet fetches no {cloud} capacity score")  # fmt: skip
+    if found is not None:  # a level with no number (Azure's Medium): shown, the traces' wait stands in
+        how = (f"Azure spot placement score {found.level} for {found.target_capacity} x {instance_type} in {scope} "
+               f"({found.as_of}) has no number to read it as")  # fmt: skip
     past = f", extrapolated past the traces' {TRACE_MOST_NODES}" if nodes > TRACE_MOST_NODES else ""
     return Capacity(None, nodes, where,
-                    f"no placement score for {nodes} x {instance_type} in {where}: assumed wait {wait / 3600:.1f} h "
+                    f"{'no number' if found is not None else 'no placement score'} for {nodes} x {instance_type} in "
+                    f"{where}: assumed wait {wait / 3600:.1f} h "
                     f"for {nodes} node{'s' if nodes > 1 else ''}, the mean of published AWS spot traces (2022-2023, "
                     f"{TRACE_SINGLE_NODE_WAIT_S / 60:.0f} min for one node x N^{TRACE_NODES_EXPONENT}{past}; zones "
                     f"and months ranged 9 min to 23 h for one node); {how}", assumed_wait_s=wait,

@@ -25,6 +25,13 @@ from infra.errors import CatalogError, shown
 PLACEMENT_SCORES_NAME = "placement-scores.json"
 FORMAT_VERSION = 1
 SCORE_MIN, SCORE_MAX = 1, 10  # GetSpotPlacementScores: "on a scale from 1 to 10"
+# Azure's Spot Placement Score is a level, not a number (MicrosoftDocs azure-compute-docs spot-placement-score.md;
+# tests/fixtures/azure_placement/PROVENANCE.md). Read on AWS's scale only where the two say the same thing: "High
+# indicates that the deployment is highly likely to succeed", AWS's 10 "is highly likely to succeed"; "Low
+# indicates that the deployment has a low chance of success", AWS's 1 "is not likely to succeed"; "Restricted SKU
+# ... the Spot VM SKU isn't available for the subscription": none to be had. Medium has no words to read as a
+# number: it is kept, shown, and the traces' assumed wait stands in. DataNotFoundOrStale is not kept.
+AZURE_LEVEL_SCORE = {"High": SCORE_MAX, "Medium": None, "Low": SCORE_MIN, "RestrictedSkuNotAvailable": SCORE_MIN}
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,9 +41,10 @@ class PlacementScore:
     zone: str  # the AZ id (use1-az4) for a single-AZ score; "" for a regional score
     instance_type: str
     target_capacity: int  # instances the score was asked for
-    score: int  # 1..10
+    score: int | None  # 1..10; None: a level with no number (Azure's Medium)
     as_of: str  # UTC ISO time the score was fetched
     source: str  # e.g. aws-get-spot-placement-scores
+    level: str = ""  # Azure's own word for the score (High, Medium, Low, RestrictedSkuNotAvailable)
 
 
 class PlacementScores:
@@ -75,7 +83,8 @@ def placement_scores_path() -> Path:
 
 def _fix(path: Path) -> str:
     return (
-        f"re-run `trainfleet catalog refresh --cloud aws --placement-scores` to rewrite it, or delete {path}"
+        f"re-run `trainfleet catalog refresh --cloud aws --placement-scores` (and `--cloud azure`) to rewrite it, "
+        f"or delete {path}"
     )
 
 
@@ -112,7 +121,16 @@ def row_problem(row: object) -> str:
             return f"has no {name}"
     if not isinstance(row.get("zone"), str):
         return "has no zone"
-    for name, low, high in (("target_capacity", 1, 2_000_000_000), ("score", SCORE_MIN, SCORE_MAX)):
+    checked = [("target_capacity", 1, 2_000_000_000)]
+    if row["cloud"] == "azure":
+        level = row.get("level")
+        if level not in AZURE_LEVEL_SCORE:
+            return f"has level = {shown(level)}, not one of {', '.join(AZURE_LEVEL_SCORE)}"
+        if row.get("score") != AZURE_LEVEL_SCORE[level]:
+            return f"has score = {shown(row.get('score'))} for level {level}, not {AZURE_LEVEL_SCORE[level]}"
+    else:
+        checked.append(("score", SCORE_MIN, SCORE_MAX))
+    for name, low, high in checked:
         value = row.get(name)
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             return f"has {name} = {shown(value)}, not a whole number in {low}..{high}"
@@ -126,7 +144,7 @@ def row_problem(row: object) -> str:
 def load_placement_scores(path: Path) -> PlacementScores:
     doc = read_document(Path(path))
     fields = ("cloud", "region", "zone", "instance_type", "target_capacity", "score", "fetched_at", "source")
-    return PlacementScores(PlacementScore(*(r[f] for f in fields)) for r in doc["scores"])
+    return PlacementScores(PlacementScore(*(r[f] for f in fields), level=r.get("level", "")) for r in doc["scores"])
 
 
 @cache
