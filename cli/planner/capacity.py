@@ -1,7 +1,8 @@
 """Whether a spot plan's nodes can be had, and what waiting for them costs.
 
 Evidence: AWS spot placement scores (EC2 GetSpotPlacementScores, fetched by `trainfleet catalog refresh --cloud
-aws --placement-scores` into infra/catalog/capacity.py's file). AWS: "Each score reflects how likely it is that
+aws --placement-scores` into infra/catalog/capacity.py's file), and Azure's Spot Placement Score levels read on
+AWS's scale where the two use the same words (`--cloud azure --placement-scores`; capacity.AZURE_LEVEL_SCORE). AWS: "Each score reflects how likely it is that
 each Region or Availability Zone will succeed at fulfilling the specified target capacity at the time of the
 Spot placement score request. A score of 10 means that your Spot capacity request is highly likely to succeed"
 (API reference, SpotPlacementScore); "scored on a scale from 1 to 10, with 10 indicating that your Spot request
@@ -22,7 +23,7 @@ Model (each assumption is printed with the plan that relies on it):
   TRACE_HELD_SHARE of them with the traces' wait below), and after every lost event, because a replacement must come from the same pool that just shrank
   (conservatively: the N-node score again, not the 1-node one), with the survivors billing. Interruption
   hazards per node stay the catalog's.
-Where nothing is measured (no score fetched; GCP and Azure publish no equivalent that can be fetched here),
+Where nothing is measured (no score fetched; GCP publishes no equivalent, Azure Medium has no number: infra/catalog/capacity.py),
 published traces stand in and the plan says so (cli/planner/capacity_traces.py; SkyPilot's spot-traces, the data of
 "Can't Be Late", NSDI '24: AWS V100 and K80 spot, 2022-2023, up to 16 nodes):
   wait(N) = TRACE_SINGLE_NODE_WAIT_S x N^TRACE_NODES_EXPONENT

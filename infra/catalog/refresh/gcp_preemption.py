@@ -128,7 +128,7 @@ def fetch_history(
         except FetchError as exc:
             return pair, exc
 
-    def take(pair, got) -> None:
+    def take(pair: tuple[str, str], got: list[list] | FetchError) -> None:
         if isinstance(got, FetchError):
             fatal = _fatal(got, project)
             if fatal is not None:
@@ -137,7 +137,7 @@ def fetch_history(
         else:
             result.records += got
         if on_pair:
-            on_pair(*pair, not isinstance(got, FetchError))
+            on_pair(pair[0], pair[1], not isinstance(got, FetchError))
 
     if pairs:
         take(*one(pairs[0]))
