@@ -1066,7 +1066,6 @@ def isolated_env(home) -> dict[str, str]:
         "GOOGLE_API_KEY": "",
         "GOOGLE_OAUTH_ACCESS_TOKEN": "",
         "AZURE_ACCESS_TOKEN": "",
-        "TRAINFLEET_AZURE_ACCESS_TOKEN": "",
         "GOOGLE_CLOUD_PROJECT": "",
         "PATH": str(
             home / "no-bin"

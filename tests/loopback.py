@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
@@ -25,3 +26,34 @@ class LoopbackServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def send_json(handler: BaseHTTPRequestHandler, code: int, answer: object, headers: dict | None = None) -> None:
+    """Answer `handler`'s request with `answer` as JSON, status `code` and any extra `headers`."""
+    raw = json.dumps(answer).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(raw)))
+    for k, v in (headers or {}).items():
+        handler.send_header(k, v)
+    handler.end_headers()
+    handler.wfile.write(raw)
+
+
+def arm_error(handler: BaseHTTPRequestHandler, code: int, err: str, message: str, headers: dict | None = None) -> None:
+    """An Azure Resource Manager error answer: {"error": {"code", "message"}}."""
+    send_json(handler, code, {"error": {"code": err, "message": message}}, headers)
+
+
+def servers_fixture(make: type[LoopbackServer]):
+    """A pytest fixture body: start(**kwargs) builds and starts a `make`, and every one started stops after."""
+    servers: list[LoopbackServer] = []
+
+    def start(**kwargs) -> LoopbackServer:
+        server = make(**kwargs).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for s in servers:
+        s.stop()

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import assert_one_line_error, run_trainfleet
 from tests.fake_price_apis import isolated_env
-from tests.loopback import LoopbackServer
+from tests.loopback import LoopbackServer, arm_error, send_json, servers_fixture
 
 FIXTURES = Path(__file__).parent / "fixtures" / "azure_eviction"
 TOKEN = "test-arm-token"
@@ -68,27 +68,27 @@ class FakeResourceGraph(LoopbackServer):
                 server.requests.append(body)
                 path, _, query_string = self.path.partition("?")
                 if path != PATH:
-                    return self._error(404, "NotFound", f"no route {path}")
+                    return arm_error(self, 404, "NotFound", f"no route {path}")
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
-                    return self._error(401, "InvalidAuthenticationToken", "The access token is invalid.")
+                    return arm_error(self, 401, "InvalidAuthenticationToken", "The access token is invalid.")
                 if "api-version=2022-10-01" not in query_string:
-                    return self._error(400, "InvalidApiVersionParameter", "The api-version is invalid.")
+                    return arm_error(self, 400, "InvalidApiVersionParameter", "The api-version is invalid.")
                 if server.fault == "denied":
-                    return self._error(403, "AuthorizationFailed", "The client 'x' with object id 'y' does not have "
+                    return arm_error(self, 403, "AuthorizationFailed", "The client 'x' with object id 'y' does not have "
                                        "authorization to perform action 'Microsoft.ResourceGraph/resources/read'.")  # fmt: skip
                 options = body.get("options") or {}
                 if server.throttle and options.get("$skipToken"):
                     server.throttle -= 1
-                    return self._error(429, "RateLimiting", "Please provide below info when asking for support",
+                    return arm_error(self, 429, "RateLimiting", "Please provide below info when asking for support",
                                        {"x-ms-user-quota-remaining": "0", "x-ms-user-quota-resets-after": "00:00:00"})  # fmt: skip
                 top = options.get("$top", 1000)
                 if not isinstance(top, int) or not 1 <= top <= 1000:
-                    return self._error(400, "BadRequest", "$top must be between 1 and 1000")
+                    return arm_error(self, 400, "BadRequest", "$top must be between 1 and 1000")
                 kql = body.get("query", "")
                 listed = re.search(r"sku\.name in~ \(([^)]*)\)", kql)
                 if ("SpotResources" not in kql or "microsoft.compute/skuspotevictionrate/location" not in kql
                         or not listed):  # fmt: skip
-                    return self._error(400, "BadRequest", "Please check the query")
+                    return arm_error(self, 400, "BadRequest", "Please check the query")
                 sizes = {s.strip().strip("'").lower() for s in listed.group(1).split(",")}
                 rows = sorted((resource_id(s, loc), s, loc, r) for s, loc, r in server.rows if s in sizes)
                 start = int(base64.b64decode(options["$skipToken"])) if options.get("$skipToken") else 0
@@ -101,40 +101,20 @@ class FakeResourceGraph(LoopbackServer):
                         answer["$skipToken"] = base64.b64encode(str(start + len(page)).encode()).decode()
                     else:
                         answer["resultTruncated"] = "true"
-                self._send(200, answer, {"x-ms-user-quota-remaining": "14", "x-ms-user-quota-resets-after": "00:00:05"})
+                send_json(self, 200, answer, {"x-ms-user-quota-remaining": "14", "x-ms-user-quota-resets-after": "00:00:05"})
 
-            def _error(self, code, err, message, headers=None):
-                self._send(code, {"error": {"code": err, "message": message}}, headers)
 
-            def _send(self, code, answer, headers=None):
-                raw = json.dumps(answer).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(raw)
 
         super().__init__(Handler)
 
 
 @pytest.fixture
 def graph():
-    servers = []
-
-    def start(**kwargs):
-        server = FakeResourceGraph(**kwargs).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for s in servers:
-        s.stop()
+    yield from servers_fixture(FakeResourceGraph)
 
 
 def azure_env(server, home, token=TOKEN) -> dict:
-    return {**isolated_env(home), "TRAINFLEET_AZURE_ARM_URL": server.url, "TRAINFLEET_AZURE_ACCESS_TOKEN": token}
+    return {**isolated_env(home), "TRAINFLEET_AZURE_MANAGEMENT_URL": server.url, "AZURE_ACCESS_TOKEN": token}
 
 
 def refresh(env, *more):
@@ -238,11 +218,11 @@ def test_a_rate_that_is_not_a_range_writes_nothing(graph, tmp_path):
 
 
 def test_no_token_and_no_sdk_login_is_one_line(tmp_path):
-    env = {**isolated_env(tmp_path), "TRAINFLEET_AZURE_ARM_URL": "http://127.0.0.1:9", "AZURE_CLIENT_ID": "",
+    env = {**isolated_env(tmp_path), "TRAINFLEET_AZURE_MANAGEMENT_URL": "http://127.0.0.1:9", "AZURE_CLIENT_ID": "",
            "IDENTITY_ENDPOINT": "", "MSI_ENDPOINT": "", "AZURE_CONFIG_DIR": str(tmp_path / "no-az")}  # fmt: skip
     result = refresh(env)
     assert result.code == 1 and "Traceback" not in result.stderr
-    assert "az login" in result.stderr or "TRAINFLEET_AZURE_ACCESS_TOKEN" in result.stderr, result.stderr
+    assert "az login" in result.stderr or "AZURE_ACCESS_TOKEN" in result.stderr, result.stderr
 
 
 def test_a_corrupt_rates_file_is_one_line_naming_it(tmp_path):

@@ -19,7 +19,7 @@ import pytest
 from infra.catalog.loader import DATA_DIR, read_offers
 from tests.conftest import assert_one_line_error, run_trainfleet
 from tests.fake_price_apis import isolated_env
-from tests.loopback import LoopbackServer
+from tests.loopback import LoopbackServer, send_json, servers_fixture
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gcp_preemption"
 TOKEN, PROJECT = "test-gcp-token", "trainfleet-test"
@@ -66,20 +66,20 @@ class FakeCompute(LoopbackServer):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 route = ROUTE.match(self.path)
                 if not route:
-                    return self._send(404, google_error(404, "NOT_FOUND", f"no route {self.path}"))
+                    return send_json(self, 404, google_error(404, "NOT_FOUND", f"no route {self.path}"))
                 project, region = route.groups()
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
-                    return self._send(401, google_error(401, "UNAUTHENTICATED", "Request had invalid authentication "
+                    return send_json(self, 401, google_error(401, "UNAUTHENTICATED", "Request had invalid authentication "
                                                         "credentials. Expected OAuth 2 access token."))  # fmt: skip
                 if server.fault == "disabled":
-                    return self._send(403, google_error(403, "PERMISSION_DENIED", f"Compute Engine API has not been "
+                    return send_json(self, 403, google_error(403, "PERMISSION_DENIED", f"Compute Engine API has not been "
                                       f"used in project {project} before or it is disabled.", "SERVICE_DISABLED"))  # fmt: skip
                 if server.fault == "denied" or project != PROJECT:
-                    return self._send(403, google_error(403, "PERMISSION_DENIED", "The caller does not have "
+                    return send_json(self, 403, google_error(403, "PERMISSION_DENIED", "The caller does not have "
                                                         "permission", "IAM_PERMISSION_DENIED"))  # fmt: skip
                 if server.throttle:
                     server.throttle -= 1
-                    return self._send(429, google_error(429, "RESOURCE_EXHAUSTED", "Quota exceeded for quota metric "
+                    return send_json(self, 429, google_error(429, "RESOURCE_EXHAUSTED", "Quota exceeded for quota metric "
                                                         "'Read requests' of service 'compute.googleapis.com'"))  # fmt: skip
                 props = body.get("instanceProperties") or {}
                 location = (body.get("locationPolicy") or {}).get("location", "")
@@ -93,35 +93,19 @@ class FakeCompute(LoopbackServer):
                 pair = (zone, props.get("machineType"))
                 if pair not in PAIRS or pair in NOT_OFFERED:
                     return self._bad("resource.instanceProperties.machineType")
-                self._send(200, {"location": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}",
+                send_json(self, 200, {"location": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}",
                                  "machineType": pair[1], "preemptionHistory": history(*pair)})  # fmt: skip
 
             def _bad(self, field):
-                self._send(400, google_error(400, "INVALID_ARGUMENT", f"Invalid value for field '{field}'"))
+                send_json(self, 400, google_error(400, "INVALID_ARGUMENT", f"Invalid value for field '{field}'"))
 
-            def _send(self, code, answer):
-                raw = json.dumps(answer).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
 
         super().__init__(Handler)
 
 
 @pytest.fixture
 def compute():
-    servers = []
-
-    def start(**kwargs):
-        server = FakeCompute(**kwargs).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for s in servers:
-        s.stop()
+    yield from servers_fixture(FakeCompute)
 
 
 def gcp_env(server, home, token=TOKEN, project=PROJECT) -> dict:

@@ -2,51 +2,34 @@
 
 POST https://management.azure.com/subscriptions/<id>/providers/Microsoft.CostManagement/query
 answers {properties: {columns: [{name, type}], rows: [[...]], nextLink}}. Needs a bearer token:
-AZURE_ACCESS_TOKEN, else `az account get-access-token`. Override the endpoint with
+infra/azure_arm.py's (AZURE_ACCESS_TOKEN, the Azure CLI, azure-identity). Override the endpoint with
 TRAINFLEET_AZURE_MANAGEMENT_URL.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import urllib.parse
 from datetime import date
 
+from infra.azure_arm import NO_TOKEN, management_url
+from infra.azure_arm import access_token as arm_token
 from infra.catalog.refresh.http import FetchError, request_json
 from infra.errors import TrainfleetError
 from infra.spend.report import CostLine
 
-MANAGEMENT_URL = "https://management.azure.com"
 API_VERSION = "2023-03-01"
-NO_TOKEN = (
-    "no Azure access token for Cost Management: set AZURE_ACCESS_TOKEN (e.g. to `az account get-access-token "
-    "--query accessToken -o tsv`) or install the Azure CLI and run `az login`"
-)
 
 
 def access_token() -> str:
-    token = os.environ.get("AZURE_ACCESS_TOKEN", "").strip()
-    if token:
-        return token
-    az = shutil.which("az")
-    if az:
-        try:
-            out = subprocess.run(
-                [az, "account", "get-access-token", "--resource", MANAGEMENT_URL, "--query", "accessToken", "-o", "tsv"],
-                capture_output=True, text=True, timeout=60, check=True,
-            )  # fmt: skip
-            if out.stdout.strip():
-                return out.stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
-    raise TrainfleetError(NO_TOKEN)
+    token = arm_token()
+    if token is None:
+        raise TrainfleetError(NO_TOKEN.replace("no Azure access token", "no Azure access token for Cost Management"))
+    return token
 
 
 def azure_costs(subscription: str, tag_key: str, tag_value: str, since: date, until: date) -> list[CostLine]:
     token = access_token()
-    base = os.environ.get("TRAINFLEET_AZURE_MANAGEMENT_URL", MANAGEMENT_URL).rstrip("/")
+    base = management_url()
     url: str | None = (
         f"{base}/subscriptions/{urllib.parse.quote(subscription, safe='')}/providers/Microsoft.CostManagement/query?"
         + urllib.parse.urlencode({"api-version": API_VERSION})

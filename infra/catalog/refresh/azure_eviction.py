@@ -10,25 +10,24 @@ Resource Graph throttles per user (x-ms-user-quota-resets-after tells when the q
 long and retries.
 
 A plain POST through http.py rather than azure-mgmt-resourcegraph: one documented call does not warrant another
-SDK. The token is TRAINFLEET_AZURE_ACCESS_TOKEN (`az account get-access-token --query accessToken -o tsv`), else
-azure-identity's DefaultAzureCredential (the `live` extra). Override the endpoint with TRAINFLEET_AZURE_ARM_URL.
+SDK. The token and the endpoint (TRAINFLEET_AZURE_MANAGEMENT_URL) are infra/azure_arm.py's.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from infra.atomic import write_file
+from infra.azure_arm import NO_TOKEN, management_url
+from infra.azure_arm import access_token as arm_token
 from infra.catalog.azure_eviction import FORMAT_VERSION
 from infra.catalog.interruption import parse_range
 from infra.catalog.refresh.http import FetchError, request_json
 
-ARM = "https://management.azure.com"
 API_VERSION = "2022-10-01"
 PAGE_SIZE = 1000  # $top's maximum (QueryRequestOptions, 2022-10-01)
 MAX_PAGES = 100
@@ -36,12 +35,8 @@ _SIZE_NAME = re.compile(r"^[A-Za-z0-9_]+$")  # what goes into the KQL list: Azur
 WHAT = "Azure Resource Graph"
 
 
-def arm_url() -> str:
-    return (os.environ.get("TRAINFLEET_AZURE_ARM_URL") or ARM).rstrip("/")
-
-
 def resources_url() -> str:
-    return f"{arm_url()}/providers/Microsoft.ResourceGraph/resources?api-version={API_VERSION}"
+    return f"{management_url()}/providers/Microsoft.ResourceGraph/resources?api-version={API_VERSION}"
 
 
 def query(sizes: Iterable[str]) -> str:
@@ -63,22 +58,10 @@ def query(sizes: Iterable[str]) -> str:
 
 def access_token() -> str:
     """An ARM bearer token; FetchError (one line) when there is none."""
-    token = os.environ.get("TRAINFLEET_AZURE_ACCESS_TOKEN", "").strip()
-    if token:
-        return token
-    try:
-        from azure.core.exceptions import ClientAuthenticationError
-        from azure.identity import DefaultAzureCredential
-    except ImportError:
-        raise FetchError(
-            "no Azure token: set TRAINFLEET_AZURE_ACCESS_TOKEN to `az account get-access-token --query accessToken "
-            "-o tsv`, or install the Azure SDK (pip install 'trainfleet[live]') and run `az login`"
-        ) from None
-    try:
-        return DefaultAzureCredential().get_token(ARM + "/.default").token
-    except ClientAuthenticationError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise FetchError(f"no Azure credentials (run `az login`): {first}") from None
+    token = arm_token()
+    if token is None:
+        raise FetchError(NO_TOKEN)
+    return token
 
 
 def fetch_rates(sizes: Iterable[str], token: str | None = None) -> dict[tuple[str, str], tuple[float, float | None]]:
@@ -119,7 +102,7 @@ def fetch_rates(sizes: Iterable[str], token: str | None = None) -> dict[tuple[st
 def _explain(exc: FetchError) -> str:
     """The request's one line, with what to do about the refusals a user can fix."""
     if exc.status == 401:
-        return f"{exc}; the token was refused: run `az login` (or refresh TRAINFLEET_AZURE_ACCESS_TOKEN)"
+        return f"{exc}; the token was refused: run `az login` (or set AZURE_ACCESS_TOKEN afresh)"
     if exc.status == 403:
         return f"{exc}; the caller needs read access (Reader) on at least one subscription to query Resource Graph"
     return str(exc)

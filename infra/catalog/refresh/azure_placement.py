@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from infra.azure_arm import management_url
 from infra.catalog.capacity import AZURE_LEVEL_SCORE, placement_scores_path, read_document
-from infra.catalog.refresh.azure_eviction import access_token, arm_url
+from infra.catalog.refresh.azure_eviction import access_token
 from infra.catalog.refresh.http import FetchError, request_json
 
 API_VERSION = "2025-06-05"
@@ -74,7 +75,7 @@ def plan_requests(regions_by_size: dict[str, set[str]], nodes: Iterable[int]) ->
 
 
 def fetch_request(sizes: list[str], regions: list[str], count: int, sub: str, token: str) -> list[dict]:
-    url = (f"{arm_url()}/subscriptions/{sub}/providers/Microsoft.Compute/locations/{regions[0]}/placementScores/"
+    url = (f"{management_url()}/subscriptions/{sub}/providers/Microsoft.Compute/locations/{regions[0]}/placementScores/"
            f"spot/generate?api-version={API_VERSION}")  # fmt: skip
     body = {"desiredLocations": regions, "desiredSizes": [{"sku": s} for s in sizes], "desiredCount": count,
             "availabilityZones": False}  # fmt: skip

@@ -1,0 +1,50 @@
+"""Azure Resource Manager: its endpoint and a bearer token for it, as every trainfleet call to ARM gets them.
+
+The token: AZURE_ACCESS_TOKEN (`az account get-access-token --query accessToken -o tsv`), else the Azure CLI's own
+`az account get-access-token`, else azure-identity's DefaultAzureCredential where the `live` extra installed it.
+The endpoint: TRAINFLEET_AZURE_MANAGEMENT_URL (a stand-in's), else https://management.azure.com.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+
+MANAGEMENT_URL = "https://management.azure.com"
+NO_TOKEN = ("no Azure access token: set AZURE_ACCESS_TOKEN (e.g. to `az account get-access-token --query "
+            "accessToken -o tsv`) or install the Azure CLI and run `az login`")  # fmt: skip
+
+
+def management_url() -> str:
+    return os.environ.get("TRAINFLEET_AZURE_MANAGEMENT_URL", MANAGEMENT_URL).rstrip("/")
+
+
+def access_token() -> str | None:
+    """A bearer token for ARM, or None when no source has one (the caller says NO_TOKEN in its own error)."""
+    token = os.environ.get("AZURE_ACCESS_TOKEN", "").strip()
+    if token:
+        return token
+    az = shutil.which("az")
+    if az:
+        try:
+            out = subprocess.run(
+                [az, "account", "get-access-token", "--resource", MANAGEMENT_URL, "--query", "accessToken", "-o", "tsv"],
+                capture_output=True, text=True, timeout=60, check=True,
+            )  # fmt: skip
+            if out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    try:
+        from azure.core.exceptions import ClientAuthenticationError
+        from azure.identity import DefaultAzureCredential
+    except ImportError:
+        return None
+    # its failure is a multi-line warning on stderr; the caller's one line says what to do instead
+    logging.getLogger("azure.identity").setLevel(logging.ERROR)
+    try:
+        return DefaultAzureCredential().get_token(MANAGEMENT_URL + "/.default").token
+    except ClientAuthenticationError:
+        return None
