@@ -66,8 +66,8 @@ MUTANTS = [
     {
         "file": GCP_FETCH,
         "bug": "asks the history of standard VMs, which capacityHistory refuses (it must be SPOT)",
-        "original": '"scheduling": {"provisioningModel": "SPOT"}',
-        "replacement": '"scheduling": {"provisioningModel": "STANDARD"}',
+        "original": '"machineType": machine_type, "scheduling": {"provisioningModel": "SPOT"}',
+        "replacement": '"machineType": machine_type, "scheduling": {"provisioningModel": "STANDARD"}',
     },
     {
         "file": "infra/catalog/gcp_preemption.py",
