@@ -121,7 +121,7 @@ def show_command(
                     o["zone"],
                     money(o["on_demand_usd_per_hour"], 4),
                     money(o["spot_usd_per_hour"], 4),
-                    o["interruption"],
+                    " ".join(filter(None, [o["interruption"], notes.ref(o["interruption_evidence"] or "")])),
                     " ".join(filter(None, [marks.get(o["source"], o["source"]), notes.ref(o["note"])])),
                 )
                 for o in info["offers"]
