@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import cache
 
 HOURS_PER_MONTH = 730.0
 OPEN_TOP_FACTOR = 1.25  # ">20%" taken as 25%: the planner's worst AWS bucket since the first planner
@@ -56,8 +57,9 @@ class InterruptionRate:
         return f"<{self.high * 100:g}%/{per}" if self.low == 0 and per == "month" else f"{low}-{self.high * 100:g}%/{per}"
 
 
+@cache
 def aws_bucket_rate(bucket: int) -> InterruptionRate:
-    """The AWS Spot Advisor range `bucket` (0..4) as a monthly rate."""
+    """The AWS Spot Advisor range `bucket` (0..4) as a monthly rate (one object per bucket: plans key on it)."""
     low, high = AWS_BUCKET_RANGES[bucket]
     return InterruptionRate(low, high, HOURS_PER_MONTH)
 
