@@ -265,3 +265,16 @@ def test_an_on_demand_plan_never_buys_what_is_not_sold(trainfleet):
                       "--clouds", "gcp", "--purchase", "spot", "--json")  # fmt: skip
     assert spot.code == 0, spot.stderr
     assert spot.json()["best"]["instance_type"].startswith(("a4-highgpu", "a3-ultragpu"))
+
+
+def test_the_loader_looks_for_each_capacity_refresh_under_its_writers_name():
+    """default_catalog checks for these files before importing their readers: a renamed file would go unread."""
+    import importlib
+
+    from infra.catalog.loader import CAPACITY_STORES
+
+    names = {"infra.catalog.advisor": "ADVISOR_NAME", "infra.catalog.azure_eviction": "EVICTION_NAME",
+             "infra.catalog.gcp_preemption": "HISTORY_NAME"}  # fmt: skip
+    assert {m for _, m in CAPACITY_STORES} == set(names)
+    for name, module in CAPACITY_STORES:
+        assert getattr(importlib.import_module(module), names[module]) == name

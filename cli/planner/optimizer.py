@@ -497,7 +497,9 @@ def price_points(offers: Iterable[Offer], purchase: str) -> list[tuple[Offer, st
         places: dict[tuple, list[Offer]] = {}
         for o in offers:
             if o.spot_usd_per_hour:
-                places.setdefault((o.cloud, o.region, o.instance_type, o.interruption), []).append(o)
+                # bucket and refreshed rate together name the rate, without building it per offer
+                places.setdefault((o.cloud, o.region, o.instance_type, o.interruption_bucket, o.interruption_rate),
+                                  []).append(o)  # fmt: skip
         for group in places.values():
             group.sort(key=lambda o: o.zone)
             zones = tuple(o.zone for o in group if o.zone)
@@ -729,7 +731,7 @@ def search(req: Request, offers: Iterable[Offer], accelerators: dict[str, Accele
     for offer, purchase, zones in points:
         measured = purchase == "spot" and scores is not None and scores.lookup(
             offer.cloud, offer.region, offer.zone, offer.instance_type, 1) is not None  # any score for this zone
-        k = (offer.cloud, offer.region, offer.instance_type, purchase, offer.interruption,
+        k = (offer.cloud, offer.region, offer.instance_type, purchase, offer.interruption_bucket, offer.interruption_rate,
              offer.zone if measured else None, len(zones) > 1)  # fmt: skip
         held = cheapest.get(k)
         if held is None or (offer.price(purchase), offer.zone) < (held[0].price(purchase), held[0].zone):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import importlib
 import json
 import math
 from collections import defaultdict
@@ -198,19 +199,32 @@ def load_catalog(data_dir: Path = DATA_DIR, overlays: Iterable[Path] = ()) -> Ca
 @cache
 def default_catalog() -> Catalog:
     """The catalog every command uses: the embedded snapshot, under the user's refreshed overlay if one exists."""
-    from infra.catalog import advisor, azure_eviction, gcp_preemption
-    from infra.catalog.refresh.overlay import REFRESH_SOURCES, overlay_path  # late: import cycle
+    from infra.catalog.refresh.overlay import (  # late: import cycle
+        REFRESH_SOURCES,
+        overlay_path,
+        trainfleet_home,
+    )
 
     overlay = overlay_path()
     catalog = load_catalog(overlays=[overlay] if overlay.is_file() else [])
     for key, source in REFRESH_SOURCES.items():
         catalog.sources.setdefault(key, source)
     # `catalog refresh --cloud CLOUD --capacity`: dated interruption data over the snapshot's
-    for store, path in ((advisor, advisor.advisor_path()), (azure_eviction, azure_eviction.eviction_path()),
-                        (gcp_preemption, gcp_preemption.history_path())):  # fmt: skip
+    for name, module in CAPACITY_STORES:
+        path = trainfleet_home() / name
+        if not path.is_file():
+            continue  # the usual case: the module that reads it is not even imported
+        store = importlib.import_module(module)
         refresh = store.read_refresh(path)
-        if refresh is not None:
-            sources = {**catalog.sources, store.SOURCE: refresh.source_entry()}
-            catalog = Catalog(store.apply_refreshed(catalog.all_offers, refresh), catalog.accelerators.values(),
-                              sources)  # fmt: skip
+        sources = {**catalog.sources, store.SOURCE: refresh.source_entry()}
+        catalog = Catalog(store.apply_refreshed(catalog.all_offers, refresh), catalog.accelerators.values(), sources)
     return catalog
+
+
+# The files `catalog refresh --cloud CLOUD --capacity` writes under $TRAINFLEET_HOME, and the module that reads each
+# (its read_refresh, apply_refreshed and SOURCE); tests/test_catalog.py holds the names to the modules' own.
+CAPACITY_STORES = (
+    ("spot-advisor.json", "infra.catalog.advisor"),
+    ("azure-eviction-rates.json", "infra.catalog.azure_eviction"),
+    ("gcp-preemption-history.json", "infra.catalog.gcp_preemption"),
+)

@@ -17,6 +17,7 @@ OFFER_COLUMNS = [
 
 # AWS Spot Advisor buckets: share of instances interrupted in the trailing month.
 INTERRUPTION_BUCKETS = {0: "<5%", 1: "5-10%", 2: "10-15%", 3: "15-20%", 4: ">20%"}
+AWS_BUCKET_RATES = tuple(aws_bucket_rate(b) for b in sorted(INTERRUPTION_BUCKETS))  # a plan asks thousands of times
 # Accelerators DeepSpeed's CUDA/HPU launch cannot drive (they need their own SDKs): no plan, no capacity asked.
 NOT_DEEPSPEED = {"Trainium1": "Neuron SDK", "Trainium2": "Neuron SDK", "Qualcomm-AI100": "Qualcomm SDK",
                  "Radeon-MI25": "ROCm too old for DeepSpeed"}  # fmt: skip
@@ -63,7 +64,7 @@ class Offer:
         """The rate the planner uses: a refreshed one, else the AWS-style monthly bucket; None when unknown."""
         if self.interruption_rate is not None:
             return self.interruption_rate
-        return None if self.interruption_bucket is None else aws_bucket_rate(self.interruption_bucket)
+        return None if self.interruption_bucket is None else AWS_BUCKET_RATES[self.interruption_bucket]
 
     @property
     def interruption_label(self) -> str:
