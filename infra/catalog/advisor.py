@@ -8,18 +8,15 @@ applies it over the snapshot's 2025-06-28 buckets; its fetched_at is the buckets
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from infra.catalog.dated_file import read_dated
 from infra.catalog.model import INTERRUPTION_BUCKETS, Offer
-from infra.catalog.offer_rules import parse_time
-from infra.errors import CatalogError
 
 ADVISOR_NAME = "spot-advisor.json"
 SOURCE = "aws-spot-advisor-refresh"
-FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -46,25 +43,16 @@ def advisor_path() -> Path:
 
 def read_refresh(path: Path) -> AdvisorRefresh | None:
     """The refresh in `path`, None when there is none; one line naming the file and the fix when it is corrupt."""
-    if not path.is_file():
-        return None
-    fix = f"re-run `trainfleet catalog refresh --cloud aws --capacity` to rewrite it, or delete {path}"
-    try:
-        body = json.loads(path.read_text())
-        if body.get("format") != FORMAT_VERSION or parse_time(str(body["fetched_at"])) is None:
-            raise ValueError("unknown format or fetched_at")
+
+    def parse(body: dict) -> AdvisorRefresh:
         buckets = {}
         for region, itype, bucket in body["buckets"]:
-            if (
-                bucket not in INTERRUPTION_BUCKETS
-                or not isinstance(region, str)
-                or not isinstance(itype, str)
-            ):
+            if bucket not in INTERRUPTION_BUCKETS or not isinstance(region, str) or not isinstance(itype, str):
                 raise ValueError(f"bad row {[region, itype, bucket]}")
             buckets[(region, itype)] = bucket
         return AdvisorRefresh(str(body["fetched_at"]), str(body["source"]), buckets)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise CatalogError(f"spot advisor refresh {path} is corrupt ({exc}); {fix}") from None
+
+    return read_dated(path, "spot advisor refresh", "aws", parse)
 
 
 def apply_refreshed(offers: Iterable[Offer], refresh: AdvisorRefresh) -> list[Offer]:

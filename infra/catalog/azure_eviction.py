@@ -9,20 +9,17 @@ every offer of that size and region takes it in place of the snapshot's labelled
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from infra.catalog.dated_file import read_dated
 from infra.catalog.interruption import InterruptionRate
 from infra.catalog.model import Offer
-from infra.catalog.offer_rules import parse_time
-from infra.errors import CatalogError
 
 EVICTION_NAME = "azure-eviction-rates.json"
 SOURCE = "azure-eviction-rate-refresh"
-FORMAT_VERSION = 1
 WINDOW = "28 trailing days"  # spot-vms.md: "eviction rates for the last 28 trailing days" (Resource Graph)
 
 
@@ -56,13 +53,8 @@ def _share(value) -> float:
 
 def read_refresh(path: Path) -> EvictionRefresh | None:
     """The refresh in `path`, None when there is none; one line naming the file and the fix when it is corrupt."""
-    if not path.is_file():
-        return None
-    fix = f"re-run `trainfleet catalog refresh --cloud azure --capacity` to rewrite it, or delete {path}"
-    try:
-        body = json.loads(path.read_text())
-        if body.get("format") != FORMAT_VERSION or parse_time(str(body["fetched_at"])) is None:
-            raise ValueError("unknown format or fetched_at")
+
+    def parse(body: dict) -> EvictionRefresh:
         rates = {}
         for region, size, low, high in body["rates"]:
             low, high = _share(low), None if high is None else _share(high)
@@ -70,8 +62,8 @@ def read_refresh(path: Path) -> EvictionRefresh | None:
                 raise ValueError(f"bad row {[region, size, low, high]}")
             rates[(region, size)] = InterruptionRate(low, high, 1.0)
         return EvictionRefresh(str(body["fetched_at"]), str(body["source"]), rates)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise CatalogError(f"azure eviction rates {path} are corrupt ({exc}); {fix}") from None
+
+    return read_dated(path, "azure eviction rates", "azure", parse)
 
 
 def apply_refreshed(offers: Iterable[Offer], refresh: EvictionRefresh) -> list[Offer]:

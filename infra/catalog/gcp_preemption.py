@@ -11,20 +11,18 @@ prints this share beside it, where a user can weigh it.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from infra.catalog.dated_file import read_dated
 from infra.catalog.model import Offer
 from infra.catalog.offer_rules import parse_time
-from infra.errors import CatalogError
 
 HISTORY_NAME = "gcp-preemption-history.json"
 SOURCE = "gcp-capacity-history-refresh"
-FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -70,13 +68,8 @@ def history_path() -> Path:
 
 def read_refresh(path: Path) -> PreemptionRefresh | None:
     """The refresh in `path`, None when there is none; one line naming the file and the fix when it is corrupt."""
-    if not path.is_file():
-        return None
-    fix = f"re-run `trainfleet catalog refresh --cloud gcp --capacity` to rewrite it, or delete {path}"
-    try:
-        body = json.loads(path.read_text())
-        if body.get("format") != FORMAT_VERSION or parse_time(str(body["fetched_at"])) is None:
-            raise ValueError("unknown format or fetched_at")
+
+    def parse(body: dict) -> PreemptionRefresh:
         records: dict[tuple[str, str], list[tuple[str, str, float]]] = defaultdict(list)
         for zone, machine_type, start, end, rate in body["records"]:
             if (isinstance(rate, bool) or not isinstance(rate, int | float) or math.isnan(rate)
@@ -85,8 +78,8 @@ def read_refresh(path: Path) -> PreemptionRefresh | None:
             records[(str(zone), str(machine_type))].append((str(start), str(end), float(rate)))
         return PreemptionRefresh(str(body["fetched_at"]), str(body["source"]), str(body.get("project", "")),
                                  dict(records))  # fmt: skip
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise CatalogError(f"gcp preemption history {path} is corrupt ({exc}); {fix}") from None
+
+    return read_dated(path, "gcp preemption history", "gcp", parse)
 
 
 def apply_refreshed(offers: Iterable[Offer], refresh: PreemptionRefresh) -> list[Offer]:

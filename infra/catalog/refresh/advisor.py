@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from infra.atomic import write_file
-from infra.catalog.advisor import FORMAT_VERSION
+from infra.catalog.dated_file import FORMAT_VERSION
 from infra.catalog.model import INTERRUPTION_BUCKETS
 from infra.catalog.refresh.http import FetchError, request_json
 

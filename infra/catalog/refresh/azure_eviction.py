@@ -24,7 +24,7 @@ from pathlib import Path
 from infra.atomic import write_file
 from infra.azure_arm import NO_TOKEN, management_url
 from infra.azure_arm import access_token as arm_token
-from infra.catalog.azure_eviction import FORMAT_VERSION
+from infra.catalog.dated_file import FORMAT_VERSION
 from infra.catalog.interruption import parse_range
 from infra.catalog.refresh.http import FetchError, request_json
 

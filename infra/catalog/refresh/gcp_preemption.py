@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from infra.atomic import write_file
-from infra.catalog.gcp_preemption import FORMAT_VERSION
+from infra.catalog.dated_file import FORMAT_VERSION
 from infra.catalog.offer_rules import parse_time
 from infra.catalog.refresh.http import FetchError, request_json
 
