@@ -27,7 +27,9 @@ def refresh_command(
         typer.Option(help="comma-separated, e.g. us-east-1,us-west-2 (default: every catalog region)"),
     ] = None,
     overlay: OverlayOption = None,
-    parallel: Annotated[int, typer.Option(min=1, max=32, help="regions fetched at once")] = 4,
+    parallel: Annotated[
+        int, typer.Option(min=1, max=32, help="regions fetched at once (gcp --capacity: machine type and zone pairs)")
+    ] = 4,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print JSON for machines instead of a table.")
     ] = False,
