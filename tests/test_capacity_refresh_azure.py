@@ -164,6 +164,14 @@ def test_a_refresh_follows_every_page_and_the_rates_reach_the_catalog_per_hour(g
         return {r["rule"]: r["rows"] for r in got["rules"]}["interruption-assumed"]
 
     assert refreshed_rows >= 8 and assumed(env) == assumed(isolated_env(tmp_path / "plain")) - refreshed_rows
+    # `catalog status` says where the spot offers' rates come from now, and how old
+    status = {r["source"]: r for r in run_trainfleet("catalog", "status", "--cloud", "azure", "--json",
+                                                     env=env).json()["interruption"]}  # fmt: skip
+    listed = run_trainfleet("catalog", "list", "--cloud", "azure", "--json", env=env).json()
+    hourly = sum(o["interruption"].endswith("/hour") and o["spot_usd_per_hour"] is not None for o in listed)
+    refreshed = status["azure-eviction-rate-refresh"]
+    assert (refreshed["offers"], refreshed["rate"], refreshed["as_of"]) == (hourly, "published", summary["fetched_at"])
+    assert status["assumed-interruption"]["rate"] == "assumed" and status["assumed-interruption"]["as_of"] is None
     # a region Resource Graph did not answer for keeps the snapshot's labelled assumption
     assert {r for r, label in by_region.items() if label == "10-15%/month (assumed)"} == set(by_region) - {
         "eastus", "southcentralus", "westus2"}

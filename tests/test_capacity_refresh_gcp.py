@@ -146,6 +146,9 @@ def test_a_refresh_asks_every_pair_and_shows_the_share_beside_the_assumption(com
     assert by_zone[zone]["interruption"] == "10-15%/month (assumed)"  # a share of stops is no rate: kept
     assert by_zone["us-central1-a"]["interruption_evidence"] is None  # the pair the API refused
     assert shown["sources"]["gcp-capacity-history-refresh"]["as_of"] == summary["fetched_at"]
+    gcp = run_trainfleet("catalog", "status", "--cloud", "gcp", "--json", env=env).json()["interruption"]
+    assert [(r["source"], r["rate"], r["offers"], r["with_evidence"]) for r in gcp] == [
+        ("assumed-interruption", "assumed", len(PAIRS), summary["answered"])]  # every spot offer is one pair
     text = run_trainfleet("catalog", "show", machine, "--region", "us-central1", env=env).stdout
     assert " ".join(expected.split()[:4]) in " ".join(text.split())  # a footnote under the table
 

@@ -372,7 +372,7 @@ def status_command(
     """Which prices come from the embedded snapshot and which from a refresh, and how old they are."""
     from infra.catalog import default_catalog
     from infra.catalog.refresh.overlay import overlay_path
-    from infra.catalog.refresh.status import age_label, status_rows, summary
+    from infra.catalog.refresh.status import age_label, interruption_rows, status_rows, summary
     from infra.errors import TrainfleetError, did_you_mean, shown
 
     if cloud is not None and cloud not in ("aws", "gcp", "azure"):
@@ -381,8 +381,9 @@ def status_command(
         )
     rows = status_rows(default_catalog(), cloud)
     info = summary(rows, overlay_path())
+    interruptions = interruption_rows(default_catalog(), cloud)
     if json_out:
-        print_json({**info, "groups": [r.to_json() for r in rows]})
+        print_json({**info, "groups": [r.to_json() for r in rows], "interruption": [r.to_json() for r in interruptions]})
         return
     show(
         table(
@@ -401,6 +402,19 @@ def status_command(
         ),
         wide=wide,
     )
+    show(
+        table(
+            "spot interruption rates in use, per cloud and source",
+            [Col("cloud"), Col("source"), Col("rate"), Col("offers", "right"), Col("age", "right"),
+             Col("beside it", drop=1)],
+            [(r.cloud, r.source or "none", r.rate, r.offers,
+              age_label(r.age_hours) if r.as_of else "undated" if r.rate == "published" else "n/a",
+              f"{r.with_evidence} with GCP's preempted share" if r.with_evidence else "")
+             for r in interruptions],
+            wide=wide,
+        ),
+        wide=wide,
+    )  # fmt: skip
     where = info["overlay"] if info["overlay_exists"] else f"{info['overlay']} (none yet)"
     console.print(
         f"{info['from_refresh']} of {info['offers']} offers from a refresh, {info['from_snapshot']} from the "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from infra.catalog.loader import Catalog
 from infra.catalog.offer_rules import parse_time
-from infra.catalog.price_age import utc_text
+from infra.catalog.price_age import source_date, utc_text
 from infra.catalog.refresh.overlay import REFRESH_SOURCES
 
 
@@ -70,3 +70,37 @@ def summary(rows: list[SourceRow], overlay: Path) -> dict:
         "from_snapshot": total - refreshed,
         "oldest_refresh_hours": round(max(ages), 3) if ages else None,
     }
+
+
+@dataclass
+class InterruptionRow:
+    """Where one cloud's interruption rates come from: one source, how many offers use it, how old it is."""
+
+    cloud: str
+    source: str  # an interruption source key (sources.json or a capacity refresh), "assumed-interruption", or ""
+    offers: int
+    rate: str  # "published", "assumed" or "unknown"
+    as_of: str | None  # when the source published or was fetched; None: no date
+    age_hours: float | None
+    with_evidence: int  # offers with published evidence beside an assumed rate (GCP's preempted share)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def interruption_rows(catalog: Catalog, cloud: str | None = None, now: datetime | None = None) -> list[InterruptionRow]:
+    """Per cloud and interruption source: the offers whose spot interruption rate comes from it, and its age."""
+    now = now or datetime.now(UTC)
+    groups: dict[tuple[str, str], list] = {}
+    for o in catalog.all_offers:
+        if (cloud is None or o.cloud == cloud) and o.spot_usd_per_hour:
+            groups.setdefault((o.cloud, o.interruption_source), []).append(o)
+    rows = []
+    for (c, source), offers in sorted(groups.items()):
+        when = source_date(catalog.sources.get(source) or {}) if source else None
+        rate = "unknown" if offers[0].interruption is None else "assumed" if offers[0].interruption_assumed else (
+            "published")  # fmt: skip
+        rows.append(InterruptionRow(c, source, len(offers), rate, utc_text(when) if when else None,
+                                    (now - when).total_seconds() / 3600 if when else None,
+                                    sum(bool(o.interruption_evidence) for o in offers)))  # fmt: skip
+    return rows
