@@ -13,8 +13,12 @@ import shutil
 import subprocess
 
 MANAGEMENT_URL = "https://management.azure.com"
-NO_TOKEN = ("no Azure access token: set AZURE_ACCESS_TOKEN (e.g. to `az account get-access-token --query "
-            "accessToken -o tsv`) or install the Azure CLI and run `az login`")  # fmt: skip
+
+
+def no_token(purpose: str) -> str:
+    """The one line for a missing token, naming what it was wanted for."""
+    return (f"no Azure access token for {purpose}: set AZURE_ACCESS_TOKEN (e.g. to `az account get-access-token "
+            "--query accessToken -o tsv`) or install the Azure CLI and run `az login`")
 
 
 def management_url() -> str:
@@ -22,7 +26,7 @@ def management_url() -> str:
 
 
 def access_token() -> str | None:
-    """A bearer token for ARM, or None when no source has one (the caller says NO_TOKEN in its own error)."""
+    """A bearer token for ARM, or None when no source has one (the caller says `no_token(...)` in its own error)."""
     token = os.environ.get("AZURE_ACCESS_TOKEN", "").strip()
     if token:
         return token

@@ -379,9 +379,10 @@ def status_command(
         raise TrainfleetError(
             f"--cloud {shown(cloud)} is not a cloud{did_you_mean(cloud, ['aws', 'gcp', 'azure'])}; use aws, gcp or azure"
         )
-    rows = status_rows(default_catalog(), cloud)
+    catalog = default_catalog()
+    rows = status_rows(catalog, cloud)
     info = summary(rows, overlay_path())
-    interruptions = interruption_rows(default_catalog(), cloud)
+    interruptions = interruption_rows(catalog, cloud)
     if json_out:
         print_json({**info, "groups": [r.to_json() for r in rows], "interruption": [r.to_json() for r in interruptions]})
         return

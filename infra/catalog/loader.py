@@ -210,8 +210,9 @@ def default_catalog() -> Catalog:
     for key, source in REFRESH_SOURCES.items():
         catalog.sources.setdefault(key, source)
     # `catalog refresh --cloud CLOUD --capacity`: dated interruption data over the snapshot's
+    home = trainfleet_home()
     for name, module in CAPACITY_STORES:
-        path = trainfleet_home() / name
+        path = home / name
         if not path.is_file():
             continue  # the usual case: the module that reads it is not even imported
         store = importlib.import_module(module)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import urllib.parse
 from datetime import date
 
-from infra.azure_arm import NO_TOKEN, management_url
 from infra.azure_arm import access_token as arm_token
+from infra.azure_arm import management_url, no_token
 from infra.catalog.refresh.http import FetchError, request_json
 from infra.errors import TrainfleetError
 from infra.spend.report import CostLine
@@ -23,7 +23,7 @@ API_VERSION = "2023-03-01"
 def access_token() -> str:
     token = arm_token()
     if token is None:
-        raise TrainfleetError(NO_TOKEN.replace("no Azure access token", "no Azure access token for Cost Management"))
+        raise TrainfleetError(no_token("Cost Management"))
     return token
 
 

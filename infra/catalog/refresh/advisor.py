@@ -10,14 +10,11 @@ TRAINFLEET_SPOT_ADVISOR_URL.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from pathlib import Path
 
-from infra.atomic import write_file
-from infra.catalog.dated_file import FORMAT_VERSION
+from infra.catalog.dated_file import write_dated
 from infra.catalog.model import INTERRUPTION_BUCKETS
 from infra.catalog.refresh.http import FetchError, request_json
 
@@ -60,8 +57,5 @@ def write_refresh(
     path: Path, buckets: dict[tuple[str, str], int], source: str, fetched_at: str | None = None
 ) -> str:
     """Write the refreshed buckets atomically; the fetched_at written."""
-    fetched_at = fetched_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    body = {"format": FORMAT_VERSION, "fetched_at": fetched_at, "source": source,
-            "buckets": [[r, t, b] for (r, t), b in sorted(buckets.items())]}  # fmt: skip
-    write_file(path, json.dumps(body, indent=1) + "\n", what="spot advisor refresh")
-    return fetched_at
+    return write_dated(path, "spot advisor refresh", source, fetched_at,
+                       buckets=[[r, t, b] for (r, t), b in sorted(buckets.items())])  # fmt: skip

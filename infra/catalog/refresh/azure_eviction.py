@@ -15,16 +15,13 @@ SDK. The token and the endpoint (TRAINFLEET_AZURE_MANAGEMENT_URL) are infra/azur
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from pathlib import Path
 
-from infra.atomic import write_file
-from infra.azure_arm import NO_TOKEN, management_url
 from infra.azure_arm import access_token as arm_token
-from infra.catalog.dated_file import FORMAT_VERSION
+from infra.azure_arm import management_url, no_token
+from infra.catalog.dated_file import write_dated
 from infra.catalog.interruption import parse_range
 from infra.catalog.refresh.http import FetchError, request_json
 
@@ -60,7 +57,7 @@ def access_token() -> str:
     """An ARM bearer token; FetchError (one line) when there is none."""
     token = arm_token()
     if token is None:
-        raise FetchError(NO_TOKEN)
+        raise FetchError(no_token("Resource Graph and Spot Placement Scores"))
     return token
 
 
@@ -112,8 +109,5 @@ def write_refresh(
     path: Path, rates: dict[tuple[str, str], tuple[float, float | None]], source: str, fetched_at: str | None = None
 ) -> str:
     """Write the rates atomically; the fetched_at written."""
-    fetched_at = fetched_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    body = {"format": FORMAT_VERSION, "fetched_at": fetched_at, "source": source,
-            "rates": [[r, s, low, high] for (r, s), (low, high) in sorted(rates.items())]}  # fmt: skip
-    write_file(path, json.dumps(body, indent=1) + "\n", what="azure eviction rates")
-    return fetched_at
+    return write_dated(path, "azure eviction rates", source, fetched_at,
+                       rates=[[r, s, low, high] for (r, s), (low, high) in sorted(rates.items())])  # fmt: skip

@@ -17,13 +17,13 @@ stops the refresh, and what earlier requests fetched is still written.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from infra.azure_arm import management_url
 from infra.catalog.capacity import AZURE_LEVEL_SCORE, placement_scores_path, read_document
+from infra.catalog.dated_file import now_text
 from infra.catalog.refresh.azure_eviction import access_token
 from infra.catalog.refresh.http import FetchError, request_json
 
@@ -88,18 +88,16 @@ def fetch_request(sizes: list[str], regions: list[str], count: int, sub: str, to
 
 
 def refresh_azure_placement(
-    regions_by_size: dict[str, set[str]], nodes: Iterable[int], path: Path | None = None,
-    on_request: Callable[[str, bool], None] | None = None,
-) -> AzurePlacementReport:  # fmt: skip
+    regions_by_size: dict[str, set[str]], nodes: Iterable[int], path: Path | None = None
+) -> AzurePlacementReport:
     """Ask every request, keep the levels that read as a number or are Medium, and merge them into the file."""
     path = path or placement_scores_path()
-    fetched_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fetched_at = now_text()
     report = AzurePlacementReport(fetched_at, path)
     sub, token = subscription(), access_token()
     spelled = {s.lower(): s for s in regions_by_size}
     for sizes, regions, count in plan_requests(regions_by_size, nodes):
         report.requests += 1
-        label = f"{count} x {','.join(sizes)} in {','.join(regions)}"
         try:
             answers = fetch_request(sizes, regions, count, sub, token)
         except FetchError as exc:
@@ -109,8 +107,6 @@ def refresh_azure_placement(
                 report.failures.append(f"{exc}; {why}")
                 break
             report.failures.append(str(exc))
-            if on_request:
-                on_request(label, False)
             continue
         for a in answers:
             level, size = str(a.get("score", "")), spelled.get(str(a.get("sku", "")).lower())
@@ -120,8 +116,6 @@ def refresh_azure_placement(
                                     "instance_type": size, "target_capacity": count, "score": AZURE_LEVEL_SCORE[level],
                                     "level": level, "quota_available": a.get("isQuotaAvailable"), "single_az": False,
                                     "fetched_at": fetched_at, "source": SOURCE})  # fmt: skip
-        if on_request:
-            on_request(label, True)
     if report.rows:
         report.file_rows = _merge_write(path, report.rows, fetched_at)
     return report

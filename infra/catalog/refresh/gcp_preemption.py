@@ -19,16 +19,13 @@ does not offer) is left out and counted.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
-from infra.atomic import write_file
-from infra.catalog.dated_file import FORMAT_VERSION
+from infra.catalog.dated_file import write_dated
 from infra.catalog.offer_rules import parse_time
 from infra.catalog.refresh.http import FetchError, request_json
 
@@ -113,9 +110,8 @@ def fetch_pair(zone: str, machine_type: str, token: str, project: str) -> list[l
 
 
 def fetch_history(
-    pairs: Iterable[tuple[str, str]], parallel: int = 4, token_project: tuple[str, str] | None = None,
-    on_pair: Callable[[str, str, bool], None] | None = None,
-) -> tuple[HistoryResult, str]:  # fmt: skip
+    pairs: Iterable[tuple[str, str]], parallel: int = 4, token_project: tuple[str, str] | None = None
+) -> tuple[HistoryResult, str]:
     """Every (zone, machine type)'s records, and the project asked; FetchError when a refusal stops the refresh.
     The first pair goes alone: a fresh project's refusal costs one request, not hundreds."""
     token, project = token_project or credentials()
@@ -136,8 +132,6 @@ def fetch_history(
             result.skipped.append(str(got))
         else:
             result.records += got
-        if on_pair:
-            on_pair(pair[0], pair[1], not isinstance(got, FetchError))
 
     if pairs:
         take(*one(pairs[0]))
@@ -150,8 +144,5 @@ def fetch_history(
 
 
 def write_refresh(path: Path, result: HistoryResult, source: str, project: str, fetched_at: str | None = None) -> str:
-    fetched_at = fetched_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    body = {"format": FORMAT_VERSION, "fetched_at": fetched_at, "source": source, "project": project,
-            "records": sorted(result.records)}  # fmt: skip
-    write_file(path, json.dumps(body, indent=1) + "\n", what="gcp preemption history")
-    return fetched_at
+    return write_dated(path, "gcp preemption history", source, fetched_at, project=project,
+                       records=sorted(result.records))

@@ -27,7 +27,6 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from infra.atomic import move_aside
@@ -38,6 +37,7 @@ from infra.catalog.capacity import (
     read_document,
     row_problem,
 )
+from infra.catalog.dated_file import now_text
 from infra.catalog.model import NOT_DEEPSPEED
 from infra.catalog.refresh.aws import aws_config, check_aws_credentials, describe_aws_error
 from infra.errors import CatalogError, TrainfleetError, did_you_mean, shown
@@ -232,7 +232,7 @@ def refresh_placement_scores(
     session = _session()
     check_aws_credentials(session)  # before any network call: one line, exit 2
     endpoint_region = session.region_name or DEFAULT_ENDPOINT_REGION
-    report = PlacementReport(path, _now(), endpoint_region)
+    report = PlacementReport(path, now_text(), endpoint_region)
     previous, moved = _previous_rows(path)
     if moved:
         report.not_sent.append(f"the previous file was corrupt and was moved to {moved}")
@@ -364,10 +364,6 @@ def _session():
     import boto3
 
     return boto3.Session()
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _key(row: dict) -> tuple:
