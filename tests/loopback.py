@@ -28,6 +28,16 @@ class LoopbackServer:
         self._server.server_close()
 
 
+class JsonHandler(BaseHTTPRequestHandler):
+    """A request handler for a JSON API stand-in: quiet, and reads the request's JSON body."""
+
+    def log_message(self, *args):
+        pass
+
+    def json_body(self) -> object:
+        return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+
+
 def send_json(handler: BaseHTTPRequestHandler, code: int, answer: object, headers: dict | None = None) -> None:
     """Answer `handler`'s request with `answer` as JSON, status `code` and any extra `headers`."""
     raw = json.dumps(answer).encode()

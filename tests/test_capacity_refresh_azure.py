@@ -9,14 +9,13 @@ from __future__ import annotations
 import base64
 import json
 import re
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import assert_one_line_error, run_trainfleet
 from tests.fake_price_apis import isolated_env
-from tests.loopback import LoopbackServer, arm_error, send_json, servers_fixture
+from tests.loopback import JsonHandler, LoopbackServer, arm_error, send_json, servers_fixture
 
 FIXTURES = Path(__file__).parent / "fixtures" / "azure_eviction"
 TOKEN = "test-arm-token"
@@ -59,12 +58,9 @@ class FakeResourceGraph(LoopbackServer):
         self.requests: list[dict] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(JsonHandler):
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                body = self.json_body()
                 server.requests.append(body)
                 path, _, query_string = self.path.partition("?")
                 if path != PATH:

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_trainfleet
 from tests.fake_price_apis import isolated_env
-from tests.loopback import LoopbackServer, arm_error, send_json, servers_fixture
+from tests.loopback import JsonHandler, LoopbackServer, arm_error, send_json, servers_fixture
 
 FIXTURES = Path(__file__).parent / "fixtures" / "azure_placement"
 TOKEN, SUB = "test-arm-token", "00000000-0000-0000-0000-0000000000aa"
@@ -41,12 +40,9 @@ class FakePlacement(LoopbackServer):
         self.fault, self.throttle, self.bodies = fault, throttle, []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(JsonHandler):
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                body = self.json_body()
                 server.bodies.append(body)
                 path, _, query = self.path.partition("?")
                 route = ROUTE.match(path)

@@ -11,7 +11,6 @@ import hashlib
 import json
 import re
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ import pytest
 from infra.catalog.loader import DATA_DIR, read_offers
 from tests.conftest import assert_one_line_error, run_trainfleet
 from tests.fake_price_apis import isolated_env
-from tests.loopback import LoopbackServer, send_json, servers_fixture
+from tests.loopback import JsonHandler, LoopbackServer, send_json, servers_fixture
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gcp_preemption"
 TOKEN, PROJECT = "test-gcp-token", "trainfleet-test"
@@ -57,13 +56,10 @@ class FakeCompute(LoopbackServer):
         self.fault, self.throttle, self.requests = fault, throttle, 0
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(JsonHandler):
             def do_POST(self):
                 server.requests += 1
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                body = self.json_body()
                 route = ROUTE.match(self.path)
                 if not route:
                     return send_json(self, 404, google_error(404, "NOT_FOUND", f"no route {self.path}"))
