@@ -22,6 +22,13 @@ site-packages/deepspeed); tests/test_deepspeed_parallelism.py runs DeepSpeed its
   AutoTP's mesh ignores the pipeline grid: the engine broadcasts the sharded weights over the grid's
   data-parallel group (runtime/engine.py:2059 `_broadcast_model`) and gloo aborts on the size mismatch
   (tests/test_deepspeed_parallelism.py runs both).
+- Tensor x pipeline x data (3-D, as Megatron-DeepSpeed runs it): yes, with the model's own tensor-parallel
+  layers instead of AutoTP. A PipelineModule takes a `topology` (runtime/pipe/module.py:169-171);
+  PipeModelDataParallelTopology has axes ['pipe', 'data', 'model'] (runtime/pipe/topology.py:244-248), model
+  innermost, so a TP group is tp consecutive ranks (one node's when tp divides it) and a stage nodes/pp whole
+  nodes. The grid gives the TP group (`get_slice_parallel_group`, topology.py:471) and counts the batch over its
+  data axis; the engine splits each stage hand-off over the TP ranks (runtime/pipe/engine.py:137
+  `is_pipe_partitioned`). ZeRO stages 0-1 only, as for any pipeline (templates/train.py runs it).
 - Batch: runtime/config.py:602 `_batch_assertion`: train_batch_size == micro * accum * world_size, where
   world_size is `mpu.get_data_parallel_world_size()` when DeepSpeed is given the groups (:463; a
   PipelineModule always gives its grid, __init__.py:583 `mpu = model.mpu()`; ZeRO-3 rebuilds the config with
@@ -44,12 +51,6 @@ def unsupported(zero_stage: int, offload_optimizer: bool, offload_param: bool, t
         return f"tensor_parallel must be one of {', '.join(map(str, TP_SIZES))}, not {tp}"
     if pp < 1 or pp > PP_MAX:
         return f"pipeline_parallel must be 1 to {PP_MAX}, not {pp}"
-    if tp > 1 and pp > 1:
-        return (
-            f"tensor_parallel {tp} with pipeline_parallel {pp}: DeepSpeed's AutoTP cannot shard a PipelineModule "
-            "(deepspeed/__init__.py asserts \"mpu must be None with pipeline parallelism\" and AutoTP's own "
-            "data x tensor mesh has no pipeline dimension); set one of them to 1"
-        )
     if pp > 1 and zero_stage not in PIPELINE_ZERO_STAGES:
         return (
             f"pipeline_parallel {pp} needs zero_stage 0 or 1, not {zero_stage}: DeepSpeed asserts \"ZeRO-2 and "

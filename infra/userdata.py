@@ -302,13 +302,15 @@ def ds_config(config: StackConfig, fleet: Fleet) -> dict:
             "synchronize_checkpoint_boundary": False,
             "profile": False,
         }
-    if tp > 1:
+    if tp > 1 and pp == 1:
         # AutoTP training: deepspeed.initialize shards the model's Linear layers over groups of tp ranks.
         out["tensor_parallel"] = {"autotp_size": tp}
     if pp > 1:
         # DeepSpeed parses `pipeline.stages` (runtime/config.py get_pipeline_config, default "auto") but the
-        # engine takes the stage count from the PipelineModule the script builds: the script reads it here.
-        out["pipeline"] = {"stages": pp}
+        # engine takes the stage count from the PipelineModule the script builds: the script reads it here. Inside
+        # a pipeline the script splits its own layers over tp ranks (AutoTP cannot: infra/parallelism.py); the
+        # section keeps keys DeepSpeed does not know, so the degree travels beside the stages.
+        out["pipeline"] = {"stages": pp, **({"tensor_parallel": tp} if tp > 1 else {})}
     return out
 
 

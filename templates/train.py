@@ -33,6 +33,10 @@ Parallelism comes from the ds_config (infra/userdata.py `ds_config`, infra/paral
   script hands DeepSpeed its TP/DP groups (`mpu`) so that it counts the global batch over data-parallel ranks.
 * `pipeline.stages` > 1: the model is a deepspeed.pipe.PipelineModule of LayerSpecs with a loss function, cut
   into that many stages, trained with engine.train_batch (which runs all micro batches of a step).
+* `pipeline.tensor_parallel` > 1 with stages (3-D: tensor x pipeline x data, as Megatron-DeepSpeed runs it): the
+  PipelineModule's grid is DeepSpeed's PipeModelDataParallelTopology (axes pipe, data, model; model innermost, so
+  a tensor-parallel group is consecutive ranks of one node) and each decoder layer splits itself over the grid's
+  tensor-parallel group (trainfleet_model.py `TensorParallel`). AutoTP is not used: it cannot shard a pipeline.
 Every layer is initialised from (seed + its index), as PipelineModule's `seed_layers` does, so the same model
 starts from the same weights in every layout.
 """
@@ -54,6 +58,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from deepspeed.pipe import PipelineModule
+from deepspeed.runtime.pipe.topology import PipeModelDataParallelTopology
 
 # Beside this script on the node (and in templates/ here): the model and the token data reader.
 from trainfleet_model import (
@@ -61,6 +66,7 @@ from trainfleet_model import (
     CausalLM,
     DecoderLayer,
     ModelConfig,
+    TensorParallel,
     flops_per_token,
     layer_specs,
     lm_loss,
@@ -70,10 +76,14 @@ from trainfleet_tokens import SampleOrder, TokenData, batch_tokens, synthetic
 
 
 def parallelism(config: dict) -> tuple[int, int]:
-    """(tensor parallel, pipeline stages) the ds_config asks for; 1 each when absent."""
-    tp = int(config.get("tensor_parallel", {}).get("autotp_size") or 1)
-    stages = config.get("pipeline", {}).get("stages", 1)
-    return tp, stages if isinstance(stages, int) else 1  # DeepSpeed's default is "auto"
+    """(tensor parallel, pipeline stages) the ds_config asks for; 1 each when absent. Tensor parallelism is AutoTP's
+    `tensor_parallel.autotp_size` without a pipeline, the script's own `pipeline.tensor_parallel` inside one
+    (DeepSpeed keeps every key of its `pipeline` section: runtime/config.py get_pipeline_config)."""
+    pipeline = config.get("pipeline", {})
+    stages = pipeline.get("stages", 1)
+    stages = stages if isinstance(stages, int) else 1  # DeepSpeed's default is "auto"
+    tp = pipeline.get("tensor_parallel") if stages > 1 else config.get("tensor_parallel", {}).get("autotp_size")
+    return int(tp or 1), stages
 
 
 def parse_args() -> argparse.Namespace:
@@ -354,9 +364,14 @@ def main() -> int:
     if stages > 1:
         # Layers are built on their own stage only, each from (seed + index): the same weights as CausalLM. The
         # decoder layers are spread evenly; the embedding joins the first stage, norm + output the last.
+        if world % (stages * tp):
+            raise SystemExit(f"trainfleet-train: {world} ranks do not split into {stages} pipeline stages x tensor "
+                             f"parallel {tp}; launch a multiple of {stages * tp} ranks")  # fmt: skip
+        topology = PipeModelDataParallelTopology(num_pp=stages, num_mp=tp, num_dp=world // (stages * tp))
+        split = TensorParallel(topology.get_coord(rank).model, tp) if tp > 1 else None
         model = PipelineModule(
-            layers=layer_specs(shape, recompute),
-            num_stages=stages,
+            layers=layer_specs(shape, recompute, split),
+            topology=topology,
             loss_fn=lm_loss,
             seed_layers=True,
             base_seed=args.seed,
@@ -364,9 +379,11 @@ def main() -> int:
             seed_fn=lambda layer_seed: seeded(int(layer_seed), 0),
             partition_method=f"type:{DecoderLayer.__name__}",
         )
+        if split is not None:
+            split.group = model.mpu().get_slice_parallel_group()
     else:
         model = CausalLM(shape, args.seed, recompute)
-    if tp > 1:
+    if tp > 1 and stages == 1:
         from deepspeed.utils import groups
 
         tp_section = config["tensor_parallel"]

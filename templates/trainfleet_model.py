@@ -10,9 +10,13 @@ Written as a list of layers rather than one module, so that DeepSpeed's pipeline
 same layers in order (`CausalLM`). Every layer is initialised from (seed + its index), as PipelineModule's
 `seed_layers` does, so the model starts from the same weights in every layout.
 
-Under DeepSpeed's AutoTP the q/k/v, gate and up projections are split by output columns and o/down by input
-rows (`TP_PARTITION`); attention reads its local head counts from the split weights. Copied to the node beside
-train.py (it imports torch and DeepSpeed only).
+Tensor parallelism splits the q/k/v, gate and up projections by output columns and o/down by input rows, so
+each attention and MLP block needs one all-reduce; attention reads its local head counts from the split weights.
+Two ways, the same split: without a pipeline DeepSpeed's AutoTP does it inside deepspeed.initialize
+(`TP_PARTITION`); inside a pipeline, which AutoTP cannot shard (infra/parallelism.py), each decoder layer splits
+itself (`TensorParallel`, Megatron-LM's layers: Shoeybi et al. 2019, arXiv 1909.08053, sec. 3, Fig. 3) over the
+tensor-parallel group of DeepSpeed's 3-D pipeline grid. Copied to the node beside train.py (it imports torch and
+DeepSpeed only).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import asdict, dataclass
 from functools import partial
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
@@ -139,18 +144,90 @@ class SwiGLU(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
+class TensorParallel:
+    """One rank's place in a Megatron-style tensor-parallel group: which share of each split matrix it keeps
+    (`rank` of `size`), and the group its all-reduces run over, set once the process groups exist (a
+    PipelineModule builds its grid after its layer specs are written, before any forward)."""
+
+    def __init__(self, rank: int, size: int):
+        if not 0 <= rank < size:
+            raise ValueError(f"tensor-parallel rank {rank} is not in 0..{size - 1}")
+        self.rank, self.size = rank, size
+        self.group = None
+
+    def check(self, config: ModelConfig) -> None:
+        """Whole heads and whole MLP columns on every rank, or a one-line error."""
+        for name, count in (("heads", config.heads), ("kv_heads", config.kv_heads), ("ffn", config.ffn)):
+            if count % self.size:
+                raise ValueError(f"model config: {name} {count} does not split over tensor parallel {self.size}")
+
+    def keep(self, linear: nn.Linear, dim: int) -> None:
+        """Keep this rank's share of `linear`'s weight: output rows (dim 0, column-parallel) or input columns
+        (dim 1, row-parallel). DeepSpeed counts a marked parameter once per tensor-parallel rank in the gradient
+        norm (runtime/utils.py `is_model_parallel_parameter`); unmarked ones (norms) once per group."""
+        share = linear.weight.detach().chunk(self.size, dim=dim)[self.rank].clone()
+        linear.weight = nn.Parameter(share)
+        linear.weight.tensor_model_parallel = True
+        linear.out_features, linear.in_features = share.shape
+
+
+class _EnterTensorParallel(torch.autograd.Function):
+    """Megatron's f: the block's input as is forward; its gradient summed over the group backward (each rank's
+    projections saw the whole input but produced only their columns' share of its gradient)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:
+        ctx.group = group
+        return x
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        grad = grad.contiguous()
+        dist.all_reduce(grad, group=ctx.group)
+        return grad, None
+
+
+class _LeaveTensorParallel(torch.autograd.Function):
+    """Megatron's g: the row-parallel projection's partial sums added over the group forward; its gradient, the
+    same on every rank, as is backward."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:
+        out = x.contiguous().clone()
+        dist.all_reduce(out, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad, None
+
+
 class DecoderLayer(nn.Module):
-    def __init__(self, config: ModelConfig, recompute: bool = False):
+    def __init__(self, config: ModelConfig, recompute: bool = False, tensor_parallel: TensorParallel | None = None):
         super().__init__()
         self.recompute = recompute
         self.input_layernorm = RMSNorm(config.hidden, config.norm_eps)
         self.self_attn = Attention(config)
         self.post_attention_layernorm = RMSNorm(config.hidden, config.norm_eps)
         self.mlp = SwiGLU(config)
+        # Built whole from the layer's seed, then split: every layout starts from the same weights.
+        self.tp = tensor_parallel if tensor_parallel is not None and tensor_parallel.size > 1 else None
+        if self.tp is not None:
+            self.tp.check(config)
+            attn, mlp = self.self_attn, self.mlp
+            for column in (attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj):
+                self.tp.keep(column, dim=0)
+            for row in (attn.o_proj, mlp.down_proj):
+                self.tp.keep(row, dim=1)
+
+    def _block(self, block: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        if self.tp is None:
+            return block(x)
+        return _LeaveTensorParallel.apply(block(_EnterTensorParallel.apply(x, self.tp.group)), self.tp.group)
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x))
-        return x + self.mlp(self.post_attention_layernorm(x))
+        x = x + self._block(self.self_attn, self.input_layernorm(x))
+        return x + self._block(self.mlp, self.post_attention_layernorm(x))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.recompute and torch.is_grad_enabled():
@@ -184,21 +261,26 @@ def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
 
-def layer_builders(config: ModelConfig, recompute: bool = False) -> list[partial]:
-    """The model as an ordered list of layer constructors: embedding, decoder layers, norm + output."""
+def layer_builders(
+    config: ModelConfig, recompute: bool = False, tensor_parallel: TensorParallel | None = None
+) -> list[partial]:
+    """The model as an ordered list of layer constructors: embedding, decoder layers (each split over
+    `tensor_parallel` when given), norm + output (whole on every tensor-parallel rank)."""
     return [
         partial(Embedding, config),
-        *(partial(DecoderLayer, config, recompute) for _ in range(config.layers)),
+        *(partial(DecoderLayer, config, recompute, tensor_parallel) for _ in range(config.layers)),
         partial(OutputHead, config),
     ]
 
 
-def layer_specs(config: ModelConfig, recompute: bool = False) -> list:
+def layer_specs(
+    config: ModelConfig, recompute: bool = False, tensor_parallel: TensorParallel | None = None
+) -> list:
     """The same list as DeepSpeed LayerSpecs, for deepspeed.pipe.PipelineModule."""
     from deepspeed.pipe import LayerSpec
 
     specs = []
-    for build in layer_builders(config, recompute):
+    for build in layer_builders(config, recompute, tensor_parallel):
         specs.append(LayerSpec(build.func, *build.args))
     return specs
 

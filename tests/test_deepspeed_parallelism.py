@@ -114,10 +114,17 @@ def test_autotp_trains_under_every_zero_stage_and_offload(zero, tp):
     assert stack("p4d.24xlarge", tensor_parallel=tp, **zero).deepspeed.tensor_parallel == tp
 
 
-def test_tensor_and_pipeline_together_are_refused():
-    with pytest.raises(ConfigError) as e:
-        stack("p4d.24xlarge", nodes=4, tensor_parallel=8, pipeline_parallel=2)
-    assert "mpu must be None with pipeline parallelism" in str(e.value) and "set one of them to 1" in str(e.value)
+def test_tensor_and_pipeline_together_render_for_the_trainers_own_layers_not_autotp():
+    """3-D: 4 nodes x 8 GPUs, tp 8 x pp 2 leaves dp 2 (by hand). AutoTP's section would make deepspeed.initialize
+    shard a pipeline, which it cannot (test_deepspeed_cannot_run_autotp_inside_a_pipeline): the degree rides in
+    the pipeline section for train.py instead, and the pipeline still needs ZeRO 0-1."""
+    c = stack("p4d.24xlarge", nodes=4, tensor_parallel=8, pipeline_parallel=2)
+    out = ds_config(c, c.fleets[0])
+    assert "tensor_parallel" not in out
+    assert out["pipeline"] == {"stages": 2, "tensor_parallel": 8}
+    assert out["train_batch_size"] == 16 * 2 * 2
+    with pytest.raises(ConfigError, match="pipeline_parallel 2 needs zero_stage 0 or 1"):
+        stack("p4d.24xlarge", nodes=4, tensor_parallel=8, pipeline_parallel=2, zero_stage=2)
 
 
 @pytest.mark.parametrize(
@@ -308,18 +315,22 @@ def reference(tmp_path_factory) -> dict:
 
 LAYOUTS = {
     # 2 nodes x 1 GPU, one pipeline stage per node: 2 ranks, dp 1.
-    "pp2": (dict(instance_type="g5.xlarge", nodes=2, pipeline_parallel=2), "tp 1 pp 2 dp 1"),
+    "pp2": (dict(instance_type="g5.xlarge", nodes=2, pipeline_parallel=2), 2, "tp 1 pp 2 dp 1"),
     # 1 node x 2 GPUs, AutoTP across them: 2 ranks, dp 1.
-    "tp2": (dict(instance_type="a2-highgpu-2g", cloud="gcp", nodes=1, tensor_parallel=2), "tp 2 pp 1 dp 1"),
+    "tp2": (dict(instance_type="a2-highgpu-2g", cloud="gcp", nodes=1, tensor_parallel=2), 2, "tp 2 pp 1 dp 1"),
+    # 2 nodes x 2 GPUs, tensor parallel inside each node, a pipeline stage per node: 4 ranks, dp 1 (3-D, the
+    # model's own tensor-parallel layers on DeepSpeed's pipe x data x model grid).
+    "tp2pp2": (dict(instance_type="a2-highgpu-2g", cloud="gcp", nodes=2, tensor_parallel=2, pipeline_parallel=2), 4,
+               "tp 2 pp 2 dp 1"),
 }
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_layout_trains_checkpoints_resumes_and_matches_tp1_pp1(layout, reference, tmp_path):
-    kwargs, banner = LAYOUTS[layout]
+    kwargs, ranks, banner = LAYOUTS[layout]
     config = stack(**kwargs, port=master_port())
-    node = Node(tmp_path / "node", config, ranks=2)
+    node = Node(tmp_path / "node", config, ranks=ranks)
     assert node.ds_config["train_batch_size"] == 16 * 2 * 1 == reference["train_batch_size"]
     stopped, log = interrupted_then_resumed(node, tmp_path)
     assert f"trainfleet-train: {banner}" in log

@@ -197,9 +197,10 @@ def _divisors_within(batch: int, data_parallel: int, most: int) -> tuple[int, ..
 
 def layouts(w: Workload, hw: Hardware, nodes: int) -> list[tuple[int, int]]:
     """(tp, pp) the search tries: tensor parallelism inside a node (a divisor of its devices and of the model's
-    heads), or pipeline stages of whole nodes (a divisor of the nodes, at most the layers), never both: DeepSpeed
-    0.19.8's AutoTP cannot train a PipelineModule (infra/parallelism.py); each with a data-parallel size that splits
-    the global batch evenly (none: this fleet cannot train the batch, counted in `Stats.unsplit`)."""
+    heads), pipeline stages of whole nodes (a divisor of the nodes, at most the layers), or both (3-D: the
+    trainer's own tensor-parallel layers inside DeepSpeed's pipeline, infra/parallelism.py); each with a
+    data-parallel size that splits the global batch evenly (none: this fleet cannot train the batch, counted in
+    `Stats.unsplit`)."""
     devices = hw.devices_per_node * nodes
     return [(tp, pp) for tp, pp in model_layouts(w, hw, nodes)
             if split_problem(w.batch_sequences, devices // (tp * pp)) is None]  # fmt: skip
@@ -207,10 +208,15 @@ def layouts(w: Workload, hw: Hardware, nodes: int) -> list[tuple[int, int]]:
 
 def model_layouts(w: Workload, hw: Hardware, nodes: int) -> list[tuple[int, int]]:
     """`layouts` before the batch is asked to split: what the model, the node and DeepSpeed allow."""
-    out = [(1, 1)]
-    out += [(tp, 1) for tp in TP_SIZES[1:] if hw.devices_per_node % tp == 0 and w.shape.heads % tp == w.shape.key_value_heads % tp == 0]
-    out += [(1, pp) for pp in divisors(nodes)[1:] if pp <= w.shape.layers]
-    return [(tp, pp) for tp, pp in out if unsupported_layout(tp, pp) is None]
+    tps = [tp for tp in TP_SIZES if hw.devices_per_node % tp == 0 and tp_splits(w.shape, tp)]
+    pps = [pp for pp in divisors(nodes) if pp <= w.shape.layers]
+    return [(tp, pp) for pp in pps for tp in tps if unsupported_layout(tp, pp) is None]
+
+
+def tp_splits(shape, tp: int) -> bool:
+    """Whether tensor parallel `tp` gives every rank whole heads, key/value heads and MLP columns (the trainer's
+    layers split them so: templates/trainfleet_model.py `TensorParallel.check`)."""
+    return shape.heads % tp == shape.key_value_heads % tp == shape.ffn % tp == 0
 
 
 def batch_problem(w: Workload, hw: Hardware, nodes: int, fixed: FixedSetup | None = None) -> str | None:

@@ -95,12 +95,13 @@ def assumptions(c: Candidate, req: Request, fit: Fit | None = None) -> list[str]
     return out
 
 
-# Where the layout the launch cannot run starts to matter: a plan already splitting the model, or past the scale of
+# Where the layouts the launch cannot run start to matter: a plan already splitting the model, or past the scale of
 # the development set's runs (cli/planner/uncertainty.py).
 THREE_D_SCALE = 1024
-NO_THREE_D = ("tensor and pipeline parallelism together (Megatron-DeepSpeed's 3D layout, which published runs at "
-              "this scale use) are not offered: the launch runs DeepSpeed 0.19.8, whose AutoTP cannot shard a "
-              "PipelineModule (infra/parallelism.py); such a run may be faster than this plan")  # fmt: skip
+NO_THREE_D = ("not offered: sequence parallelism, an interleaved pipeline schedule and context parallelism, which "
+              "published runs at this scale add to tensor x pipeline x data parallelism: DeepSpeed 0.19.8's "
+              "PipelineEngine runs plain 1F1B and the launch's tensor-parallel layers keep the norms whole on every "
+              "rank (infra/parallelism.py); such a run may be faster than this plan")  # fmt: skip
 
 
 def memory_figures(m: MemoryEstimate) -> dict:
@@ -444,8 +445,8 @@ def layout_lines(c: Candidate, req: Request) -> list[str]:
             out.append(f"  {label}: {other.sharding.label}, micro batch {st.micro_batch}: {st.tokens_per_second:,.0f} "
                        f"tokens/s ({st.tokens_per_second / c.setup.step.tokens_per_second - 1:+.1%})")  # fmt: skip
     if out:
-        out.insert(0, f"layouts tried on {nodes} x {c.offer.instance_type} (DeepSpeed 0.19.8: AutoTP inside a node or "
-                      "pipeline stages of whole nodes, not both; pipeline needs ZeRO 0-1):")  # fmt: skip
+        out.insert(0, f"layouts tried on {nodes} x {c.offer.instance_type} (tensor parallel inside a node, pipeline "
+                      "stages of whole nodes, or both; a pipeline needs ZeRO 0-1):")  # fmt: skip
     return out
 
 
