@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.checkpoint_layout import CheckpointLayout
 from infra.config import StackConfig
 from infra.errors import ConfigError, TrainfleetError
 from infra.parallelism import data_parallel, layout_error, unsupported
@@ -342,6 +343,13 @@ def test_layout_trains_checkpoints_resumes_and_matches_tp1_pp1(layout, reference
     assert sorted(losses) == list(range(1, STEPS + 1)), "a checkpoint per step, before and after the resume"
     for step in (1, stopped, stopped + 1, STEPS):
         assert losses[step] == pytest.approx(ref_losses[step], rel=LOSS_RTOL), step
+    # The files DeepSpeed wrote are the ones the planner and the agent expect of this layout (2 decoder layers,
+    # plus the embedding and the head in a pipeline); one "node" here holds every rank.
+    ds = config.deepspeed
+    expected = CheckpointLayout(1, ds.zero_stage, "fp32", ds.tensor_parallel, ds.pipeline_parallel,
+                                config.fleets[0].nodes, ranks // config.fleets[0].nodes, layers=2 + 2)  # fmt: skip
+    written = {f.name for f in (node.ckpt_dir / f"step-{STEPS:08d}").glob("*.pt")}
+    assert written == {f.path for f in expected.files}, sorted(written)
     early = sum(losses[s] for s in range(1, 11)) / 10
     late = sum(losses[s] for s in range(STEPS - 9, STEPS + 1)) / 10
     # It learns: a bytes model on this repository's prose starts near ln 257 = 5.55 nats and falls (4.6 -> 3.2 over
