@@ -59,6 +59,13 @@ def unsupported(zero_stage: int, offload_optimizer: bool, offload_param: bool, t
     return None
 
 
+def sequence_parallel(tp: int, pp: int) -> bool:
+    """Whether the launch runs sequence parallelism (Korthikanti et al. 2022, arXiv 2205.05198, sec. 4.2.2): inside
+    a pipeline its own tensor-parallel layers always do, since it moves the same bytes as tensor parallelism alone
+    and keeps less; AutoTP (tensor parallelism without a pipeline) cannot."""
+    return tp > 1 and pp > 1
+
+
 def layout_error(tp: int, pp: int, devices_per_node: int, nodes: int) -> str | None:
     """None when tp x pp fits the fleet: TP inside a node (its all-reduces need the node's fast links), whole
     nodes per pipeline stage; else one line saying what to change."""

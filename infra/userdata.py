@@ -49,7 +49,7 @@ from infra.errors import TrainfleetError, shown
 from infra.model_shapes import job_shape, trainer_model_config
 from infra.naming import check_stack_name
 from infra.node_env import AGENT_REQUIREMENTS, AGENT_VENV, VENV, checkpoint_env, node_image
-from infra.parallelism import data_parallel, layout_error
+from infra.parallelism import data_parallel, layout_error, sequence_parallel
 
 # Provider limits on the value each input accepts.
 AWS_USER_DATA_LIMIT = 16 * 1024  # launch template user_data: 16 KB before base64
@@ -252,6 +252,10 @@ def ds_config(config: StackConfig, fleet: Fleet) -> dict:
             "use tensor_parallel 1 or an instance type the catalog lists"
         )
     problem = layout_error(tp, pp, per_node or 1, fleet.nodes)
+    if sequence_parallel(tp, pp) and config.job.seq_len % tp:
+        problem = (f"tensor_parallel {tp} inside a pipeline splits each sequence's positions over {tp} ranks "
+                   f"(sequence parallelism), and job.seq_len {config.job.seq_len} does not divide by {tp}; "
+                   f"use a seq_len divisible by {tp}, or tensor_parallel 1")  # fmt: skip
     if problem:
         raise TrainfleetError(f"trainfleet:deepspeed: fleet {fleet.name!r}: {problem}")
     out: dict = {
@@ -309,8 +313,14 @@ def ds_config(config: StackConfig, fleet: Fleet) -> dict:
         # DeepSpeed parses `pipeline.stages` (runtime/config.py get_pipeline_config, default "auto") but the
         # engine takes the stage count from the PipelineModule the script builds: the script reads it here. Inside
         # a pipeline the script splits its own layers over tp ranks (AutoTP cannot: infra/parallelism.py); the
-        # section keeps keys DeepSpeed does not know, so the degree travels beside the stages.
-        out["pipeline"] = {"stages": pp, **({"tensor_parallel": tp} if tp > 1 else {})}
+        # section keeps keys DeepSpeed does not know, so the degree travels beside the stages. Those layers also
+        # split the sequence between blocks (infra/parallelism.py `sequence_parallel`): each tensor-parallel rank
+        # then hands the next stage its own positions, which DeepSpeed must send whole, not split over the group
+        # as it does when every rank holds the same tensor (runtime/pipe/engine.py `is_pipe_partitioned`).
+        out["pipeline"] = {"stages": pp}
+        if sequence_parallel(tp, pp):
+            out["pipeline"].update(tensor_parallel=tp, sequence_parallel=True, pipe_partitioned=False,
+                                   grad_partitioned=False)  # fmt: skip
     return out
 
 

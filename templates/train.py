@@ -36,7 +36,8 @@ Parallelism comes from the ds_config (infra/userdata.py `ds_config`, infra/paral
 * `pipeline.tensor_parallel` > 1 with stages (3-D: tensor x pipeline x data, as Megatron-DeepSpeed runs it): the
   PipelineModule's grid is DeepSpeed's PipeModelDataParallelTopology (axes pipe, data, model; model innermost, so
   a tensor-parallel group is consecutive ranks of one node) and each decoder layer splits itself over the grid's
-  tensor-parallel group (trainfleet_model.py `TensorParallel`). AutoTP is not used: it cannot shard a pipeline.
+  tensor-parallel group (trainfleet_model.py `TensorParallel`), with `pipeline.sequence_parallel` the sequence
+  between blocks too. AutoTP is not used: it cannot shard a pipeline.
 Every layer is initialised from (seed + its index), as PipelineModule's `seed_layers` does, so the same model
 starts from the same weights in every layout.
 """
@@ -84,6 +85,12 @@ def parallelism(config: dict) -> tuple[int, int]:
     stages = stages if isinstance(stages, int) else 1  # DeepSpeed's default is "auto"
     tp = pipeline.get("tensor_parallel") if stages > 1 else config.get("tensor_parallel", {}).get("autotp_size")
     return int(tp or 1), stages
+
+
+def sequence_parallel(config: dict) -> bool:
+    """Whether the pipeline's tensor-parallel layers also split the sequence between blocks
+    (`pipeline.sequence_parallel`, which infra/userdata.py writes for every tensor x pipeline layout)."""
+    return bool(config.get("pipeline", {}).get("sequence_parallel"))
 
 
 def parse_args() -> argparse.Namespace:
@@ -368,7 +375,10 @@ def main() -> int:
             raise SystemExit(f"trainfleet-train: {world} ranks do not split into {stages} pipeline stages x tensor "
                              f"parallel {tp}; launch a multiple of {stages * tp} ranks")  # fmt: skip
         topology = PipeModelDataParallelTopology(num_pp=stages, num_mp=tp, num_dp=world // (stages * tp))
-        split = TensorParallel(topology.get_coord(rank).model, tp) if tp > 1 else None
+        split = TensorParallel(topology.get_coord(rank).model, tp, sequence_parallel(config)) if tp > 1 else None
+        if split is not None and split.sequence_parallel and args.seq_len % tp:
+            raise SystemExit(f"trainfleet-train: sequence parallelism splits the {args.seq_len} positions of a "
+                             f"sequence over tensor parallel {tp}; train a --seq-len divisible by {tp}")  # fmt: skip
         model = PipelineModule(
             layers=layer_specs(shape, recompute, split),
             topology=topology,

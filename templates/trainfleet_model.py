@@ -146,13 +146,18 @@ class SwiGLU(nn.Module):
 
 class TensorParallel:
     """One rank's place in a Megatron-style tensor-parallel group: which share of each split matrix it keeps
-    (`rank` of `size`), and the group its all-reduces run over, set once the process groups exist (a
-    PipelineModule builds its grid after its layer specs are written, before any forward)."""
+    (`rank` of `size`), and the group its collectives run over, set once the process groups exist (a
+    PipelineModule builds its grid after its layer specs are written, before any forward).
 
-    def __init__(self, rank: int, size: int):
+    With `sequence_parallel` (Korthikanti et al. 2022, arXiv 2205.05198, sec. 4.2.2, Fig. 5) the hidden states
+    between the blocks are split too, by sequence position: each rank norms and adds its s/size positions, a block
+    all-gathers them on entry and reduce-scatters its partial sums on exit (the bytes of one all-reduce). The
+    embedding's output is split the same way and gathered again before the (whole) output head."""
+
+    def __init__(self, rank: int, size: int, sequence_parallel: bool = False):
         if not 0 <= rank < size:
             raise ValueError(f"tensor-parallel rank {rank} is not in 0..{size - 1}")
-        self.rank, self.size = rank, size
+        self.rank, self.size, self.sequence_parallel = rank, size, sequence_parallel
         self.group = None
 
     def check(self, config: ModelConfig) -> None:
@@ -202,6 +207,99 @@ class _LeaveTensorParallel(torch.autograd.Function):
         return grad, None
 
 
+def _sequence_first(x: torch.Tensor) -> torch.Tensor:
+    """(batch, sequence, ...) as a contiguous (sequence, batch, ...): the collectives split their first dimension."""
+    return x.transpose(0, 1).contiguous()
+
+
+def gather_sequence(x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+    """Every rank's positions, in rank order: (b, s/size, h) -> (b, s, h)."""
+    part = _sequence_first(x)
+    whole = part.new_empty((part.shape[0] * tp.size, *part.shape[1:]))
+    dist.all_gather_into_tensor(whole, part, group=tp.group)
+    return whole.transpose(0, 1)
+
+
+def reduce_scatter_sequence(x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+    """The group's sum, this rank's positions of it: (b, s, h) -> (b, s/size, h)."""
+    whole = _sequence_first(x)
+    part = whole.new_empty((whole.shape[0] // tp.size, *whole.shape[1:]))
+    dist.reduce_scatter_tensor(part, whole, group=tp.group)
+    return part.transpose(0, 1)
+
+
+def own_positions(x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+    return x.chunk(tp.size, dim=1)[tp.rank].contiguous()
+
+
+class _EnterSequenceParallel(torch.autograd.Function):
+    """Into a block: gather the positions forward; backward, sum the ranks' partial gradients of the whole input
+    and keep this rank's positions (Korthikanti's g)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+        ctx.tp = tp
+        return gather_sequence(x, tp)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return reduce_scatter_sequence(grad, ctx.tp), None
+
+
+class _LeaveSequenceParallel(torch.autograd.Function):
+    """Out of a block: sum the partial outputs and keep this rank's positions forward; backward, gather the
+    positions' gradients (Korthikanti's g-bar)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+        ctx.tp = tp
+        return reduce_scatter_sequence(x, tp)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return gather_sequence(grad, ctx.tp), None
+
+
+class _SplitSequence(torch.autograd.Function):
+    """Before the first layer: this rank's positions of a tensor every rank holds whole; backward, the whole
+    gradient from every rank's positions (what the embedding, whole on every rank, needs)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+        ctx.tp = tp
+        return own_positions(x, tp)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return gather_sequence(grad, ctx.tp), None
+
+
+class _GatherSequence(torch.autograd.Function):
+    """After the last layer: the whole sequence for the output head, which every rank computes alike; backward,
+    this rank's positions of its (identical) gradient."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+        ctx.tp = tp
+        return gather_sequence(x, tp)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return own_positions(grad, ctx.tp), None
+
+
+def _sum_over_group(tp: TensorParallel):
+    """A gradient hook: the sum of every rank's gradient. Under sequence parallelism a norm sees only its rank's
+    positions, so its weight's gradient is that share of the whole (Megatron all-reduces these too)."""
+
+    def hook(grad: torch.Tensor) -> torch.Tensor:
+        grad = grad.contiguous().clone()
+        dist.all_reduce(grad, group=tp.group)
+        return grad
+
+    return hook
+
+
 class DecoderLayer(nn.Module):
     def __init__(self, config: ModelConfig, recompute: bool = False, tensor_parallel: TensorParallel | None = None):
         super().__init__()
@@ -219,10 +317,15 @@ class DecoderLayer(nn.Module):
                 self.tp.keep(column, dim=0)
             for row in (attn.o_proj, mlp.down_proj):
                 self.tp.keep(row, dim=1)
+            if self.tp.sequence_parallel:
+                for norm in (self.input_layernorm, self.post_attention_layernorm):
+                    norm.weight.register_hook(_sum_over_group(self.tp))
 
     def _block(self, block: nn.Module, x: torch.Tensor) -> torch.Tensor:
         if self.tp is None:
             return block(x)
+        if self.tp.sequence_parallel:
+            return _LeaveSequenceParallel.apply(block(_EnterSequenceParallel.apply(x, self.tp)), self.tp)
         return _LeaveTensorParallel.apply(block(_EnterTensorParallel.apply(x, self.tp.group)), self.tp.group)
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -236,23 +339,33 @@ class DecoderLayer(nn.Module):
         return self._forward(x)
 
 
+def _sequence_split(tensor_parallel: TensorParallel | None) -> TensorParallel | None:
+    on = tensor_parallel is not None and tensor_parallel.size > 1 and tensor_parallel.sequence_parallel
+    return tensor_parallel if on else None
+
+
 class Embedding(nn.Module):
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, tensor_parallel: TensorParallel | None = None):
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden)
         nn.init.normal_(self.embed_tokens.weight, std=INIT_STD)
+        self.sp = _sequence_split(tensor_parallel)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.embed_tokens(tokens)
+        x = self.embed_tokens(tokens)
+        return x if self.sp is None else _SplitSequence.apply(x, self.sp)
 
 
 class OutputHead(nn.Module):
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, tensor_parallel: TensorParallel | None = None):
         super().__init__()
         self.norm = RMSNorm(config.hidden, config.norm_eps)
         self.lm_head = _linear(config.hidden, config.vocab_size)
+        self.sp = _sequence_split(tensor_parallel)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.sp is not None:
+            x = _GatherSequence.apply(x, self.sp)
         return self.lm_head(self.norm(x))
 
 
@@ -265,11 +378,12 @@ def layer_builders(
     config: ModelConfig, recompute: bool = False, tensor_parallel: TensorParallel | None = None
 ) -> list[partial]:
     """The model as an ordered list of layer constructors: embedding, decoder layers (each split over
-    `tensor_parallel` when given), norm + output (whole on every tensor-parallel rank)."""
+    `tensor_parallel` when given), norm + output (whole on every tensor-parallel rank; under sequence parallelism
+    the embedding's output is split by position and gathered again before the head)."""
     return [
-        partial(Embedding, config),
+        partial(Embedding, config, tensor_parallel),
         *(partial(DecoderLayer, config, recompute, tensor_parallel) for _ in range(config.layers)),
-        partial(OutputHead, config),
+        partial(OutputHead, config, tensor_parallel),
     ]
 
 

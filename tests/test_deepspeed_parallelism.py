@@ -118,11 +118,13 @@ def test_autotp_trains_under_every_zero_stage_and_offload(zero, tp):
 def test_tensor_and_pipeline_together_render_for_the_trainers_own_layers_not_autotp():
     """3-D: 4 nodes x 8 GPUs, tp 8 x pp 2 leaves dp 2 (by hand). AutoTP's section would make deepspeed.initialize
     shard a pipeline, which it cannot (test_deepspeed_cannot_run_autotp_inside_a_pipeline): the degree rides in
-    the pipeline section for train.py instead, and the pipeline still needs ZeRO 0-1."""
+    the pipeline section for train.py instead, with sequence parallelism, whose stage hand-offs differ per tensor
+    rank and so must not be split over the group; the pipeline still needs ZeRO 0-1."""
     c = stack("p4d.24xlarge", nodes=4, tensor_parallel=8, pipeline_parallel=2)
     out = ds_config(c, c.fleets[0])
     assert "tensor_parallel" not in out
-    assert out["pipeline"] == {"stages": 2, "tensor_parallel": 8}
+    assert out["pipeline"] == {"stages": 2, "tensor_parallel": 8, "sequence_parallel": True,
+                               "pipe_partitioned": False, "grad_partitioned": False}  # fmt: skip
     assert out["train_batch_size"] == 16 * 2 * 2
     with pytest.raises(ConfigError, match="pipeline_parallel 2 needs zero_stage 0 or 1"):
         stack("p4d.24xlarge", nodes=4, tensor_parallel=8, pipeline_parallel=2, zero_stage=2)
@@ -203,6 +205,14 @@ def test_layout_must_fit_the_fleet(instance_type, nodes, deepspeed, error):
     assert "fleet 'fl'" in str(e.value)
     with pytest.raises(TrainfleetError, match=re.escape(error)):
         render_user_data("s", c, c.fleets[0], bucket="b", group="g")
+
+
+def test_sequence_parallelism_needs_a_sequence_that_splits_over_the_tensor_ranks():
+    c = stack("p4d.24xlarge", nodes=4, tensor_parallel=8, pipeline_parallel=2)
+    c = c.model_copy(update={"job": c.job.model_copy(update={"seq_len": 2052})})
+    with pytest.raises(TrainfleetError) as e:
+        ds_config(c, c.fleets[0])
+    assert "job.seq_len 2052 does not divide by 8" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_layout_error_and_unsupported_agree_on_the_fine_cases():

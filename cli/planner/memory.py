@@ -96,16 +96,20 @@ Tensor (tp) and pipeline (pp) parallelism, Megatron-style (tp = pp = 1 gives eve
   ZeRO      the formulas above with P = P_rank and gpus = dp: each dp group is sized as a job of nodes/pp nodes
             x g/tp devices; a node carries tp such groups (one per tp rank), so host memory per node is tp x the
             group's per-node figure (ZeRO-3 offload: tp x 18 P_rank / (nodes/pp) ~ 18P / nodes, as without tp/pp).
-  Activations (the node's AutoTP, templates/trainfleet_model.py TP_PARTITION: q/k/v/gate/up split by output
-            columns, o/down by input rows, norms and the output layer whole; no sequence parallelism), bytes per
-            layer per micro-batch: the norms' terms (their inputs, fp32 copies and outputs, the split projections'
-            input) are replicated on every tp rank; q, k, v, the attention output, its logsumexp and the MLP's inner
-            tensors are the rank's heads and columns: / tp. The head and loss are not split (AutoTP keeps the output
-            layer whole). With 1F1B (non-interleaved) the first stage holds min(pp, m) micro-batches in flight
+  Activations (templates/trainfleet_model.py: q/k/v/gate/up split by output columns, o/down by input rows,
+            norms and the output layer whole), bytes per layer per micro-batch: q, k, v, the attention output, its
+            logsumexp and the MLP's inner tensors are the rank's heads and columns: / tp. Without a pipeline
+            (AutoTP, no sequence parallelism) the norms' terms (their inputs, fp32 copies and outputs, the split
+            projections' input) are replicated on every tp rank. Inside one the launch's own layers run sequence
+            parallelism (infra/parallelism.py `sequence_parallel`; Korthikanti et al. 2022, sec. 4.2.2): between
+            the blocks each rank holds s/tp positions, so a norm's input, fp32 copy and 1/rms are / tp, while its
+            output, all-gathered into the projections' input, is kept whole (Megatron keeps the shard and gathers
+            again in backward; this launch does not). The head and loss are not split (the output layer is whole,
+            after a gather). With 1F1B (non-interleaved) the first stage holds min(pp, m) micro-batches in flight
             (m = gradient accumulation steps) for its ceil(L/pp) layers (Korthikanti et al. 2022, sec. 4.2.3: "L
             layers' worth" when m >= pp); the last stage holds one, plus the head and loss. Device activations = the
             larger of the two stages. Full checkpointing stores the layer inputs 2sh per layer and in-flight
-            micro-batch (not divided by tp without sequence parallelism) plus one layer rebuilt. The split terms'
+            micro-batch (/ tp under sequence parallelism) plus one layer rebuilt. The split terms'
             sum is divided by tp rounding up; the result is b x (bytes for b = 1), so activations stay exactly
             linear in b at a fixed in-flight count.
   Not counted: the pipeline's send/receive buffers (2 s b h bytes each, tens of MB) and the tensor-parallel
@@ -121,6 +125,7 @@ from functools import cache
 from cli.planner.presets import ModelShape
 from cli.planner.workload import Workload
 from infra import deepspeed_settings as ds
+from infra.parallelism import sequence_parallel
 
 GIB = 2**30
 ADDITIONAL_BUFFER_FACTOR = 1.5  # DeepSpeed's default
@@ -296,12 +301,13 @@ class MemoryEstimate:
         g = GIB
         layout = []
         if self.tp > 1 or self.pp > 1:
+            norms = (f"/ {self.tp} but their gathered outputs (sequence parallel)" if sequence_parallel(self.tp, self.pp)
+                     else "whole on every rank (no sequence parallelism)")  # fmt: skip
             layout.append(
                 f"per device = one (tp, pp) rank: tensor parallel {self.tp} x pipeline {self.pp} stages; model "
                 f"states of the largest stage's parameters / tp ({self.trained_params:,} trained), ZeRO over the "
-                f"data-parallel group only; activations per layer: norms whole on every rank, attention and MLP "
-                f"tensors / {self.tp} (no sequence parallelism), for {self.in_flight} micro-batch(es) in flight on "
-                "the first stage (1F1B)"
+                f"data-parallel group only; activations per layer: attention and MLP tensors / {self.tp}, norms "
+                f"{norms}, for {self.in_flight} micro-batch(es) in flight on the first stage (1F1B)"
             )
         return layout + [
             f"device memory used = model states {self.model_states_bytes / g:.2f} GiB + activations "
@@ -325,13 +331,18 @@ def assumptions(mem: MemoryEstimate) -> list[str]:
         f"fragmentation; communication buffers of the rendered ds_config: {mem.comm_buffer_rule}",
     ]
     if mem.tp > 1 or mem.pp > 1:
+        sp = SP_NOTE if sequence_parallel(mem.tp, mem.pp) else ", no sequence parallelism"
         out.append(
             f"tensor parallel {mem.tp} x pipeline {mem.pp}: each rank holds the largest stage's parameters / tp "
-            "(embedding on the first and last stage, layer norms not split, no sequence parallelism); 1F1B "
+            f"(embedding on the first and last stage, layer norms not split){sp}; 1F1B "
             "schedule, first stage holding min(pp, grad accumulation) micro-batches' activations; pipeline "
             "send/receive buffers not counted"
         )
     return out
+
+
+SP_NOTE = (", sequence parallel between the blocks (norms' inputs / tp, their gathered outputs whole; the same bytes "
+           "moved as tensor parallelism's all-reduces)")
 
 
 def _e(n: int) -> str:
@@ -498,10 +509,14 @@ def layer_split_bytes(shape: ModelShape, s: int) -> int:
     return attention + mlp
 
 
-def layer_bytes(shape: ModelShape, s: int, tp: int = 1) -> int:
+def layer_bytes(shape: ModelShape, s: int, tp: int = 1, sequence_parallel: bool = False) -> int:
     """Bytes one decoder layer keeps for backward per sequence on one tp rank: its two norms whole (replicated),
-    the rest / tp."""
-    return 2 * norm_bytes(shape, s) + _ceil_div(layer_split_bytes(shape, s), tp)
+    or under sequence parallelism all but their gathered outputs / tp; the rest / tp."""
+    split = _ceil_div(layer_split_bytes(shape, s), tp)
+    if not sequence_parallel:
+        return 2 * norm_bytes(shape, s) + split
+    gathered = A16 * s * shape.hidden  # a norm's output, all-gathered: the projections' saved input
+    return 2 * (_ceil_div(norm_bytes(shape, s) - gathered, tp) + gathered) + split
 
 
 def head_bytes(shape: ModelShape, s: int, kept_logits: int = 0) -> int:
@@ -517,9 +532,11 @@ def activation_bytes(w: Workload, micro_batch: int, checkpointing: bool, *, tp: 
     holds in flight, min(pp, m); None: pp (m >= pp, the 1F1B worst case)."""
     s, b, h, layers = w.seq_len, micro_batch, w.shape.hidden, stage_layers(w, pp)
     in_flight = min(pp, grad_accum) if grad_accum is not None else pp
+    sp = sequence_parallel(tp, pp)
     # Per sequence (b = 1), then x b: exactly linear in the micro batch, as largest_micro_batch relies on.
-    per_layer = layer_bytes(w.shape, s, tp)
-    stored = A16 * s * h if checkpointing else per_layer  # what each layer keeps per micro-batch in flight
+    per_layer = layer_bytes(w.shape, s, tp, sp)
+    # what each layer keeps per micro-batch in flight: with recompute its input (this rank's positions under SP)
+    stored = (_ceil_div(A16 * s * h, tp) if sp else A16 * s * h) if checkpointing else per_layer
     rebuilt = per_layer if checkpointing else 0  # recompute rebuilds one layer at a time
     first = in_flight * layers * stored + rebuilt
     kept = 0 if pp == 1 else min(PIPELINE_BUFFERS, grad_accum if grad_accum is not None else pp)
