@@ -130,6 +130,10 @@ LAYER70_TP8 = 536_903_680 + 136_445_952  # 673,349,632 (20.07 sh, where Korthika
 # logits of the two micro-batches the pipeline's last stage keeps) x 4096 x 32000 = 2,097,152,000; not split (AutoTP
 # keeps the output layer whole).
 HEAD70_PP4 = 268_451_840 + 2_097_152_000
+# The same layer inside a pipeline, where the launch runs sequence parallelism: of each RMSNorm's 8sh + 4s, its
+# input, fp32 copy and 1/rms (6sh + 4s = 201,342,976) are the rank's s/8 positions, 25,167,872; its output, gathered
+# into the projections' input, stays whole, 2sh = 67,108,864: 2 x 92,276,736 + 136,445,952 = 320,999,424 (9.57 sh).
+LAYER70_TP8_SP = 2 * (201_342_976 // 8 + 67_108_864) + 136_445_952
 
 
 def test_70b_memory_by_hand():
@@ -137,20 +141,21 @@ def test_70b_memory_by_hand():
     # ZeRO-1 over dp = 2: 2P + 2P + 16P/2 = 12 x 2,180,096,256 = 26,161,155,072
     assert e.model_states_bytes == 12 * P_RANK == 26_161_155_072
     # With 1F1B the first stage holds min(p, m) = 4 micro-batches of its 20 layers: 4 x 20 = 80 layers' worth
-    # (Korthikanti et al. sec. 4.2.3): 80 x 673,349,632 = 53,867,970,560; the last stage's 20 layers + the head,
-    # 13,466,992,640 + 2,365,603,840 = 15,832,596,480, is less.
-    assert memory.layer_bytes(W70.shape, 4096, tp=8) == LAYER70_TP8 == 673_349_632
+    # (Korthikanti et al. sec. 4.2.3), sequence parallel: 80 x 320,999,424 = 25,679,953,920; the last stage's 20
+    # layers + the head, 6,419,988,480 + 2,365,603,840 = 8,785,592,320, is less.
+    assert memory.layer_bytes(W70.shape, 4096, tp=8) == LAYER70_TP8 == 673_349_632  # AutoTP's, no pipeline
+    assert memory.layer_bytes(W70.shape, 4096, tp=8, sequence_parallel=True) == LAYER70_TP8_SP == 320_999_424
     assert memory.head_bytes(W70.shape, 4096, kept_logits=2) == HEAD70_PP4
-    assert e.activation_bytes == 80 * LAYER70_TP8 == 53_867_970_560
+    assert e.activation_bytes == 80 * LAYER70_TP8_SP == 25_679_953_920
     assert e.in_flight == 4
     # overlap_comm buffers 4.5 x 2 B x (5e8 + 5e8) = 9e9; reserve 2 GiB; fragmentation 5% of 80 GiB
-    # = 4,294,967,296. Total 26,161,155,072 + 53,867,970,560 + 9,000,000,000 + 2,147,483,648 + 4,294,967,296
-    # = 95,471,576,576 > 80 GiB - 10% = 85,899,345,920 - 8,589,934,592 = 77,309,411,328: does not fit (with
-    # Korthikanti's 13 sh a layer it fitted, just); with full recompute it does (below).
-    assert e.device_bytes == 95_471_576_576
+    # = 4,294,967,296. Total 26,161,155,072 + 25,679,953,920 + 9,000,000,000 + 2,147,483,648 + 4,294,967,296
+    # = 67,283,559,936 <= 80 GiB - 10% = 85,899,345,920 - 8,589,934,592 = 77,309,411,328: it fits without
+    # recompute, where with the norms whole (80 x 673,349,632 = 53,867,970,560 of activations, 95,471,576,576 in
+    # all) it did not.
+    assert e.device_bytes == 67_283_559_936
     assert e.device_capacity_bytes == 77_309_411_328
-    assert not e.fits
-    assert memory.estimate(W70, Sharding(1), 1, True, 80, 8, 8, 2000, tp=8, pp=4).fits
+    assert e.fits
     # host: each of the node's 8 processes loads its rank's fp32 params x 1.5: 8 x 4 x 1.5 x P_RANK
     assert e.host_bytes == 8 * 4 * 3 * P_RANK // 2 == 104_644_620_288
     text = " ".join(e.explain() + memory.assumptions(e))
@@ -159,17 +164,17 @@ def test_70b_memory_by_hand():
 
 def test_70b_activations_with_recompute_and_few_micro_batches():
     s, h = 4096, 8192
-    # full recompute: 2sh per layer input (not / t without sequence parallelism) for 4 x 20 layers, plus one
-    # layer rebuilt: 80 x 2 x 33,554,432 + 673,349,632 = 6,042,058,752 (the last stage's 20 x 2sh + the layer +
-    # the head, 1,342,177,280 + 673,349,632 + 2,365,603,840 = 4,381,130,752, is less)
-    assert memory.activation_bytes(W70, 1, True, tp=8, pp=4, grad_accum=512) == 80 * 2 * s * h + LAYER70_TP8
-    assert 80 * 2 * s * h + LAYER70_TP8 == 6_042_058_752
-    # m = 2 < p = 4: only 2 micro-batches in flight on the first stage: 2 x 20 x 673,349,632 = 26,933,985,280
-    assert memory.activation_bytes(W70, 1, False, tp=8, pp=4, grad_accum=2) == 2 * 20 * LAYER70_TP8
+    # full recompute: each layer's input, 2sh / 8 = 8,388,608 under sequence parallelism, for 4 x 20 layers, plus
+    # one layer rebuilt: 80 x 8,388,608 + 320,999,424 = 992,088,064 on the first stage; the last stage's
+    # 20 x 8,388,608 + the layer + the head, 167,772,160 + 320,999,424 + 2,365,603,840 = 2,854,375,424, is more
+    assert memory.activation_bytes(W70, 1, True, tp=8, pp=4, grad_accum=512) == 20 * 2 * s * h // 8 + LAYER70_TP8_SP + HEAD70_PP4
+    assert 20 * 2 * s * h // 8 + LAYER70_TP8_SP + HEAD70_PP4 == 2_854_375_424
+    # m = 2 < p = 4: only 2 micro-batches in flight on the first stage: 2 x 20 x 320,999,424 = 12,839,976,960
+    assert memory.activation_bytes(W70, 1, False, tp=8, pp=4, grad_accum=2) == 2 * 20 * LAYER70_TP8_SP
     w = Workload(PRESETS["llama-70b"], 10**12, 4096, global_batch_tokens=2 * 4096 * 2)  # m = 2 at dp = 2
     assert memory.estimate(W70, Sharding(1), 1, False, 80, 8, 8, 2000, tp=8, pp=4).in_flight == 4
     e = memory.estimate(w, Sharding(1), 1, False, 80, 8, 8, 2000, tp=8, pp=4)
-    assert (e.in_flight, e.activation_bytes) == (2, 26_933_985_280)
+    assert (e.in_flight, e.activation_bytes) == (2, 12_839_976_960)
     # pp = 1, tp = 8: every layer once, plus the head, whole on every rank: final RMSNorm 268,451,840 + the loss's
     # 12 x 4096 x 32000 = 1,572,864,000 (no pipeline keeping the logits)
     assert memory.activation_bytes(W70, 1, False, tp=8) == 80 * LAYER70_TP8 + 268_451_840 + 12 * s * 32000
@@ -181,9 +186,9 @@ def test_largest_micro_batch_with_a_pipeline_is_a_prefix_that_fits():
         for b in range(1, most + 1):
             assert memory.estimate(W70, Sharding(1), b, ckpt, 80, 8, 8, 2000, tp=8, pp=4).fits
         assert not memory.estimate(W70, Sharding(1), most + 1, ckpt, 80, 8, 8, 2000, tp=8, pp=4).fits
-    # recompute: activations 6,042,058,752 b; room 77,309,411,328 - (26,161,155,072 + 9e9 + 2,147,483,648 +
-    # 4,294,967,296) = 35,705,805,312 -> 5 sequences (5.91)
-    assert memory.largest_micro_batch(W70, Sharding(1), True, 80, 8, 8, 2000, tp=8, pp=4) == 5
+    # recompute: activations 2,854,375,424 b (the last stage's, above; m = 512 / b stays >= 4 up to b = 128); room
+    # 77,309,411,328 - (26,161,155,072 + 9e9 + 2,147,483,648 + 4,294,967,296) = 35,705,805,312 -> 12 sequences (12.5)
+    assert memory.largest_micro_batch(W70, Sharding(1), True, 80, 8, 8, 2000, tp=8, pp=4) == 12
 
 
 def naive_largest_micro_batch(w, sh, ckpt, mem_gib, gpus, nodes, host_gib, tp, pp) -> int:
@@ -273,13 +278,17 @@ def test_megatron_1t_row_fits_80gb_and_pure_data_parallel_does_not():
     # By hand: 2 layers per stage; E = 51,200 x 25,600 = 1,310,720,000; P - E = 1,006,727,987,200;
     # x 2/128 = 15,730,124,800; + E = 17,040,844,800; / 8 = 2,130,105,600 per rank; ZeRO-0 20 bytes each.
     assert e.model_states_bytes == 20 * 2_130_105_600 == 42_602_112_000
-    # first stage: 64 micro-batches in flight (m = 512) x 2 layers x 2sh + one layer rebuilt (GELU, LayerNorm,
-    # 160 heads; sh = 52,428,800): the LayerNorms whole, 2 x (4sh + 8s) = 419,463,168, and q, k, v, out 8sh +
-    # logsumexp 4 x 2048 x 160 + GELU 4 x 2048 x 102400, (419,430,400 + 1,310,720 + 838,860,800) / 8 = 157,450,240:
-    # 256 x 52,428,800 + 576,913,408 = 13,998,686,208 (the last stage's 2 x 2sh + the layer + the head, LayerNorm
-    # 209,731,584 + 16 x 2048 x 51200, is 2,674,081,792)
-    assert e.activation_bytes == 256 * 2048 * 25600 + 419_463_168 + 157_450_240 == 13_998_686_208
-    # without recomputation 64 x 2 x 576,913,408 = 74 GB of activations alone: the paper recomputed
+    # Our launch runs it sequence parallel (the paper's run predates that; sh = 52,428,800). A layer (GELU,
+    # LayerNorm, 160 heads): each LayerNorm's 4sh + 8s, of which its input and fp32 statistics 2sh + 8s =
+    # 104,873,984 are / 8, 13,109,248, and its gathered output 2sh = 104,857,600 whole: 2 x 117,966,848 =
+    # 235,933,696; q, k, v, out 8sh + logsumexp 4 x 2048 x 160 + GELU 4 x 2048 x 102400, (419,430,400 + 1,310,720
+    # + 838,860,800) / 8 = 157,450,240; 393,383,936 in all. First stage: 64 micro-batches in flight (m = 512) x 2
+    # layers x 2sh / 8 + one layer rebuilt = 1,677,721,600 + 393,383,936 = 2,071,105,536. The last stage's
+    # 2 x 2sh / 8 + the layer + the head (LayerNorm 209,731,584 + 16 x 2048 x 51200 = 1,677,721,600) =
+    # 26,214,400 + 393,383,936 + 1,887,453,184 = 2,307,051,520 is more.
+    assert e.activation_bytes == 2 * 2 * 2048 * 25600 // 8 + 235_933_696 + 157_450_240 + 209_731_584 + 16 * 2048 * 51200
+    assert e.activation_bytes == 2_307_051_520
+    # without recomputation 64 x 2 x 393,383,936 = 50 GB of activations beside 43 GB of states: the paper recomputed
     assert not memory.estimate(GPT_1T, Sharding(0), 1, False, 80, 8, 384, 2000, tp=8, pp=64).fits
     # pure data parallel: 20 bytes x 1.008e12 params per GPU
     assert not memory.estimate(GPT_1T, Sharding(0), 1, True, 80, 8, 384, 2000).fits

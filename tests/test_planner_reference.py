@@ -135,14 +135,16 @@ class RefSetup:
 def fitting_setups(w: Workload, hw: Hardware, nodes: int) -> list[RefSetup]:
     """Every DeepSpeed setup that fits, trying every one (no early exits): every ZeRO stage and offload,
     recompute, micro batch and (tensor, pipeline) layout DeepSpeed 0.19.8 trains. Its own code says which:
-    runtime/pipe/engine.py asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"; AutoTP builds a
-    2-D data x tensor mesh (utils/groups.py), so no pipeline beside it. Tensor parallelism stays in a node and
-    splits the heads (query and key/value); pipeline stages are whole nodes holding at least a layer. Setups alike in speed, step time,
+    runtime/pipe/engine.py asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism". Tensor
+    parallelism stays in a node and splits the heads (query and key/value) and the MLP's columns; pipeline stages
+    are whole nodes holding at least a layer; both together (the trainer's own layers, sequence parallel, so the
+    sequence must split over the tensor ranks). Setups alike in speed, step time,
     ZeRO stage and layout are listed once."""
     devices = hw.devices_per_node * nodes
     layouts = [(tp, pp) for tp in (1, 2, 4, 8) for pp in range(1, nodes + 1)
-               if (tp == 1 or pp == 1) and hw.devices_per_node % tp == 0 and w.shape.heads % tp == 0
-               and w.shape.key_value_heads % tp == 0
+               if hw.devices_per_node % tp == 0 and w.shape.heads % tp == 0
+               and w.shape.key_value_heads % tp == 0 and w.shape.ffn % tp == 0
+               and (tp == 1 or pp == 1 or w.seq_len % tp == 0)
                and nodes % pp == 0 and pp <= w.shape.layers]  # fmt: skip
     out = set()
     for tp, pp in layouts:
@@ -188,7 +190,8 @@ def checkpoint_parts(w: Workload, setup: RefSetup, nodes: int, ranks_per_node: i
     docstring): every rank writes its 1/world share of the fp32 master weights and Adam's moments (12 bytes/param),
     so 12 P / nodes per node. The 16-bit weights (2 bytes/param; 4 in fp32) are written by data-parallel rank 0
     alone: without a pipeline, the whole model on node 0 (ranks 0..tp-1, one file of P / tp each); with pp stages,
-    each stage's P / pp (a file per layer, and a small model-states file) on the first node of the stage; ZeRO-3
+    each stage's P / pp (a file per layer and tensor rank, and a small model-states file per tensor rank) on the
+    first node of the stage; ZeRO-3
     writes none, but a small model-states file per rank. Without ZeRO (stage 0) nothing is sharded: DeepSpeed
     0.19.8's engine.py `_do_optimizer_sanity_check` keeps fp32's torch optimizer and wraps fp16 and bf16 in
     FP16_Optimizer (grad_accum_dtype defaults to the model's, `get_data_types`), whose whole state (fp32 master +
@@ -215,12 +218,13 @@ def checkpoint_parts(w: Workload, setup: RefSetup, nodes: int, ranks_per_node: i
         return (model + shards, model + shards, nodes * (model + shards), model + nodes * shards,
                 max(model / setup.tp, shard_file), 1, shards)  # fmt: skip
     stage = weight * params / setup.pp  # one stage's layers
-    states_file = in_model_states / setup.pp or SMALL_FILE  # each stage's model-states file
+    ranks = setup.pp * setup.tp  # one model-states file each
+    states_file = in_model_states / ranks or SMALL_FILE
     # its stage's layers, found by the optimizer shards its ranks hold; with none, every layer (PROTOCOL.md)
-    restored = shards + (weight * params if unsharded else stage) + setup.pp * states_file
-    layer_file = stage / (w.shape.layers // setup.pp)
-    return (stage + states_file + shards, restored, nodes * restored,
-            nodes * shards + weight * params + setup.pp * states_file, max(layer_file, shard_file, states_file),
+    restored = shards + (weight * params if unsharded else stage) + ranks * states_file
+    layer_file = stage / (w.shape.layers // setup.pp) / setup.tp
+    return (stage + setup.tp * states_file + shards, restored, nodes * restored,
+            nodes * shards + weight * params + ranks * states_file, max(layer_file, shard_file, states_file),
             setup.pp, shards)  # fmt: skip
 
 

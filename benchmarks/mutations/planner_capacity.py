@@ -91,7 +91,7 @@ MUTANTS = [
     {
         "file": OPT,
         "bug": "tensor parallelism tried on attention heads it cannot split evenly",
-        "original": "if hw.devices_per_node % tp == 0 and w.shape.heads % tp == w.shape.key_value_heads % tp == 0]",
-        "replacement": "if hw.devices_per_node % tp == 0]",
+        "original": "    return shape.heads % tp == shape.key_value_heads % tp == shape.ffn % tp == 0",
+        "replacement": "    return True",
     },
 ]
