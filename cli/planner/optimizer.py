@@ -249,6 +249,7 @@ def unsupported_layout(tp: int, pp: int) -> str | None:
     return unsupported(0, False, False, tp, pp)
 
 
+@cache  # asked tens of thousands of times a search, of a few dozen combinations
 def sharding_supported(sh: Sharding, tp: int, pp: int) -> bool:
     return unsupported(sh.zero_stage, sh.offload_optimizer, sh.offload_param, tp, pp) is None
 
@@ -417,6 +418,27 @@ def layout_pairs(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, pp: i
     return pairs
 
 
+def cannot_beat(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, pp: int, shardings: list[Sharding],
+                beat: float, fits: dict) -> bool:  # fmt: skip
+    """Whether no setup of this layout with one of `shardings` (at a micro batch of `micro_batches`) reaches `beat`
+    tokens/s: the global batch over the layout's `throughput.step_floor_s` (its tensor-parallel all-reduces and
+    pipeline sends included, which the communication-free bound of `layout_pairs` leaves out) is slower."""
+    stages = tuple(sorted({sh.zero_stage for sh in shardings}))
+    if not stages:
+        return True
+    return w.batch_sequences * w.seq_len / step_floor(w, hw, nodes, fit, tp, pp, stages, fits) < beat
+
+
+def step_floor(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, pp: int, stages: tuple[int, ...],
+               fits: dict) -> float:  # fmt: skip
+    """`throughput.step_floor_s` of a layout over its micro batches, kept in `fits`: the offers of one hardware
+    shape and network share it."""
+    key = ("step floor", hw, nodes, tp, pp, stages)
+    if key not in fits:
+        fits[key] = throughput.step_floor_s(w, hw, nodes, tp, pp, stages, compute_floor(w, hw, nodes, fit, tp, pp, fits))
+    return fits[key]
+
+
 def best_layout_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, pp: int, stats: Stats | None,
                       headroom: float, fixed: FixedSetup | None, fits: dict, beat: float,
                       stages: frozenset[int] | None = None) -> Setup | None:  # fmt: skip
@@ -435,6 +457,8 @@ def best_layout_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, 
     shardings = [sh for sh in SHARDINGS if (fixed is None or fixed.allows_sharding(sh))
                  and (stages is None or sh.zero_stage in stages) and sharding_supported(sh, tp, pp)]  # fmt: skip
     layout = (tp, pp)
+    if beat > 0.0 and tp * pp > 1 and pinned_mb is None and cannot_beat(w, hw, nodes, fit, tp, pp, shardings, beat, fits):
+        return None
     pairs = layout_pairs(w, hw, nodes, fit, tp, pp, pinned_mb, fits)
     comms: dict[int, throughput.Communication] = {}  # index in shardings -> its collectives here
     largest: dict[bool, list[int]] = {}  # recompute -> the largest micro batch each sharding fits
@@ -889,7 +913,7 @@ def fastest_tokens_per_second(w: Workload, hw: Hardware, nodes: int, fleet_layou
         if tokens / computing[0] <= fastest:
             break  # this layout and the rest compute too long to be faster, whatever their communication
         stages = tuple(sorted({sh.zero_stage for sh in SHARDINGS if sharding_supported(sh, tp, pp)}))
-        fastest = max(fastest, tokens / throughput.step_floor_s(w, hw, nodes, tp, pp, stages, computing))
+        fastest = max(fastest, tokens / step_floor(w, hw, nodes, fit, tp, pp, stages, memo))
     return fastest
 
 
