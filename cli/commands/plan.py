@@ -552,6 +552,7 @@ def estimate_command(
         best_setup,
         candidate,
         hardware_for,
+        plan_setup,
         price_points,
     )
     from cli.planner.outliers import conservative_spot
@@ -621,7 +622,11 @@ def estimate_command(
         if layout:
             misfit = layout
             continue  # another node size of the accelerator may take the pinned layout (or split the batch)
-        setup = best_setup(work, hw, nodes, fit, headroom=memory_headroom, fixed=fixed)
+        scores = default_placement_scores()
+        if fixed == FixedSetup():  # as `plan` chooses: the least expected wall time, checkpoints and restarts included
+            setup = plan_setup(work, hw, nodes, fit, offer, kind, zones, memory_headroom, scores)
+        else:
+            setup = best_setup(work, hw, nodes, fit, headroom=memory_headroom, fixed=fixed)
         if setup is None and fixed != FixedSetup():
             raise TrainfleetError(
                 f"{work.shape.name} does not fit in memory on {devices} x {accelerator} with {_pinned(fixed)} while "
@@ -634,7 +639,7 @@ def estimate_command(
                 f"while keeping {memory_headroom:.0%} of device memory free; add devices, lower --memory-headroom "
                 "or use --method lora"
             )
-        c = candidate(req, offer, kind, zones, nodes, hw, setup, scores=default_placement_scores())
+        c = candidate(req, offer, kind, zones, nodes, hw, setup, scores=scores)
         if not c.capacity.obtainable:
             unobtainable = c
         elif not c.rel.feasible:

@@ -591,6 +591,17 @@ def assess_options(w: Workload, hw: Hardware, nodes: int, options: list[Setup], 
     return best
 
 
+def plan_setup(w: Workload, hw: Hardware, nodes: int, fit: Fit, offer: Offer, purchase: str, zones: tuple[str, ...],
+               headroom: float = memory.DEFAULT_HEADROOM, scores: PlacementScores | None = None) -> Setup | None:  # fmt: skip
+    """The setup `search` gives this fleet and price point: of `setup_options`, the least expected wall time here
+    (`assess_options`), not merely the fastest step; None when nothing fits."""
+    options = setup_options(w, hw, nodes, fit, headroom=headroom)
+    if not options:
+        return None
+    capacity = capacity_for(offer, purchase, zones, nodes, scores)
+    return assess_options(w, hw, nodes, options, offer.cloud, purchase, offer.interruption, capacity)[0]
+
+
 def candidate(req: Request, offer: Offer, purchase: str, zones: tuple[str, ...], nodes: int, hw: Hardware,
               setup: Setup, assessed: dict | None = None, capacity: Capacity | None = None,
               scores: PlacementScores | None = None) -> Candidate:  # fmt: skip

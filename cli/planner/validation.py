@@ -162,11 +162,11 @@ def run_batch_tokens(run: PublishedRun) -> int:
 
 
 def replay_run(run: PublishedRun, fit: Fit, accelerators: dict[str, Accelerator]) -> RunError:
-    """The run as `trainfleet estimate` prices it: its devices on 8-GPU RDMA nodes, on demand, the fastest
-    DeepSpeed setup that fits (its checkpoint laid out as DeepSpeed writes it), the default evaluation and
-    data-loader stalls (cli/planner/overheads.py), failures, restarts and checkpoints included."""
+    """The run as `trainfleet estimate` prices it: its devices on 8-GPU RDMA nodes, on demand, the DeepSpeed setup
+    that fits with the least expected wall time (`assess_options`: its checkpoint laid out as DeepSpeed writes it,
+    failures and restarts included), the default evaluation and data-loader stalls (cli/planner/overheads.py)."""
     from cli.planner import reliability
-    from cli.planner.optimizer import best_setup, setup_parts
+    from cli.planner.optimizer import assess_options, setup_options, setup_parts
 
     shape = shape_for_params(int(run.params))
     if run.layers and run.hidden:
@@ -177,9 +177,10 @@ def replay_run(run: PublishedRun, fit: Fit, accelerators: dict[str, Accelerator]
                   RUN_NODE_GBITS[run.accelerator], "infiniband")  # fmt: skip
     nodes = max(1, run.devices // g)
     w = Workload(shape, int(run.tokens), run.seq_len, global_batch_tokens=run_batch_tokens(run))
-    setup = best_setup(w, hw, nodes, fit)
-    if setup is None:
+    options = setup_options(w, hw, nodes, fit)
+    if not options:
         return RunError(run, math.inf, 0.0)
+    setup = assess_options(w, hw, nodes, options, "aws", "on-demand", None)[0]
     useful = w.tokens / setup.step.tokens_per_second / 3600
     rel = reliability.assess(useful, nodes, g, "aws", False, None, w.checkpoint_bytes, hw.network_gbits,
                              setup.step.step_s, **w.overheads.shares(setup.step, setup.checkpointing),
