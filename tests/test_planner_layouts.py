@@ -75,7 +75,7 @@ def test_a_70b_plan_within_24_days_uses_tensor_parallelism_and_says_why():
     assert any(f"tensor parallel {best['tensor_parallel']}: 82% of the calibrated MFU" in a
                for a in best["assumptions"])  # fmt: skip
     # what published runs of this size add to 3-D and the launch cannot run is named (issue 31 #2)
-    assert any(a.startswith("not offered: sequence parallelism, an interleaved pipeline schedule") and
+    assert any(a.startswith("not offered: an interleaved pipeline schedule and context parallelism") and
                "may be faster than this plan" in a for a in best["assumptions"])  # fmt: skip
     # a 7B plan on pure data parallel at 256 devices has no such line
     small = plan("--model", "llama-7b", "--tokens", "200B", "--deadline", "72h")["best"]
@@ -122,3 +122,22 @@ def test_estimate_pins_a_layout():
     assert result.code == 0, result.stderr
     data = json.loads(result.stdout)
     assert (data["tensor_parallel"], data["pipeline_parallel"], data["zero_stage"]) == (8, 2, 1)
+
+
+def test_the_layouts_tried_are_every_split_the_trainer_can_run():
+    """llama-70b (64 heads, 8 key/value heads, MLP 28672) on 4 nodes of 8 H100: by hand, tp in 1, 2, 4, 8 (each
+    divides the node, the heads, the key/value heads and the MLP) x pp in 1, 2, 4 (each divides the nodes): 12
+    layouts. In 3-D the sequence splits over the tensor ranks: at 2,052 positions (4 x 513) tp 8 with a pipeline
+    is out, tp 8 alone (AutoTP, no sequence split) and tp 4 with one are in."""
+    from cli.planner.optimizer import model_layouts
+    from cli.planner.presets import PRESETS
+
+    h100 = Hardware("H100-80GB", 989.0, 8, 80, 2000, 192, 3200, "efa")
+    w = Workload(PRESETS["llama-70b"], 10**12, 4096)
+    assert sorted(model_layouts(w, h100, 4)) == sorted((tp, pp) for tp in (1, 2, 4, 8) for pp in (1, 2, 4))
+    odd = Workload(PRESETS["llama-70b"], 10**12, 2052, global_batch_tokens=2048 * 2052)
+    assert sorted(model_layouts(odd, h100, 4)) == sorted(
+        [(tp, pp) for tp in (1, 2, 4) for pp in (1, 2, 4)] + [(8, 1)])
+    # a model whose MLP width does not split: 3 x 64 + 1 columns leave tp 2, 4, 8 out entirely
+    narrow = Workload(ModelShape("odd-ffn", 10**9, 16, 2048, 16, 32000, 193), 10**9, 2048)
+    assert sorted(model_layouts(narrow, h100, 4)) == [(1, 1), (1, 2), (1, 4)]

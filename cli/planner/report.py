@@ -98,10 +98,9 @@ def assumptions(c: Candidate, req: Request, fit: Fit | None = None) -> list[str]
 # Where the layouts the launch cannot run start to matter: a plan already splitting the model, or past the scale of
 # the development set's runs (cli/planner/uncertainty.py).
 THREE_D_SCALE = 1024
-NO_THREE_D = ("not offered: sequence parallelism, an interleaved pipeline schedule and context parallelism, which "
-              "published runs at this scale add to tensor x pipeline x data parallelism: DeepSpeed 0.19.8's "
-              "PipelineEngine runs plain 1F1B and the launch's tensor-parallel layers keep the norms whole on every "
-              "rank (infra/parallelism.py); such a run may be faster than this plan")  # fmt: skip
+NO_THREE_D = ("not offered: an interleaved pipeline schedule and context parallelism, which published runs at "
+              "this scale add to tensor x pipeline x data (x sequence) parallelism: DeepSpeed 0.19.8's "
+              "PipelineEngine runs plain 1F1B (infra/parallelism.py); such a run may be faster than this plan")  # fmt: skip
 
 
 def memory_figures(m: MemoryEstimate) -> dict:

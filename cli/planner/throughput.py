@@ -37,14 +37,16 @@ every figure above unchanged). dp = world / (t x p); one (t, p) rank holds P_ran
             t_ar = 2 (t-1)/t * 2 s b h / B_intra + 2 (t-1) * ALPHA_INTRA_S
         tp_comm = (4, or 6 with checkpointing) * ceil(L/p) * t_ar per micro-step, not overlapped with compute
         (DeepSpeed AutoTP and Megatron's default all-reduce wait on the result). The g/t groups of a node use
-        disjoint NVLink ports; over PCIe the per-device PCIE_GBPS is assumed for each.
+        disjoint NVLink ports; over PCIe the per-device PCIE_GBPS is assumed for each. Inside a pipeline the
+        launch runs sequence parallelism (infra/parallelism.py): each all-reduce becomes a reduce-scatter and an
+        all-gather of the same bytes, which a ring runs in the same time, so t_ar stands for both.
     PP: 1F1B (PipeDream-Flush; DeepSpeed's PipelineEngine and Megatron's default) pipeline of m micro-batches over
         p stages: tick = compute + tp_comm + p2p + exposed ZeRO micro comm; the step runs m + p - 1 ticks, so the
         bubble is (p - 1) ticks, a share (p-1)/(m+p-1) of the pipelined time (Narayanan 2021 eq. 1 gives it as
         (p-1)/m of the ideal time). Point to point: each micro-batch sends its activations forward and their
-        gradients backward across each stage boundary, 2 s b h bytes each per data-parallel replica; DeepSpeed's
-        PipelineEngine splits the sent tensor over the t ranks (is_pipe_partitioned) so each device sends 2 s b h/t
-        and a node's g devices together (g/t) 2 s b h over its network:
+        gradients backward across each stage boundary, 2 s b h bytes each per data-parallel replica; each of the t
+        ranks sends its 1/t (sequence parallel: its own positions, sent whole; AutoTP is never in a pipeline) so each
+        device sends 2 s b h/t and a node's g devices together (g/t) 2 s b h over its network:
             p2p = 2 * ((g/t) * 2 s b h / B_node + ALPHA_NODE_S) per tick, exposed (1F1B blocks on it)
         DeepSpeed's PipelineEngine runs ZeRO stages 0-1 only; stages 2-3 with p > 1 are modelled the same way
         (e.g. Megatron's distributed optimizer is ZeRO-1-like), for the caller to rule out.
