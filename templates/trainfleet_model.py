@@ -232,60 +232,33 @@ def own_positions(x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
     return x.chunk(tp.size, dim=1)[tp.rank].contiguous()
 
 
-class _EnterSequenceParallel(torch.autograd.Function):
-    """Into a block: gather the positions forward; backward, sum the ranks' partial gradients of the whole input
-    and keep this rank's positions (Korthikanti's g)."""
+def _paired(name: str, forward, backward, doc: str) -> type:
+    """An autograd Function that applies `forward` to a (batch, sequence, hidden) tensor and `backward` to its
+    gradient, each given the TensorParallel: Korthikanti et al.'s four sequence-parallel conjugates."""
 
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+    def run_forward(ctx, x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
         ctx.tp = tp
-        return gather_sequence(x, tp)
+        return forward(x, tp)
 
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        return reduce_scatter_sequence(grad, ctx.tp), None
+    def run_backward(ctx, grad: torch.Tensor):
+        return backward(grad, ctx.tp), None
 
-
-class _LeaveSequenceParallel(torch.autograd.Function):
-    """Out of a block: sum the partial outputs and keep this rank's positions forward; backward, gather the
-    positions' gradients (Korthikanti's g-bar)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
-        ctx.tp = tp
-        return reduce_scatter_sequence(x, tp)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        return gather_sequence(grad, ctx.tp), None
+    methods = {"forward": staticmethod(run_forward), "backward": staticmethod(run_backward), "__doc__": doc}
+    return type(name, (torch.autograd.Function,), methods)
 
 
-class _SplitSequence(torch.autograd.Function):
-    """Before the first layer: this rank's positions of a tensor every rank holds whole; backward, the whole
-    gradient from every rank's positions (what the embedding, whole on every rank, needs)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
-        ctx.tp = tp
-        return own_positions(x, tp)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        return gather_sequence(grad, ctx.tp), None
-
-
-class _GatherSequence(torch.autograd.Function):
-    """After the last layer: the whole sequence for the output head, which every rank computes alike; backward,
-    this rank's positions of its (identical) gradient."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
-        ctx.tp = tp
-        return gather_sequence(x, tp)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        return own_positions(grad, ctx.tp), None
+_EnterSequenceParallel = _paired("_EnterSequenceParallel", gather_sequence, reduce_scatter_sequence,
+    "Into a block: gather the positions; backward, sum the ranks' partial gradients of the whole input and keep "
+    "this rank's positions (Korthikanti's g).")  # fmt: skip
+_LeaveSequenceParallel = _paired("_LeaveSequenceParallel", reduce_scatter_sequence, gather_sequence,
+    "Out of a block: sum the partial outputs and keep this rank's positions; backward, gather the positions' "
+    "gradients (Korthikanti's g-bar).")  # fmt: skip
+_SplitSequence = _paired("_SplitSequence", own_positions, gather_sequence,
+    "Before the first layer: this rank's positions of a tensor every rank holds whole; backward, the whole "
+    "gradient from every rank's positions (what the embedding, whole on every rank, needs).")  # fmt: skip
+_GatherSequence = _paired("_GatherSequence", gather_sequence, own_positions,
+    "After the last layer: the whole sequence for the output head, which every rank computes alike; backward, "
+    "this rank's positions of its (identical) gradient.")  # fmt: skip
 
 
 def _sum_over_group(tp: TensorParallel):

@@ -402,9 +402,11 @@ def test_deepspeed_itself_refuses_a_pipeline_under_zero_2(tmp_path):
     assert "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" in r.stdout + r.stderr
 
 
-TP_IN_A_PIPELINE_WITHOUT_GROUPS = """
+TP_IN_A_PIPELINE = """
+import sys
 import deepspeed, torch
 from deepspeed.pipe import LayerSpec, PipelineModule
+from deepspeed.utils import groups
 from torch import nn
 deepspeed.init_distributed()
 model = PipelineModule([LayerSpec(nn.Linear, 16, 64), LayerSpec(nn.Tanh), LayerSpec(nn.Linear, 64, 1)],
@@ -412,29 +414,33 @@ model = PipelineModule([LayerSpec(nn.Linear, 16, 64), LayerSpec(nn.Tanh), LayerS
 config = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 1},
           "zero_allow_untested_optimizer": True, "tensor_parallel": {"autotp_size": 2, "partition_config": {
               "use_default_specs": False, "layer_specs": [{"patterns": [".*weight$"], "partition_type": "column"}]}}}
-deepspeed.initialize(model=model, optimizer=torch.optim.AdamW(model.parameters()), config=config)
+extra = {}
+if "--with-groups" in sys.argv:  # what a script does for AutoTP without a pipeline (train.py's tp-only path)
+    groups._init_tp_mesh_device(tensor_model_parallel_size=2)
+    extra["mpu"] = groups
+deepspeed.initialize(model=model, optimizer=torch.optim.AdamW(model.parameters()), config=config, **extra)
 print("initialized")
 """
 
 
 @pytest.mark.e2e
 def test_deepspeed_cannot_run_autotp_inside_a_pipeline(tmp_path):
-    """tp 2 x pp 2 on 4 ranks. train.py hands DeepSpeed the TP groups: refused, "mpu must be None with pipeline
+    """tp 2 x pp 2 on 4 ranks with AutoTP: handed the TP groups, DeepSpeed refuses, "mpu must be None with pipeline
     parallelism" (__init__.py:582). Without them (DeepSpeed's own AutoTP mesh, no pipeline dimension) the engine
-    broadcasts the sharded weights over the pipeline grid's data-parallel group and gloo aborts."""
+    broadcasts the sharded weights over the pipeline grid's data-parallel group and gloo aborts. Hence the
+    trainer's own tensor-parallel layers in 3-D (infra/parallelism.py)."""
     need_module("deepspeed", "pip install --no-build-isolation 'deepspeed>=0.19,<0.20'")
-    config = stack(nodes=2, pipeline_parallel=2)
-    ds = ds_config(config, config.fleets[0])
-    ds["tensor_parallel"] = {"autotp_size": 2}
-    ds["train_batch_size"] = 16 * 2 * 1  # 4 ranks / (tp 2 x pp 2)
-    (tmp_path / "with").mkdir()
-    r = run_ranks(tmp_path / "with", ds, 4, master_port())
-    assert r.returncode != 0 and "mpu must be None with pipeline parallelism" in r.stdout + r.stderr
-
-    (tmp_path / "without").mkdir()
-    script = tmp_path / "without" / "tp_in_pipeline.py"
-    script.write_text(TP_IN_A_PIPELINE_WITHOUT_GROUPS)
-    r = run_ranks(tmp_path / "without", {}, 4, master_port(), script=script)
-    out = r.stdout + r.stderr
-    assert r.returncode != 0 and "initialized" not in r.stdout
-    assert "_broadcast_model" in out and re.search(r"doesn't match expected size|Connection reset by peer", out), out[-3000:]
+    for case in ("with", "without"):
+        (tmp_path / case).mkdir()
+        script = tmp_path / case / "tp_in_pipeline.py"
+        script.write_text(TP_IN_A_PIPELINE)
+        env = launch_env()
+        argv = [str(VENV_BIN / "deepspeed"), "--num_gpus", "4", "--master_port", str(master_port()), str(script)]
+        r = run_job([*argv, *(["--with-groups"] if case == "with" else [])], env, timeout=240)
+        out = r.stdout + r.stderr
+        assert r.returncode != 0 and "initialized" not in r.stdout, out[-3000:]
+        if case == "with":
+            assert "mpu must be None with pipeline parallelism" in out, out[-3000:]
+        else:
+            assert "_broadcast_model" in out and re.search(r"doesn't match expected size|Connection reset by peer",
+                                                           out), out[-3000:]  # fmt: skip

@@ -80,8 +80,8 @@ MUTANTS = [
     {
         "file": MODEL,
         "bug": "entering a sequence-parallel block, the input gradient keeps this rank's positions without the sum",
-        "original": "        return reduce_scatter_sequence(grad, ctx.tp), None",
-        "replacement": "        return own_positions(grad, ctx.tp), None",
+        "original": "_EnterSequenceParallel = _paired(\"_EnterSequenceParallel\", gather_sequence, reduce_scatter_sequence,",
+        "replacement": "_EnterSequenceParallel = _paired(\"_EnterSequenceParallel\", gather_sequence, own_positions,",
         "tests": LAYER_TESTS,
     },
     {
