@@ -8,11 +8,12 @@ A table for benchmarks/mutation.py: each mutant replaces one exact snippet (whic
 mutants need the e2e extra (torch): run them with `--python /path/to/venv-with-torch/bin/python`."""
 
 MODULE = "three-d-layouts"
-TESTS = [
-    "tests/test_planner_layouts.py",
+TESTS = [  # the fast ones first: pytest stops at the first failure
     "tests/test_planner_parallelism_math.py",
     "tests/test_deepspeed_parallelism.py",
+    "tests/test_planner_layouts.py",
 ]
+LAYOUT_TESTS = ["tests/test_planner_layouts.py", "tests/test_planner_reference.py"]
 OPT = "cli/planner/optimizer.py"
 MEM = "cli/planner/memory.py"
 PAR = "infra/parallelism.py"
@@ -32,12 +33,16 @@ MUTANTS = [
         "bug": "3-D layouts whose sequence does not split over the tensor ranks are offered",
         "original": "if unsupported_layout(tp, pp) is None and not (sequence_parallel(tp, pp) and w.seq_len % tp)]",
         "replacement": "if unsupported_layout(tp, pp) is None]",
+        "tests": LAYOUT_TESTS,
+        "k": "every_split or reference",
     },
     {
         "file": OPT,
         "bug": "tensor and pipeline parallelism are never tried together again",
         "original": "return [(tp, pp) for pp in pps for tp in tps",
         "replacement": "return [(tp, pp) for pp in pps for tp in tps if tp == 1 or pp == 1",
+        "tests": LAYOUT_TESTS,
+        "k": "every_split or reference",
     },
     {
         "file": MEM,
