@@ -27,8 +27,10 @@ site-packages/deepspeed); tests/test_deepspeed_parallelism.py runs DeepSpeed its
   PipeModelDataParallelTopology has axes ['pipe', 'data', 'model'] (runtime/pipe/topology.py:244-248), model
   innermost, so a TP group is tp consecutive ranks (one node's when tp divides it) and a stage nodes/pp whole
   nodes. The grid gives the TP group (`get_slice_parallel_group`, topology.py:471) and counts the batch over its
-  data axis; the engine splits each stage hand-off over the TP ranks (runtime/pipe/engine.py:137
-  `is_pipe_partitioned`). ZeRO stages 0-1 only, as for any pipeline (templates/train.py runs it).
+  data axis. The layers also split the sequence between blocks (`sequence_parallel`), so each TP rank's stage
+  hand-off is its own: the engine must send it whole, not split it over the TP ranks as it does by default
+  (runtime/pipe/engine.py:137 `is_pipe_partitioned`; the ds_config sets `pipe_partitioned` false). ZeRO stages
+  0-1 only, as for any pipeline (templates/train.py runs it).
 - Batch: runtime/config.py:602 `_batch_assertion`: train_batch_size == micro * accum * world_size, where
   world_size is `mpu.get_data_parallel_world_size()` when DeepSpeed is given the groups (:463; a
   PipelineModule always gives its grid, __init__.py:583 `mpu = model.mpu()`; ZeRO-3 rebuilds the config with
