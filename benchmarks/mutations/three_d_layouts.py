@@ -8,12 +8,12 @@ A table for benchmarks/mutation.py: each mutant replaces one exact snippet (whic
 mutants need the e2e extra (torch): run them with `--python /path/to/venv-with-torch/bin/python`."""
 
 MODULE = "three-d-layouts"
-TESTS = [  # the fast ones first: pytest stops at the first failure
-    "tests/test_planner_parallelism_math.py",
-    "tests/test_deepspeed_parallelism.py",
-    "tests/test_planner_layouts.py",
-]
+# No end-to-end DeepSpeed runs here (tests/conftest.py runs the longest first, minutes a mutant): the plan, memory
+# and render tests, and the layers against the whole layer.
+TESTS = ["tests/test_planner_parallelism_math.py", "tests/test_planner_layouts.py"]
 LAYOUT_TESTS = ["tests/test_planner_layouts.py", "tests/test_planner_reference.py"]
+RENDER_TESTS = ["tests/test_deepspeed_parallelism.py"]
+NOT_LAUNCHED = "not layout_trains and not autotp_trains and not cannot_run and not refuses_a_pipeline"
 OPT = "cli/planner/optimizer.py"
 MEM = "cli/planner/memory.py"
 PAR = "infra/parallelism.py"
@@ -61,12 +61,16 @@ MUTANTS = [
         "bug": "a sequence-parallel pipeline's stage hand-offs are split over the tensor ranks as if alike",
         "original": "out[\"pipeline\"].update(tensor_parallel=tp, sequence_parallel=True, pipe_partitioned=False,",
         "replacement": "out[\"pipeline\"].update(tensor_parallel=tp, sequence_parallel=True, pipe_partitioned=True,",
+        "tests": RENDER_TESTS,
+        "k": NOT_LAUNCHED,
     },
     {
         "file": RENDER,
         "bug": "AutoTP's section rendered inside a pipeline, which DeepSpeed cannot shard",
         "original": "    if tp > 1 and pp == 1:\n        # AutoTP training",
         "replacement": "    if tp > 1:\n        # AutoTP training",
+        "tests": RENDER_TESTS,
+        "k": NOT_LAUNCHED,
     },
     {
         "file": MODEL,
