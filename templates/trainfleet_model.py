@@ -176,35 +176,15 @@ class TensorParallel:
         linear.out_features, linear.in_features = share.shape
 
 
-class _EnterTensorParallel(torch.autograd.Function):
-    """Megatron's f: the block's input as is forward; its gradient summed over the group backward (each rank's
-    projections saw the whole input but produced only their columns' share of its gradient)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:
-        ctx.group = group
-        return x
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        grad = grad.contiguous()
-        dist.all_reduce(grad, group=ctx.group)
-        return grad, None
+def as_is(x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+    return x
 
 
-class _LeaveTensorParallel(torch.autograd.Function):
-    """Megatron's g: the row-parallel projection's partial sums added over the group forward; its gradient, the
-    same on every rank, as is backward."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:
-        out = x.contiguous().clone()
-        dist.all_reduce(out, group=group)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        return grad, None
+def sum_over_group(x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+    """Every rank's tensor added up (an all-reduce of a copy: the input stays as it was)."""
+    out = x.contiguous().clone()
+    dist.all_reduce(out, group=tp.group)
+    return out
 
 
 def _sequence_first(x: torch.Tensor) -> torch.Tensor:
@@ -234,7 +214,8 @@ def own_positions(x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
 
 def _paired(name: str, forward, backward, doc: str) -> type:
     """An autograd Function that applies `forward` to a (batch, sequence, hidden) tensor and `backward` to its
-    gradient, each given the TensorParallel: Korthikanti et al.'s four sequence-parallel conjugates."""
+    gradient, each given the TensorParallel: Megatron's two tensor-parallel conjugates and Korthikanti et al.'s four
+    sequence-parallel ones."""
 
     def run_forward(ctx, x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
         ctx.tp = tp
@@ -247,6 +228,12 @@ def _paired(name: str, forward, backward, doc: str) -> type:
     return type(name, (torch.autograd.Function,), methods)
 
 
+_EnterTensorParallel = _paired("_EnterTensorParallel", as_is, sum_over_group,
+    "Into a block: its input as is; backward, the gradient summed over the group (each rank's projections saw the "
+    "whole input but produced only their columns' share of its gradient; Megatron's f).")  # fmt: skip
+_LeaveTensorParallel = _paired("_LeaveTensorParallel", sum_over_group, as_is,
+    "Out of a block: the row-parallel projection's partial sums added over the group; backward, its gradient, the "
+    "same on every rank, as is (Megatron's g).")  # fmt: skip
 _EnterSequenceParallel = _paired("_EnterSequenceParallel", gather_sequence, reduce_scatter_sequence,
     "Into a block: gather the positions; backward, sum the ranks' partial gradients of the whole input and keep "
     "this rank's positions (Korthikanti's g).")  # fmt: skip
@@ -259,18 +246,6 @@ _SplitSequence = _paired("_SplitSequence", own_positions, gather_sequence,
 _GatherSequence = _paired("_GatherSequence", gather_sequence, own_positions,
     "After the last layer: the whole sequence for the output head, which every rank computes alike; backward, "
     "this rank's positions of its (identical) gradient.")  # fmt: skip
-
-
-def _sum_over_group(tp: TensorParallel):
-    """A gradient hook: the sum of every rank's gradient. Under sequence parallelism a norm sees only its rank's
-    positions, so its weight's gradient is that share of the whole (Megatron all-reduces these too)."""
-
-    def hook(grad: torch.Tensor) -> torch.Tensor:
-        grad = grad.contiguous().clone()
-        dist.all_reduce(grad, group=tp.group)
-        return grad
-
-    return hook
 
 
 class DecoderLayer(nn.Module):
@@ -291,15 +266,17 @@ class DecoderLayer(nn.Module):
             for row in (attn.o_proj, mlp.down_proj):
                 self.tp.keep(row, dim=1)
             if self.tp.sequence_parallel:
+                # a norm sees only its rank's positions, so its weight's gradient is that share of the whole
+                # (Megatron all-reduces these too)
                 for norm in (self.input_layernorm, self.post_attention_layernorm):
-                    norm.weight.register_hook(_sum_over_group(self.tp))
+                    norm.weight.register_hook(partial(sum_over_group, tp=self.tp))
 
     def _block(self, block: nn.Module, x: torch.Tensor) -> torch.Tensor:
         if self.tp is None:
             return block(x)
-        if self.tp.sequence_parallel:
-            return _LeaveSequenceParallel.apply(block(_EnterSequenceParallel.apply(x, self.tp)), self.tp)
-        return _LeaveTensorParallel.apply(block(_EnterTensorParallel.apply(x, self.tp.group)), self.tp.group)
+        enter, leave = ((_EnterSequenceParallel, _LeaveSequenceParallel) if self.tp.sequence_parallel
+                        else (_EnterTensorParallel, _LeaveTensorParallel))  # fmt: skip
+        return leave.apply(block(enter.apply(x, self.tp)), self.tp)
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self._block(self.self_attn, self.input_layernorm(x))
