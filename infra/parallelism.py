@@ -68,6 +68,16 @@ def sequence_parallel(tp: int, pp: int) -> bool:
     return tp > 1 and pp > 1
 
 
+def sequence_split_error(tp: int, pp: int, seq_len: int) -> str | None:
+    """None when sequence parallelism (if this layout runs it) gives every tensor-parallel rank whole positions;
+    else one line saying what to change."""
+    if sequence_parallel(tp, pp) and seq_len % tp:
+        return (f"tensor_parallel {tp} inside a pipeline splits each sequence's positions over {tp} ranks (sequence "
+                f"parallelism), and job.seq_len {seq_len} does not divide by {tp}; use a seq_len divisible by {tp}, "
+                "or tensor_parallel 1")  # fmt: skip
+    return None
+
+
 def layout_error(tp: int, pp: int, devices_per_node: int, nodes: int) -> str | None:
     """None when tp x pp fits the fleet: TP inside a node (its all-reduces need the node's fast links), whole
     nodes per pipeline stage; else one line saying what to change."""

@@ -49,7 +49,7 @@ from infra.errors import TrainfleetError, shown
 from infra.model_shapes import job_shape, trainer_model_config
 from infra.naming import check_stack_name
 from infra.node_env import AGENT_REQUIREMENTS, AGENT_VENV, VENV, checkpoint_env, node_image
-from infra.parallelism import data_parallel, layout_error, sequence_parallel
+from infra.parallelism import data_parallel, layout_error, sequence_parallel, sequence_split_error
 
 # Provider limits on the value each input accepts.
 AWS_USER_DATA_LIMIT = 16 * 1024  # launch template user_data: 16 KB before base64
@@ -251,11 +251,7 @@ def ds_config(config: StackConfig, fleet: Fleet) -> dict:
             f"{fleet.instance_type} node of fleet {fleet.name!r} has, so tensor_parallel {tp} cannot be placed; "
             "use tensor_parallel 1 or an instance type the catalog lists"
         )
-    problem = layout_error(tp, pp, per_node or 1, fleet.nodes)
-    if sequence_parallel(tp, pp) and config.job.seq_len % tp:
-        problem = (f"tensor_parallel {tp} inside a pipeline splits each sequence's positions over {tp} ranks "
-                   f"(sequence parallelism), and job.seq_len {config.job.seq_len} does not divide by {tp}; "
-                   f"use a seq_len divisible by {tp}, or tensor_parallel 1")  # fmt: skip
+    problem = layout_error(tp, pp, per_node or 1, fleet.nodes) or sequence_split_error(tp, pp, config.job.seq_len)
     if problem:
         raise TrainfleetError(f"trainfleet:deepspeed: fleet {fleet.name!r}: {problem}")
     out: dict = {

@@ -50,7 +50,7 @@ from infra.catalog.capacity import PlacementScores
 from infra.catalog.interruption import InterruptionRate
 from infra.catalog.model import NOT_DEEPSPEED
 from infra.checkpoint_layout import parts_key
-from infra.parallelism import TP_SIZES, divisors, sequence_parallel, unsupported
+from infra.parallelism import TP_SIZES, divisors, sequence_split_error, unsupported
 from infra.placement import shares_cluster_placement_group
 
 NODE_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
@@ -211,7 +211,7 @@ def model_layouts(w: Workload, hw: Hardware, nodes: int) -> list[tuple[int, int]
     tps = [tp for tp in TP_SIZES if hw.devices_per_node % tp == 0 and tp_splits(w.shape, tp)]
     pps = [pp for pp in divisors(nodes) if pp <= w.shape.layers]
     return [(tp, pp) for pp in pps for tp in tps
-            if unsupported_layout(tp, pp) is None and not (sequence_parallel(tp, pp) and w.seq_len % tp)]  # fmt: skip
+            if unsupported_layout(tp, pp) is None and sequence_split_error(tp, pp, w.seq_len) is None]  # fmt: skip
 
 
 def tp_splits(shape, tp: int) -> bool:
