@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import subprocess
+
+from infra.cli_token import token_from
 
 MANAGEMENT_URL = "https://management.azure.com"
 
@@ -27,20 +27,10 @@ def management_url() -> str:
 
 def access_token() -> str | None:
     """A bearer token for ARM, or None when no source has one (the caller says `no_token(...)` in its own error)."""
-    token = os.environ.get("AZURE_ACCESS_TOKEN", "").strip()
+    token = token_from("AZURE_ACCESS_TOKEN", ["az", "account", "get-access-token", "--resource", MANAGEMENT_URL,
+                                              "--query", "accessToken", "-o", "tsv"], timeout=60)  # fmt: skip
     if token:
         return token
-    az = shutil.which("az")
-    if az:
-        try:
-            out = subprocess.run(
-                [az, "account", "get-access-token", "--resource", MANAGEMENT_URL, "--query", "accessToken", "-o", "tsv"],
-                capture_output=True, text=True, timeout=60, check=True,
-            )  # fmt: skip
-            if out.stdout.strip():
-                return out.stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
     try:
         from azure.core.exceptions import ClientAuthenticationError
         from azure.identity import DefaultAzureCredential

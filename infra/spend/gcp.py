@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 import time
 import urllib.parse
 from datetime import date, timedelta
 
 from infra.catalog.refresh.http import FetchError, request_json
+from infra.cli_token import token_from
 from infra.errors import TrainfleetError
 from infra.spend.report import CostLine
 
@@ -57,20 +56,10 @@ def label_value(value: str) -> str:
 
 
 def access_token() -> str:
-    token = os.environ.get("GOOGLE_OAUTH_ACCESS_TOKEN", "").strip()
-    if token:
-        return token
-    gcloud = shutil.which("gcloud")
-    if gcloud:
-        try:
-            out = subprocess.run(
-                [gcloud, "auth", "print-access-token"], capture_output=True, text=True, timeout=30, check=True
-            )
-            if out.stdout.strip():
-                return out.stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
-    raise TrainfleetError(NO_TOKEN)
+    token = token_from("GOOGLE_OAUTH_ACCESS_TOKEN", ["gcloud", "auth", "print-access-token"], timeout=30)
+    if token is None:
+        raise TrainfleetError(NO_TOKEN)
+    return token
 
 
 def gcp_costs(
