@@ -605,6 +605,7 @@ def estimate_command(
     best = unbearable = unobtainable = misfit = None
     # the plan's pricing: a spot zone far below its neighbours is priced at their median (cli/planner/outliers.py)
     points = price_points(conservative_spot(offers), purchase)
+    scores = default_placement_scores()
     if not points:
         other = "spot" if purchase == "on-demand" else "on-demand"
         raise TrainfleetError(
@@ -622,7 +623,6 @@ def estimate_command(
         if layout:
             misfit = layout
             continue  # another node size of the accelerator may take the pinned layout (or split the batch)
-        scores = default_placement_scores()
         if fixed == FixedSetup():  # as `plan` chooses: the least expected wall time, checkpoints and restarts included
             setup = plan_setup(work, hw, nodes, fit, offer, kind, zones, memory_headroom, scores)
         else:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from functools import cache
 
 HOURS_PER_MONTH = 730.0
 OPEN_TOP_FACTOR = 1.25  # ">20%" taken as 25%: the planner's worst AWS bucket since the first planner
@@ -57,9 +56,8 @@ class InterruptionRate:
         return f"<{self.high * 100:g}%/{per}" if self.low == 0 and per == "month" else f"{low}-{self.high * 100:g}%/{per}"
 
 
-@cache
 def aws_bucket_rate(bucket: int) -> InterruptionRate:
-    """The AWS Spot Advisor range `bucket` (0..4) as a monthly rate (one object per bucket: plans key on it)."""
+    """The AWS Spot Advisor range `bucket` (0..4) as a monthly rate (offers share one each: model.AWS_BUCKET_RATES)."""
     low, high = AWS_BUCKET_RANGES[bucket]
     return InterruptionRate(low, high, HOURS_PER_MONTH)
 
