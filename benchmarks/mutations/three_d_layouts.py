@@ -31,7 +31,7 @@ MUTANTS = [
     {
         "file": OPT,
         "bug": "3-D layouts whose sequence does not split over the tensor ranks are offered",
-        "original": "if unsupported_layout(tp, pp) is None and not (sequence_parallel(tp, pp) and w.seq_len % tp)]",
+        "original": "if unsupported_layout(tp, pp) is None and sequence_split_error(tp, pp, w.seq_len) is None]",
         "replacement": "if unsupported_layout(tp, pp) is None]",
         "tests": LAYOUT_TESTS,
         "k": "every_split or reference",
@@ -75,14 +75,14 @@ MUTANTS = [
     {
         "file": MODEL,
         "bug": "a block's input gradient is not summed over the tensor ranks (Megatron's f without its all-reduce)",
-        "original": "        grad = grad.contiguous()\n        dist.all_reduce(grad, group=ctx.group)\n        return grad, None",
-        "replacement": "        return grad, None",
+        "original": "_EnterTensorParallel = _paired(\"_EnterTensorParallel\", as_is, sum_over_group,",
+        "replacement": "_EnterTensorParallel = _paired(\"_EnterTensorParallel\", as_is, as_is,",
         "tests": LAYER_TESTS,
     },
     {
         "file": MODEL,
         "bug": "a sequence-parallel norm's weight keeps only its rank's share of the gradient",
-        "original": "                    norm.weight.register_hook(_sum_over_group(self.tp))",
+        "original": "                    norm.weight.register_hook(partial(sum_over_group, tp=self.tp))",
         "replacement": "                    pass",
         "tests": LAYER_TESTS,
     },
