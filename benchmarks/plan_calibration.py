@@ -9,6 +9,9 @@
 3. Whole runs (training_runs.csv, the development set): reported vs predicted device-hours per run; none is in
    any fit. Where a run publishes its step throughput too, its error split into the step and the time beside it.
 4. The plan's 80% interval: its coverage on the development set and on the held-out runs (held_out_runs.csv).
+5. Published tensor x pipeline runs replayed at their own layouts (layout_runs.csv): the development runs that set
+   the layout efficiency, and the held-out one that measures it. Then published ZeRO-3 steps of GPT-3 175B at
+   384-1,536 GPUs (Narayanan et al. 2021 Table 2; measured only, nothing fitted to them).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import math  # noqa: E402
 from dataclasses import replace  # noqa: E402
 
-from cli.planner import evidence, reliability  # noqa: E402
+from cli.planner import evidence, layout_runs, reliability, throughput  # noqa: E402
 from cli.planner.calibration import attention_share, default_fit, fit_rows, load_rows  # noqa: E402
 from cli.planner.overheads import DATA_STALL_SHARE, EVAL_EVERY_STEPS, EVAL_ITERS  # noqa: E402
 from cli.planner.presets import LLMFOUNDRY_MODELS  # noqa: E402
@@ -65,6 +68,8 @@ def main() -> None:
               f"{e.relative:6.1%}")  # fmt: skip
     families(fit)
     runs(fit, accelerators)
+    layouts(fit)
+    zero3_at_scale(fit)
 
 
 def curve_mfu(fit, x) -> float:
@@ -193,6 +198,38 @@ def by_scale(dev: list[tuple[int, float]], held_out: list[tuple[int, float]]) ->
             print(f"  {title:<22} {band:>12} devices: {len(ratios):>2} runs, median ratio "
                   f"{statistics.median(ratios):.2f}, median |log error| x{math.exp(statistics.median(logs)):.2f}, "
                   f"worst x{math.exp(max(logs)):.2f}")
+
+
+def layouts(fit) -> None:
+    print(f"\ntensor x pipeline runs at their own layouts (layout efficiency {throughput.LAYOUT_EFFICIENCY:.2f}, the "
+          "most under which no development run is predicted faster)")
+    for run in layout_runs.load():
+        st = run.replay(fit)
+        print(f"  {run.role:<11} {run.name[:40]:<40} TP{run.tp} PP{run.pp:<3} x{st.devices:<5}"
+              f" m {st.grad_accum:>3}  published {run.published:7.2f} predicted {st.tokens_per_second_per_device:7.2f} "
+              f"tokens/s/device  published/predicted {run.published / st.tokens_per_second_per_device:.3f}")  # fmt: skip
+
+
+def zero3_at_scale(fit) -> None:
+    """GPT-3 175B (96 layers, h 12288, V 51200) under ZeRO-3 without model parallelism on A100-80GB, batch 1536 x
+    2048 (Narayanan et al. 2021 Table 2, from a secondary copy; the GPU counts 384/768/1536 are inferred there, and
+    the micro batch is not given: the largest that divides a device's share of the batch, the model's best case).
+    Published TFLOP/s per GPU count recomputation's forward; the model's are scaled by 4/3 the same way."""
+    from cli.planner.memory import Sharding
+    from cli.planner.presets import ModelShape
+    from cli.planner.workload import Workload
+
+    h, layers, vocab = 12288, 96, 51200
+    w = Workload(ModelShape("gpt3-175b", layers * 12 * h * h + vocab * h + 2048 * h, layers, h, 96, vocab, 4 * h),
+                 10**12, 2048, global_batch_tokens=1536 * 2048)  # fmt: skip
+    hw = throughput.Hardware("A100-80GB", 312.0, 8, 80, 1024, 128, 1600.0, "infiniband")
+    print("\nZeRO-3 at scale: GPT-3 175B, batch 1536 x 2048 (Narayanan 2021 Table 2; GPU counts inferred, UNCERTAIN)")
+    for devices, published in ((384, 144.0), (768, 88.0), (1536, 44.0)):
+        share = 1536 // devices
+        st = throughput.step(w, hw, devices // 8, Sharding(3), share, True, fit)
+        predicted = st.tokens_per_second_per_device * w.flops_per_token * 4 / 3 / 1e12
+        print(f"  x{devices:<5} micro batch {share}  published {published:5.0f} predicted {predicted:5.0f} TFLOP/s per "
+              f"GPU  published/predicted {published / predicted:.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

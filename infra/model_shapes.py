@@ -34,6 +34,14 @@ class ModelShape:
         return self.kv_heads or self.heads
 
     @property
+    def layer_matrix_params(self) -> int:
+        """Weights of one decoder layer's matrices: q and o (h x h), k and v (h x kv heads' width), and the MLP's
+        two (GELU) or three (SwiGLU) h x ffn matrices. Norms and biases are left out (under 0.1%)."""
+        h = self.hidden
+        kv_width = h * self.key_value_heads // self.heads
+        return 2 * h * h + 2 * h * kv_width + (3 if self.mlp == "swiglu" else 2) * h * self.ffn
+
+    @property
     def largest_layer_params(self) -> int:
         """Parameters of the biggest single module (what ZeRO-3 must gather at once): the embedding or
         one MLP matrix, whichever is larger."""

@@ -280,14 +280,14 @@ def test_estimate_prices_spot_zones_as_plan_does_and_names_the_zone():
 def test_estimate_chooses_the_setup_plan_chooses_for_the_same_fleet():
     """`plan` keeps, of each fleet's fastest setups per checkpoint split, the one with the least expected wall time
     (checkpoints, failures and restarts included); `estimate` took the fastest step. For 405B on 96 x a4-highgpu-8g
-    spot the two differ (12 pipeline stages step faster, 24 restart sooner): estimate now prices the plan's."""
+    spot the two differed (12 pipeline stages step faster, 24 restart sooner): estimate now prices the plan's. The
+    plan is whichever fleet the planner picks today; estimate on that fleet must price the same setup."""
     plan = run_trainfleet("plan", "--params", "405B", "--tokens", "1T", "--deadline", "90d", "--max-nodes", "512",
                           "--json").json()["best"]  # fmt: skip
-    assert (plan["instance_type"], plan["devices"], plan["purchase"], plan["region"]) == (
-        "a4-highgpu-8g", 768, "spot", "us-central1")
+    assert plan["pipeline_parallel"] > 1 and plan["tensor_parallel"] > 1  # a 3-D layout, as every plan of this size
     est = run_trainfleet("estimate", "--params", "405B", "--tokens", "1T", "--accelerator", plan["accelerator"],
-                         "--devices", str(plan["devices"]), "--purchase", "spot", "--region", plan["region"],
-                         "--json").json()  # fmt: skip
+                         "--devices", str(plan["devices"]), "--purchase", plan["purchase"], "--region",
+                         plan["region"], "--json").json()  # fmt: skip
     keys = ("zero_stage", "tensor_parallel", "pipeline_parallel", "micro_batch", "activation_checkpointing")
     assert [est[k] for k in keys] == [plan[k] for k in keys]
     assert est["wallclock_hours"] == plan["wallclock_hours"]

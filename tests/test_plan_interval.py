@@ -52,7 +52,7 @@ def test_every_plan_shown_carries_the_interval_on_hours_device_hours_and_cost(ca
         # waits for the rest before the start (capacity.py)
         unheld_h = (1 - 0.079) * p["capacity"]["expected_wait_minutes"] / 60 if p["capacity"]["score"] is None else 0
         assert p["device_hours"] == pytest.approx((p["wallclock_hours"] - unheld_h) * p["devices"], rel=1e-3)
-    assert any(line.startswith("80% interval x0.90 to x1.87") and "median x1.29" in line
+    assert any(line.startswith("80% interval x0.86 to x1.87") and "median x1.29" in line
                for line in data["best"]["assumptions"])
 
 

@@ -21,7 +21,27 @@ RENDER = "infra/userdata.py"
 MODEL = "templates/trainfleet_model.py"
 LAYER_TESTS = ["tests/test_tensor_parallel_layers.py"]
 
+THROUGHPUT = "cli/planner/throughput.py"
+
 MUTANTS = [
+    {
+        "file": THROUGHPUT,
+        "bug": "a pipeline is priced as perfectly balanced: the output head's stage no slower than the others",
+        "original": "    slowest = max((whole + (extra > 0)) * layer, whole * layer + head)",
+        "replacement": "    slowest = (shape.layers * layer + head) / pp",
+    },
+    {
+        "file": THROUGHPUT,
+        "bug": "the extra layers of an uneven split are put on the head's stage, not the first ones (as DeepSpeed does)",
+        "original": "    slowest = max((whole + (extra > 0)) * layer, whole * layer + head)",
+        "replacement": "    slowest = (whole + (extra > 0)) * layer + head",
+    },
+    {
+        "file": THROUGHPUT,
+        "bug": "the layout efficiency is raised past what the development runs allow",
+        "original": "LAYOUT_EFFICIENCY = 0.74",
+        "replacement": "LAYOUT_EFFICIENCY = 0.78",
+    },
     {
         "file": PAR,
         "bug": "the launch is taken to run no sequence parallelism in 3-D: the planner prices norms it does not keep",

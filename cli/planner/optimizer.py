@@ -396,11 +396,12 @@ def compute_floor(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, pp: 
 
 def layout_bound(w: Workload, micro_batch: int, dp: int, tp: int, pp: int) -> float:
     """The share of the communication-free speed a layout can reach at most: its compute runs at
-    LAYOUT_EFFICIENCY, and a step of m micro-batches takes at least m + pp - 1 of them (the 1F1B bubble)."""
+    LAYOUT_EFFICIENCY, at the slowest stage's pace, and a step of m micro-batches takes at least m + pp - 1 of
+    them (the 1F1B bubble)."""
     if tp * pp == 1:
         return 1.0
     m = throughput.micro_batches_per_step(w, micro_batch, dp)
-    return throughput.LAYOUT_EFFICIENCY * m / (m + pp - 1)
+    return throughput.LAYOUT_EFFICIENCY / throughput.stage_imbalance(w, pp) * m / (m + pp - 1)
 
 
 def layout_pairs(w: Workload, hw: Hardware, nodes: int, fit: Fit, tp: int, pp: int, pinned_mb: int | None,

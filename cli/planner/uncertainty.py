@@ -44,7 +44,7 @@ class Interval:
                 "chance and price changes are not in it")  # fmt: skip
 
 
-PLAN_INTERVAL = Interval(0.90, 1.87, 1.29)
+PLAN_INTERVAL = Interval(0.86, 1.87, 1.29)
 
 
 def interval_from_ratios(ratios: list[float]) -> Interval:
