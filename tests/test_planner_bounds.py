@@ -70,15 +70,17 @@ def test_a_slow_network_bound_by_hand():
     """llama-7b on 64 nodes of 8 A100s with no network figure (10 Gbit/s assumed, NCCL over TCP at 35%:
     0.4375 GB/s), ZeRO-1 alone, no tensor or pipeline split: the all-gather after the step is never hidden.
     By hand: each rank's 6,738,415,616 params, 2 bytes each, cross the node's network once in the gather:
-    13,476,831,232 B x 63/64 / 0.4375e9 B/s = 30.32 s, plus one latency per bucket (13,476,831,232 B /
-    5e8-element buckets: 13.48 calls x 511 ring steps x 2 us = 0.0138 s) and the NVLink part (x 7/8 / 235e9 B/s =
-    0.0502 s): 30.39 s a step before any compute; the reduce-scatter behind the backward pass hides at most a third
+    13,476,831,232 B x 63/64 / 0.4375e9 B/s = 30.32 s, plus the NVLink part (x 7/8 / 235e9 B/s = 0.0502 s) and one
+    NCCL latency per bucket: 13.48 calls of a 512-rank ring on 64 nodes, 511 steps of which 63 cross nodes. NCCL's
+    model (src/graph/tuning.cc): Simple 8.4 + 448 x max(3.4, 3 x 1.0) + 63 x 14 = 2,413.6 us a call; LL128 would save
+    1.3 ms of latency but cost 8% of 2.25 s of bytes, LL half the bandwidth, so NCCL runs Simple: 13.48 x 2.4136 ms
+    = 0.0325 s. 30.40 s a step before any compute; the reduce-scatter behind the backward pass hides at most a third
     of a micro-step, at least as much again."""
     hw = HARDWARE[1]
     w = Workload(PRESETS["llama-7b"], 10**10)
     batches = micro_batches(w, 512)
     compute = throughput.compute_floor_s(w, hw, 64, FIT, 1, 1, batches)
-    gather = 2 * w.params * (63 / 64 / 0.4375e9 + 7 / 8 / 235e9) + (w.params / 5e8) * 511 * 2e-6
+    gather = 2 * w.params * (63 / 64 / 0.4375e9 + 7 / 8 / 235e9) + (w.params / 5e8) * 2413.6e-6
     reduce = gather  # the same bytes, buckets and rings (reduce bucket 5e8 elements too)
     floor = throughput.step_floor_s(w, hw, 64, 1, 1, (1,), compute)
     expected = compute[0] + max(0.0, reduce - compute[1] / 3) + gather

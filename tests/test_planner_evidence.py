@@ -102,7 +102,9 @@ def test_comm_bound_speed_follows_deepspeeds_documented_stage_order(model, nodes
     w = Workload(PRESETS[model], 10**12)
     hw = comm_bound_hardware()
     rates = [step(w, hw, nodes, sh, 1, True, FIT, grad_accum=grad_accum).tokens_per_second for sh in DEEPSPEED_ORDER]
-    assert all(a >= b for a, b in zip(rates, rates[1:], strict=False)), rates
+    # ZeRO-0's all-reduce and ZeRO-1's reduce-scatter + all-gather move the same bytes; NCCL's model gives a ring
+    # all-reduce across nodes 1.4 times the latency (its "plateau"), so the two may tie to within 0.1%
+    assert all(a >= b * 0.999 for a, b in zip(rates, rates[1:], strict=False)), rates
     # strictly: offload costs, ZeRO-3 moves 1.5x the bytes of ZeRO-2, param offload costs more again
     assert rates[2] > rates[3] > rates[4] > rates[5] > rates[6]
 

@@ -239,9 +239,15 @@ def test_step_with_tp8_pp4_by_hand(fit):
     # / (32 x 1,308,622,848 + 1,237,843,968) = 46,827,307,008 / 43,113,775,104
     imbalance = 46_827_307_008 / 43_113_775_104
     assert st.compute_s == pytest.approx(2048 * w.flops_per_token * imbalance / (32 * st.mfu * 0.74 * 989e12))
-    # TP: 4 all-reduces x 8 layers per stage (32/4), each of 2 x 2048 x 4096 = 16,777,216 bytes over 8 GPUs:
-    # 2 x 7/8 x 16,777,216 / 360e9 + 2 x 7 x 1 us = 8.1556e-5 + 1.4e-5 = 9.5556e-5 s
-    t_ar = 2 * 7 / 8 * 16_777_216 / 360e9 + 14e-6
+    # TP: 4 all-reduces x 8 layers per stage (32/4), each of 2 x 2048 x 4096 = 16,777,216 bytes over 8 GPUs of one
+    # node, as NCCL's tuning model prices them (src/graph/tuning.cc constants; NVLink, Hopper). The Simple ring
+    # moves the bytes in 2 x 7/8 x 16,777,216 / 360e9 = 81.556 us; 14 ring steps:
+    #   Ring Simple 8.4 + 14 x 3.4 = 56.0 us latency -> 137.6 us; Ring LL128 14 + 14 x 1.9 = 40.6 us + 81.556 / 0.92
+    #   = 88.65 us -> 129.2 us; Ring LL 6.6 + 14 x 0.6 = 15.0 us + max(81.556 / 0.5, 29.36 MB / 141 GB/s = 208.2)
+    #   -> 223.2 us; Tree (log2(16 MiB / 64) = 18: corrections .7 Simple, .9 LL128, .8 LL; bytes 81.556 x 8/14 /
+    #   0.46 = 101.3 us): Simple 64.4 + 144.7, LL128 31.5 + 101.3 / (7/9) / .9 = 176.2, LL 15.2 + 385 / .8.
+    #   NCCL picks Ring LL128: 40.6 us + 88.65 us
+    t_ar = 40.6e-6 + 2 * 7 / 8 * 16_777_216 / 360e9 / 0.92
     assert st.tp_comm_s == pytest.approx(16 * 32 * t_ar)
     # P2P: 2 sends per tick of (8/8) x 16,777,216 bytes over 3200 Gbit/s x 0.7 / 8 = 280 GB/s, + 2 us each
     p2p = 2 * (16_777_216 / 280e9 + 2e-6)
@@ -339,10 +345,13 @@ def test_tp8_moves_fewer_cross_node_bytes_than_pure_zero3(fit):
     # 2 x 8 x 17,244,162,048 x 15/16 = 258,662,430,720 bytes per step
     assert tp8.node_bytes == pytest.approx(258_662_430_720)
     assert tp8.node_bytes < zero3.node_bytes / 10
-    # and their time: the 8 groups share the node's 4.375 GB/s; ring latency 15 steps x 2 us per bucket call
-    # (8,622,081,024 elements / 5e8 bucket = 17.24 calls): 258,662,430,720 / 2 / 4.375e9 + 17.24 x 15 x 2e-6
-    # = 29.561 + 0.0005 s each for the reduce-scatter and the all-gather
-    one = 8 * 17_244_162_048 * 15 / 16 / 4.375e9 + 8_622_081_024 / 5e8 * 15 * 2e-6
+    # and their time: the 8 groups share the node's 4.375 GB/s, in 8,622,081,024 elements / 5e8 bucket = 17.24
+    # calls of 1e9 bytes, each priced as NCCL's tuning model prices it (src/graph/tuning.cc): a ring of 16 ranks,
+    # one a node, so all 15 steps cross nodes at the Tree's NET latency. Simple: 8.4 + 15 x 14 = 218.4 us +
+    # 1.714 s of bytes; LL128: 14 + 15 x 8.5 = 141.5 us + 1.714 / 0.92; LL: half the bandwidth. Simple wins:
+    # 258,662,430,720 / 2 / 4.375e9 + 17.24 x 218.4 us = 29.5619 + 0.0038 s each for the reduce-scatter and
+    # the all-gather
+    one = 8 * 17_244_162_048 * 15 / 16 / 4.375e9 + 8_622_081_024 / 5e8 * 218.4e-6
     c = throughput.zero_communication(W70, SLOW, 16, Sharding(1), tp=8)
     assert (c.reduce, c.gather) == (pytest.approx(one), pytest.approx(one))
     assert tp8.comm_step_s == pytest.approx(2 * one)

@@ -274,14 +274,15 @@ def setups(w: Workload, hw: Hardware, nodes: int, fit: Fit, headroom: float = me
 
 
 # At one (recompute, micro batch), a sharding is never faster than one listed for it here when that one fits
-# (throughput.py: stages 0, 1 and 2 move the same bytes in the same buckets, and each later stage exposes
-# at least as much of it; offload only adds time). It loses the tie-break too, so it need not be evaluated.
-# tests/test_planner_optimizer.py holds best_setup to trying every setup.
+# (throughput.py: stages 1 and 2 make the same reduce-scatter and all-gather calls, and stage 2 exposes at least as
+# much of them; offload only adds time). It loses the tie-break too, so it need not be evaluated. Stage 0 is no
+# such bound: its all-reduce is NCCL's to run as a ring (with the ring's "plateau" latency) or a tree, either of
+# which may beat or trail stage 1's two ring calls. tests/test_planner_optimizer.py holds best_setup to trying
+# every setup.
 _Z = {(sh.zero_stage, sh.offload_optimizer, sh.offload_param): sh for sh in SHARDINGS}
 DOMINATED_BY: dict[Sharding, tuple[Sharding, ...]] = {
-    _Z[1, False, False]: (_Z[0, False, False],),
-    _Z[2, False, False]: (_Z[0, False, False], _Z[1, False, False]),
-    _Z[2, True, False]: (_Z[0, False, False], _Z[1, False, False], _Z[2, False, False]),
+    _Z[2, False, False]: (_Z[1, False, False],),
+    _Z[2, True, False]: (_Z[1, False, False], _Z[2, False, False]),
     _Z[3, True, False]: (_Z[3, False, False],),
     _Z[3, True, True]: (_Z[3, False, False], _Z[3, True, False]),
 }

@@ -3,11 +3,12 @@ and latency, only the overlap DeepSpeed achieves) and offload traffic.
 
 Per micro-step on each device (b = micro batch, s = sequence length, F = FLOPs per token):
     compute   = b * s * F / (MFU * peak)               MFU: cli/planner/calibration.py Fit.device_mfu
-    collective of S bytes (16-bit, S = 2 x trained params), ring over all N = g x n devices (NCCL's ring
-    for reduce-scatter/all-gather; its bus bandwidth is the slower of NVLink/PCIe and the node's network):
-        t(S) = S * ((g-1)/g / B_intra + (n-1)/n / B_node) + calls * (N-1) * alpha
-        calls = S / bucket (the ds_config's bucket sizes, infra/deepspeed_settings.py); ZeRO-3 gathers per
-        layer; alpha = per ring step latency (ALPHA_NODE_S across nodes, ALPHA_INTRA_S inside one)
+    collective of S bytes (16-bit, S = 2 x trained params) over all N = g x n devices, in `calls` NCCL calls,
+    each as long as NCCL's own cost model says its fastest algorithm and protocol take (cli/planner/nccl.py:
+    Ring for reduce-scatter/all-gather, Ring or Tree for all-reduce; LL, LL128 or Simple; NCCL's latencies),
+    the Simple protocol moving a call's bytes in
+        bytes(S) = S * ((g-1)/g / B_intra + (n-1)/n / B_node)       (x 2 for an all-reduce)
+        calls = S / bucket (the ds_config's bucket sizes, infra/deepspeed_settings.py); ZeRO-3 gathers per layer
         B_node = the node's line rate x efficiency (RDMA fabrics: EFA, InfiniBand, GPUDirect; plain TCP less)
     what each stage moves (DeepSpeed 0.19 with the rendered ds_config, overlap_comm on for stages 1-3):
       ZeRO-0: one all-reduce (2 t) of the bucketed gradients in the last micro-step's backward, overlapped
@@ -40,7 +41,8 @@ every figure above unchanged). dp = world / (t x p); one (t, p) rank holds P_ran
         and micro-batch (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters
         Using Megatron-LM", arXiv 2104.04473, sec. 3.3 / Fig. 5; full activation checkpointing repeats the
         forward's two), each of 2 s b h bytes, a ring all-reduce over t devices on NVLink/PCIe:
-            t_ar = 2 (t-1)/t * 2 s b h / B_intra + 2 (t-1) * ALPHA_INTRA_S
+            t_ar = NCCL's all-reduce of 2 s b h bytes over t ranks on one node, its Simple ring moving them
+                   in 2 (t-1)/t * 2 s b h / B_intra (cli/planner/nccl.py)
         tp_comm = (4, or 6 with checkpointing) * ceil(L/p) * t_ar per micro-step, not overlapped with compute
         (DeepSpeed AutoTP and Megatron's default all-reduce wait on the result). The g/t groups of a node use
         disjoint NVLink ports; over PCIe the per-device PCIE_GBPS is assumed for each. Inside a pipeline the
@@ -71,6 +73,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cli.planner import nccl
 from cli.planner.calibration import Fit
 from cli.planner.memory import (
     Sharding,
@@ -89,10 +92,10 @@ PCIE_GBPS = 20.0  # GB/s per device, PCIe 4.0 x16 achievable
 RDMA_FABRICS = {"efa", "infiniband", "rdma", "gpudirect-tcpx", "gpudirect-tcpxo"}
 NETWORK_EFFICIENCY = 0.7  # share of an RDMA fabric's line rate NCCL's collectives achieve
 TCP_NETWORK_EFFICIENCY = 0.35  # NCCL over plain TCP sockets (no EFA/RDMA): half of that, assumed
-# Latency per ring step across nodes: the largest of 1/2/5/10 us that keeps the >= 128-GPU llm-foundry rows
-# (512 H100s, FSDP per-layer gathers) within their in-sample error (benchmarks/plan_calibration.py prints it).
+# Latency of one pipeline send across nodes, assumed: the per-step figure the collectives used before they took
+# NCCL's own latencies (cli/planner/nccl.py). A send carries a micro-batch's activations (tens of MB), so it is
+# well under 1% of the send.
 ALPHA_NODE_S = 2e-6
-ALPHA_INTRA_S = 1e-6  # latency per ring step inside a node (NVLink/PCIe)
 OVERLAP_EFFICIENCY = 0.5  # share of the compute beside it that overlapped communication can hide
 # Gbit/s assumed where the catalog has no figure: the types it lacks are the smaller "up to 10-25 Gbit/s"
 # burst instances, whose sustained rate is lower still, so assume little rather than flatter them.
@@ -179,9 +182,12 @@ class Step:
         return self.mfu * self.grad_accum * self.compute_s / self.step_s
 
 
-def collective_s(size_bytes: float, calls: float, g: int, nodes: int, hw: Hardware, nic_share: int = 1) -> float:
-    """One reduce-scatter or all-gather of `size_bytes` in `calls` ring collectives over g x nodes devices;
-    `nic_share` such collectives (one per tp rank) cross each node's network at once."""
+def collective_s(size_bytes: float, calls: float, g: int, nodes: int, hw: Hardware, nic_share: int = 1, *,
+                 allreduce: bool = False) -> float:  # fmt: skip
+    """A reduce-scatter or all-gather (`allreduce`: an all-reduce) of `size_bytes` in `calls` NCCL collectives over
+    g x nodes devices; `nic_share` such collectives (one per tp rank) cross each node's network at once. Each call
+    takes what NCCL's own model says its fastest algorithm and protocol take (cli/planner/nccl.py), its Simple
+    protocol moving the bytes at the bandwidths of the module docstring."""
     devices = g * nodes
     if devices == 1:
         return 0.0
@@ -190,8 +196,12 @@ def collective_s(size_bytes: float, calls: float, g: int, nodes: int, hw: Hardwa
         t += (g - 1) / g / (hw.intra_gbps * 1e9)
     if nodes > 1:
         t += nic_share * (nodes - 1) / nodes / (hw.node_gbps * 1e9)
-    alpha = ALPHA_NODE_S if nodes > 1 else ALPHA_INTRA_S
-    return size_bytes * t + max(1.0, calls) * (devices - 1) * alpha
+    n_calls = max(1.0, calls)
+    per_call = size_bytes / n_calls
+    fabric = nccl.fabric(devices, nodes, hw.accelerator in NVLINK_BUS_GBPS, hw.accelerator)
+    if allreduce:
+        return n_calls * nccl.allreduce_s(per_call, 2 * per_call * t, fabric)
+    return n_calls * nccl.gather_or_scatter_s(per_call, per_call * t, fabric)
 
 
 def grad_accum_for(w: Workload, micro_batch: int, devices: int, *, tp: int = 1, pp: int = 1) -> int:
@@ -205,7 +215,7 @@ def tp_allreduce_s(size_bytes: float, tp: int, hw: Hardware) -> float:
     """One ring all-reduce of `size_bytes` over the tp devices of a node (reduce-scatter + all-gather)."""
     if tp == 1:
         return 0.0
-    return 2 * (tp - 1) / tp * size_bytes / (hw.intra_gbps * 1e9) + 2 * (tp - 1) * ALPHA_INTRA_S
+    return collective_s(size_bytes, 1, tp, 1, hw, allreduce=True)
 
 
 def tp_comm_micro_s(w: Workload, hw: Hardware, micro_batch: int, checkpointing: bool, tp: int = 1,
@@ -409,7 +419,7 @@ def zero_communication(w: Workload, hw: Hardware, nodes: int, sharding: Sharding
         gather = coll(size, ds.ALLGATHER_BUCKET_SIZE)
         return Communication(reduce=reduce, step_hide=backward, gather=gather, report_step=reduce + gather,
                              node_bytes_step=2 * sent(size))  # fmt: skip
-    allreduce = 2 * coll(size, ds.ALLREDUCE_BUCKET_SIZE)
+    allreduce = collective_s(size, elements / ds.ALLREDUCE_BUCKET_SIZE, g, n, hw, tp, allreduce=True)
     return Communication(reduce=allreduce, step_hide=backward, report_step=allreduce, node_bytes_step=2 * sent(size))
 
 
@@ -442,13 +452,14 @@ def explain_step(st: Step, w: Workload, hw: Hardware, fit: Fit) -> list[str]:
         lines += [
             f"layout: {st.devices} devices = data parallel {dp} x tensor parallel {st.tp} x pipeline {st.pp} "
             f"stages; ZeRO shards over the {dp} data-parallel devices only",
-            f"micro-step compute = {st.micro_batch} x {w.seq_len} tokens x {w.flops_per_token:.4g} FLOP/token / "
-            f"({st.tp} x {st.pp} x {st.mfu:.3f} x {hw.peak_tflops:g} TFLOP/s) = {st.compute_s:.3f} s per device",
+            f"micro-step compute = {st.micro_batch} x {w.seq_len} tokens x {w.flops_per_token:.4g} FLOP/token x "
+            f"{stage_imbalance(w, st.pp):.3f} (the slowest stage's share x {st.pp}) / ({st.tp} x {st.pp} x "
+            f"{st.mfu:.3f} x {LAYOUT_EFFICIENCY:.2f} x {hw.peak_tflops:g} TFLOP/s) = {st.compute_s:.3f} s per device",
         ]
     lines.append(
         f"ZeRO comm: {st.comm_micro_s:.3f} s per micro-step, {st.comm_step_s:.3f} s per step "
         f"(NVLink/PCIe {hw.intra_gbps:g} GB/s, node network {hw.node_gbps:.1f} GB/s effective, "
-        f"{ALPHA_NODE_S * 1e6:g} us per ring step across nodes; overlap hides at most "
+        f"each call at NCCL's own model's fastest algorithm and protocol; overlap hides at most "
         f"{OVERLAP_EFFICIENCY:.0%} of the compute beside it)"
     )
     if st.tp > 1:

@@ -11,7 +11,7 @@ cost is that time at the plan's price (checkpoint storage too is priced on the t
 
 What it covers: the error of the step, overhead and reliability model on dedicated clusters of 96 to 1,024 devices
 (13 runs: a rough interval, which is why it is wide). It is not centred on the plan's figure: the runs took a
-median x1.29 of what the planner predicts for them. Where a run also publishes its step throughput, that splits into
+median x1.25 of what the planner predicts for them. Where a run also publishes its step throughput, that splits into
 its step speed and its time beside the steps (benchmarks/plan_calibration.py); no constant is added to absorb it.
 What it does not: spot interruptions' chance (the figures are
 expectations), price changes, and scales past the development set's. How often it holds on runs no fit ever saw
@@ -44,7 +44,7 @@ class Interval:
                 "chance and price changes are not in it")  # fmt: skip
 
 
-PLAN_INTERVAL = Interval(0.86, 1.87, 1.29)
+PLAN_INTERVAL = Interval(0.86, 1.87, 1.25)
 
 
 def interval_from_ratios(ratios: list[float]) -> Interval:
