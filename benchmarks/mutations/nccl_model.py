@@ -50,4 +50,22 @@ MUTANTS = [
         "original": "    inter = HW_LATENCY_US[\"net\"][\"tree\" if f.per_node == 1 else \"ring\"][p]",
         "replacement": "    inter = HW_LATENCY_US[\"net\"][\"ring\"][p]",
     },
+    {
+        "file": NCCL,
+        "bug": "the tree's correction for medium sizes is ignored (NCCL slows its model's tree there)",
+        "original": "    correction = TREE_CORRECTION_AT[log_size] if 0 <= log_size < 23 else (1.0, 1.0, 1.0)",
+        "replacement": "    correction = (1.0, 1.0, 1.0)",
+    },
+    {
+        "file": NCCL,
+        "bug": "an all-reduce's ring takes the steps of one reduce-scatter, not of a reduce-scatter and an all-gather",
+        "original": "    steps = (2 if allreduce else 1) * (f.ranks - 1)",
+        "replacement": "    steps = f.ranks - 1",
+    },
+    {
+        "file": NCCL,
+        "bug": "LL128 is taken to move bytes as fast as Simple (NCCL's ring LL128 runs at 0.92 of it)",
+        "original": "        best = min(best, (ll128 + simple_s / RING_LL128_BW, \"Ring\", \"LL128\"))",
+        "replacement": "        best = min(best, (ll128 + simple_s, \"Ring\", \"LL128\"))",
+    },
 ]
