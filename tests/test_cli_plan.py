@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -520,3 +521,28 @@ def test_estimate_leaves_out_aws_local_zones_as_plan_does(tmp_path):
             "--instance-type", "ref.lz.48xlarge", "--purchase", "spot")  # fmt: skip
     assert_one_line_error(run_trainfleet(*only, env=env), "AWS Local Zone", "--local-zones")
     assert run_trainfleet(*only, "--local-zones", env=env).code == 0
+
+
+def test_a_deadline_only_on_demand_meets_names_the_spot_plan_just_past_it():
+    """405B on 1T tokens in 90 days: no spot fleet finishes in 2,160 h, so the cheapest plan is on-demand. The plan
+    names the fastest spot plan within 25% past the deadline that saves at least 20%, and the --deadline that allows
+    it; planning with that deadline gives a spot plan at most that cost."""
+    job = ("--params", "405B", "--tokens", "1T", "--max-nodes", "512")
+    data = plan_json(*job, "--deadline", "90d")
+    best = data["best"]
+    assert best["purchase"] == "on-demand"
+    (note,) = [n for n in data["notes"] if n.startswith("no spot plan meets the 2,160 h deadline")]
+    named = re.search(r"spot, \w+ [\w-]+\) for ([\d,.]+) h at \$([\d,]+), runs ([\d,]+) h past it for (\d+)% less: "
+                      r"--deadline (\d+)d allows it", note)  # fmt: skip
+    hours, cost, past, saved, days = (float(g.replace(",", "")) for g in named.groups())
+    assert 2160 < hours <= 2160 * 1.25 and past == pytest.approx(hours - 2160, abs=0.5)
+    assert cost <= 0.8 * best["expected_cost_usd"]
+    assert saved == pytest.approx(100 * (1 - cost / best["expected_cost_usd"]), abs=0.5)
+    assert days == math.ceil(hours / 24)
+    allowed = plan_json(*job, "--deadline", f"{days:.0f}d")
+    spot = allowed["best"]
+    assert spot["purchase"] == "spot" and spot["expected_cost_usd"] <= cost + 1
+    # no such note when spot meets the deadline, or when the user asked for on-demand
+    assert not [n for n in allowed["notes"] if n.startswith("no spot plan")]
+    asked = plan_json(*job, "--deadline", "90d", "--purchase", "on-demand")
+    assert not [n for n in asked["notes"] if n.startswith("no spot plan")]

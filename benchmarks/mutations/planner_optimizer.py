@@ -144,4 +144,18 @@ MUTANTS = [
         "original": 'return Hardware(offer.accelerator, peak, offer.accelerators_per_node, offer.accelerator_memory_gib,',
         "replacement": 'return Hardware(offer.accelerator, peak, offer.accelerators_per_node, offer.accelerator_memory_gib * offer.accelerators_per_node,',
     },
+    {
+        "file": "cli/planner/report.py",
+        "bug": "the deadline that allows the spot plan past it is rounded down, so it still leaves only on-demand",
+        "original": "f\"--deadline {math.ceil(spot.wall_hours / 24)}d allows it\")",
+        "replacement": "f\"--deadline {round(spot.wall_hours / 24)}d allows it\")",
+        "tests": [CLI + "test_a_deadline_only_on_demand_meets_names_the_spot_plan_just_past_it"],
+    },
+    {
+        "file": "cli/planner/report.py",
+        "bug": "a spot plan past the deadline is offered to a user who asked for on-demand",
+        "original": "req.objective == \"cost\" and req.purchase == \"any\" and",
+        "replacement": "req.objective == \"cost\" and",
+        "tests": [CLI + "test_a_deadline_only_on_demand_meets_names_the_spot_plan_just_past_it"],
+    },
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -188,7 +189,16 @@ def plan_command(
     t0 = time.perf_counter()
     from cli.planner.calibration import default_fit
     from cli.planner.optimizer import Request, alternatives, search
-    from cli.planner.report import impossible, notes, plan_dict, price_notes, unsplit_line
+    from cli.planner.report import (
+        SPOT_PAST_DEADLINE_SLACK,
+        impossible,
+        notes,
+        plan_dict,
+        price_notes,
+        spot_past_deadline_note,
+        unsplit_line,
+        wants_spot_past_deadline,
+    )
     from cli.planner.standing import Shown
     from infra.catalog import default_catalog
     from infra.catalog.capacity import default_placement_scores
@@ -256,6 +266,11 @@ def plan_command(
     best = ranked[0]
     alts = alternatives(ranked, top)
     front = selection.frontier
+    spot_note = None
+    if wants_spot_past_deadline(best, req):  # a second search, of spot fleets a little past the deadline
+        spot_req = replace(req, purchase="spot", deadline_hours=req.deadline_hours * SPOT_PAST_DEADLINE_SLACK)
+        spot = search(spot_req, offers, catalog.accelerators, fit, scores=scores, shown=Shown(1, MAX_HOURS))
+        spot_note = spot_past_deadline_note(best, spot.select(1, max_hours=MAX_HOURS).frontier, req)
     written = None
     if stack_target is not None:
         written = _write(best, req, stack_target)
@@ -263,8 +278,8 @@ def plan_command(
         "best": plan_dict(best, req, explain, fit),
         "alternatives": [plan_dict(c, req, explain, fit) for c in alts],
         "frontier": [plan_dict(c, req, False, fit) for c in front],
-        "notes": notes(best, front, req) + price_notes(best, [*alts, *front], max_price_age)
-        + ([unsplit_line(result)] if result.stats.unsplit else []),
+        "notes": notes(best, front, req) + ([spot_note] if spot_note else [])
+        + price_notes(best, [*alts, *front], max_price_age) + ([unsplit_line(result)] if result.stats.unsplit else []),
         "search": {
             "offers": result.stats.offers_considered,
             "candidates": result.stats.candidates,

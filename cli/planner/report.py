@@ -485,6 +485,31 @@ LONG_RUN_HOURS = (
     30 * 24
 )  # past a month without a deadline, say so: the cheapest plan is rarely the one wanted
 
+# When a deadline leaves only on-demand plans, spot plans up to this much past it are looked for, and the fastest of
+# them that costs at most SPOT_PAST_DEADLINE_SHARE of the plan is named: a deadline a few days tighter than a spot
+# fleet can meet would otherwise multiply the cost without a word.
+SPOT_PAST_DEADLINE_SLACK = 1.25
+SPOT_PAST_DEADLINE_SHARE = 0.8
+
+
+def wants_spot_past_deadline(best: Candidate, req: Request) -> bool:
+    """Whether to look for spot plans past the deadline: the cheapest plan within it is on-demand, and spot was
+    allowed (`--purchase any`) with cost the objective."""
+    return req.deadline_hours is not None and req.objective == "cost" and req.purchase == "any" and \
+        best.purchase == "on-demand"  # fmt: skip
+
+
+def spot_past_deadline_note(best: Candidate, spot_frontier: list[Candidate], req: Request) -> str | None:
+    """The note naming the fastest spot plan past the deadline that costs at most SPOT_PAST_DEADLINE_SHARE of the
+    best plan, from the cost/time frontier of spot plans within SPOT_PAST_DEADLINE_SLACK x the deadline."""
+    spot = next((c for c in spot_frontier if c.cost_usd <= SPOT_PAST_DEADLINE_SHARE * best.cost_usd), None)
+    if spot is None or spot.wall_hours <= req.deadline_hours:
+        return None
+    return (f"no spot plan meets the {req.deadline_hours:,.0f} h deadline; the fastest that costs "
+            f"{1 - SPOT_PAST_DEADLINE_SHARE:.0%} less or more, {describe(spot)}, runs "
+            f"{spot.wall_hours - req.deadline_hours:,.0f} h past it for {1 - spot.cost_usd / best.cost_usd:.0%} less: "
+            f"--deadline {math.ceil(spot.wall_hours / 24)}d allows it")  # fmt: skip
+
 
 def price_outlier(c: Candidate) -> str | None:
     """The note for a spot plan on a zone whose catalog row is far below its neighbours (cli/planner/outliers.py):
