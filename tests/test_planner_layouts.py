@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import replace
 
 import pytest
 
@@ -67,9 +68,8 @@ def test_the_slowest_stage_is_the_one_deepspeeds_partition_makes(layers, pp):
     """The trainer partitions by decoder layer (templates/train.py, partition_method "type:DecoderLayer"):
     DeepSpeed's own partition_balanced of those layers, the head last, gives the slowest stage."""
     partition_balanced = need_module("deepspeed.runtime.utils", DEEPSPEED).partition_balanced
-    shape = BLOOM.workload.shape
-    w = BLOOM.workload.__class__(shape.__class__(shape.name, shape.params, layers, shape.hidden, shape.heads,
-                                                 shape.vocab, shape.ffn), 10**9, 2048)  # fmt: skip
+    shape = replace(BLOOM.workload.shape, layers=layers)
+    w = Workload(shape, 10**9, 2048)
     weights = [0] + [1] * layers + [0, 0]  # embedding, decoder layers, final norm, head
     parts = partition_balanced(weights, pp)
     stage_layers = [sum(weights[parts[i]:parts[i + 1]]) for i in range(pp)]

@@ -28,7 +28,7 @@ MUTANTS = [
         "file": THROUGHPUT,
         "bug": "a pipeline is priced as perfectly balanced: the output head's stage no slower than the others",
         "original": "    slowest = max((whole + (extra > 0)) * layer, whole * layer + head)",
-        "replacement": "    slowest = (shape.layers * layer + head) / pp",
+        "replacement": "    slowest = (layers * layer + head) / pp",
     },
     {
         "file": THROUGHPUT,

@@ -19,11 +19,11 @@ from cli.planner.memory import Sharding
 from cli.planner.presets import ModelShape
 from cli.planner.throughput import Hardware, Step, step
 from cli.planner.workload import Workload
+from infra.catalog import Accelerator, default_catalog
 from infra.catalog.loader import DATA_DIR
 
 LAYOUT_RUNS = DATA_DIR / "calibration" / "layout_runs.csv"
 DEVICES_PER_NODE = 8  # every run in the table is on DGX-style 8-GPU nodes
-PEAK_TFLOPS = {"A100-80GB": 312.0}  # dense 16-bit (peak_flops.csv); the table's runs are all A100
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,20 +49,21 @@ class LayoutRun:
 
 
 def load(path: Path = LAYOUT_RUNS) -> list[LayoutRun]:
+    accelerators = default_catalog().accelerators
     with path.open(newline="") as fh:
-        return [_run(row) for row in csv.DictReader(fh)]
+        return [_run(row, accelerators[row["accelerator"]]) for row in csv.DictReader(fh)]
 
 
-def _run(row: dict[str, str]) -> LayoutRun:
+def _run(row: dict[str, str], accel: Accelerator) -> LayoutRun:
+    """A row on its accelerator's catalog figures (16-bit dense peak, memory); the runs trained in 16 bits."""
     number = {k: int(row[k]) for k in ("params", "layers", "hidden", "heads", "vocab", "ffn", "seq_len",
                                        "batch_sequences", "micro_batch", "tp", "pp", "zero_stage", "devices")}  # fmt: skip
     shape = ModelShape(row["run"], number["params"], number["layers"], number["hidden"], number["heads"],
                        number["vocab"], number["ffn"])  # fmt: skip
     workload = Workload(shape, 10**12, number["seq_len"],
                         global_batch_tokens=number["batch_sequences"] * number["seq_len"])  # fmt: skip
-    accelerator = row["accelerator"]
-    hardware = Hardware(accelerator, PEAK_TFLOPS[accelerator], DEVICES_PER_NODE, 80.0, 1024.0, 128.0,
-                        float(row["node_network_gbits"]), "infiniband")  # fmt: skip
+    hardware = Hardware(row["accelerator"], accel.peak("bf16") or 0.0, DEVICES_PER_NODE, accel.memory_gib, 1024.0,
+                        128.0, float(row["node_network_gbits"]), "infiniband")  # fmt: skip
     return LayoutRun(row["run"], row["role"], workload, hardware, number["devices"] // DEVICES_PER_NODE,
                      number["zero_stage"], number["micro_batch"], row["recompute"] == "true", number["tp"],
                      number["pp"], float(row["published_tokens_per_s_per_device"]))  # fmt: skip

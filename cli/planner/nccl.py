@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from functools import cache
 
 LL, LL128, SIMPLE = 0, 1, 2
-PROTOCOLS = ("LL", "LL128", "Simple")
 BASE_LATENCY_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4)}
 HW_LATENCY_US = {
     "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4)},

@@ -212,7 +212,7 @@ def grad_accum_for(w: Workload, micro_batch: int, devices: int, *, tp: int = 1, 
 
 
 def tp_allreduce_s(size_bytes: float, tp: int, hw: Hardware) -> float:
-    """One ring all-reduce of `size_bytes` over the tp devices of a node (reduce-scatter + all-gather)."""
+    """One all-reduce of `size_bytes` over the tp devices of a node, as NCCL's model prices it (`collective_s`)."""
     if tp == 1:
         return 0.0
     return collective_s(size_bytes, 1, tp, 1, hw, allreduce=True)
@@ -292,12 +292,10 @@ def stage_imbalance(w: Workload, pp: int) -> float:
     """p x the slowest pipeline stage's FLOPs / all stages' (the module docstring); 1.0 without a pipeline."""
     if pp == 1:
         return 1.0
-    shape = w.shape
-    layer = w.dense_flops_factor * shape.layer_matrix_params + w.attention_flops_per_token / shape.layers
-    head = w.dense_flops_factor * shape.vocab * shape.hidden
-    whole, extra = divmod(shape.layers, pp)
+    layer, head, layers = w.layer_flops_per_token, w.head_flops_per_token, w.shape.layers
+    whole, extra = divmod(layers, pp)
     slowest = max((whole + (extra > 0)) * layer, whole * layer + head)
-    return pp * slowest / (shape.layers * layer + head)
+    return pp * slowest / (layers * layer + head)
 
 
 def micro_compute_s(w: Workload, hw: Hardware, micro_batch: int, mfu: float, tp: int = 1, pp: int = 1) -> float:
@@ -391,8 +389,8 @@ def zero_communication(w: Workload, hw: Hardware, nodes: int, sharding: Sharding
     elements = trained
     layers = stage_layers(w, pp)
 
-    def coll(size_bytes: float, bucket: float) -> float:
-        return collective_s(size_bytes, elements / bucket, g, n, hw, tp)
+    def coll(size_bytes: float, bucket: float, allreduce: bool = False) -> float:
+        return collective_s(size_bytes, elements / bucket, g, n, hw, tp, allreduce=allreduce)
 
     def sent(size_bytes: float) -> float:  # what one collective sends over each node's network (tp groups)
         return tp * size_bytes * (n - 1) / n
@@ -419,7 +417,7 @@ def zero_communication(w: Workload, hw: Hardware, nodes: int, sharding: Sharding
         gather = coll(size, ds.ALLGATHER_BUCKET_SIZE)
         return Communication(reduce=reduce, step_hide=backward, gather=gather, report_step=reduce + gather,
                              node_bytes_step=2 * sent(size))  # fmt: skip
-    allreduce = collective_s(size, elements / ds.ALLREDUCE_BUCKET_SIZE, g, n, hw, tp, allreduce=True)
+    allreduce = coll(size, ds.ALLREDUCE_BUCKET_SIZE, allreduce=True)
     return Communication(reduce=allreduce, step_hide=backward, report_step=allreduce, node_bytes_step=2 * sent(size))
 
 

@@ -66,6 +66,16 @@ class Workload:
         return self.attention_flops_per_token / self.flops_per_token
 
     @cached_property
+    def layer_flops_per_token(self) -> float:
+        """One decoder layer's FLOPs a token: its matrices' (dense factor x weights) and its attention scores."""
+        return self.dense_flops_factor * self.shape.layer_matrix_params + 12.0 * self.shape.hidden * self.seq_len
+
+    @cached_property
+    def head_flops_per_token(self) -> float:
+        """The output head's FLOPs a token (dense factor x V x h): what a pipeline's last stage adds."""
+        return self.dense_flops_factor * self.shape.vocab * self.shape.hidden
+
+    @cached_property
     def flops_per_token(self) -> float:
         """Model FLOPs per trained token (what MFU counts)."""
         return self.dense_flops_factor * self.params + self.attention_flops_per_token
